@@ -8,7 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(env::var("OUT_DIR")?);
     println!("cargo:rerun-if-changed=../proto/cloudevent.proto");
     tonic_prost_build::configure()
-        .bytes(".io.cloudevents.v1.CloudEvent.data.binary_data")
+        .bytes(".io.cloudevents.v1.CloudEvent.binary_data")
         .file_descriptor_set_path(out.join("cloudevent_descriptor.bin"))
         .compile_protos(&["../proto/cloudevent.proto"], &["../proto"])?;
     Ok(())

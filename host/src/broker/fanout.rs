@@ -1,0 +1,265 @@
+//! Subscribers and delivery: every hub → agent event goes to every subscriber of its
+//! (cluster name, data type), through a bounded queue per subscriber.
+//!
+//! Slow subscribers never block anyone: an event for a subscriber whose queue is full ends that
+//! subscriber's stream (with `Unavailable`), so the agent reconnects and resyncs, while the others
+//! keep receiving. Resync answers, which a Publish call is waiting for anyway, wait up to a bound
+//! for queue space instead, so that a burst of many resources does not cut a healthy stream.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use conductor_plugin_sdk::CloudEvent;
+use conductor_plugin_sdk::ocm::{EventType, OcmExtensions, TypeError};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::memory::MetadataMemory;
+use crate::{proto, telemetry::Metrics, wire};
+
+/// Why an event could not be fanned out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FanoutError {
+    #[error("cannot deliver event {id}: invalid type: {source}")]
+    Type { id: String, source: TypeError },
+    #[error("cannot deliver event {id}: {reason}")]
+    ClusterName { id: String, reason: String },
+}
+
+/// Where sources hand the hub → agent events they produce.
+pub trait EventSink: Send + Sync {
+    /// Delivers `event` to its subscribers now; returns how many received it.
+    fn emit(&self, event: &CloudEvent) -> Result<usize, FanoutError>;
+}
+
+struct Subscriber {
+    id: Uuid,
+    tx: mpsc::Sender<proto::CloudEvent>,
+}
+
+type ByDataType = HashMap<String, Vec<Subscriber>>;
+
+/// The subscriber table and the delivery paths.
+pub struct Fanout {
+    subscribers: RwLock<HashMap<String, ByDataType>>,
+    memory: Mutex<MetadataMemory>,
+    metrics: Metrics,
+    queue_size: usize,
+}
+
+/// A registered subscriber's end of its queue. Dropping it unregisters the subscriber.
+pub struct Registration {
+    pub id: Uuid,
+    pub cluster: String,
+    pub data_type: String,
+    pub rx: mpsc::Receiver<proto::CloudEvent>,
+    fanout: Arc<Fanout>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.fanout.unregister(&self.cluster, &self.data_type, self.id);
+    }
+}
+
+impl Fanout {
+    pub fn new(metrics: Metrics, queue_size: usize, remembered_metadata: usize) -> Arc<Self> {
+        Arc::new(Self {
+            subscribers: RwLock::default(),
+            memory: Mutex::new(MetadataMemory::new(remembered_metadata)),
+            metrics,
+            queue_size,
+        })
+    }
+
+    /// Registers a subscriber for (cluster, data type); it receives events from now on.
+    pub fn register(self: &Arc<Self>, cluster: &str, data_type: &str) -> Registration {
+        let (tx, rx) = mpsc::channel(self.queue_size);
+        let id = Uuid::new_v4();
+        self.subscribers
+            .write()
+            .entry(cluster.to_owned())
+            .or_default()
+            .entry(data_type.to_owned())
+            .or_default()
+            .push(Subscriber { id, tx });
+        self.metrics.subscriber_added(cluster, data_type);
+        Registration {
+            id,
+            cluster: cluster.to_owned(),
+            data_type: data_type.to_owned(),
+            rx,
+            fanout: Arc::clone(self),
+        }
+    }
+
+    fn unregister(&self, cluster: &str, data_type: &str, id: Uuid) {
+        if self.remove(cluster, data_type, &[id]) > 0 {
+            self.metrics.subscriber_removed(cluster, data_type);
+        }
+    }
+
+    /// Drops subscribers from the table (their streams end once drained); returns how many.
+    fn remove(&self, cluster: &str, data_type: &str, ids: &[Uuid]) -> usize {
+        let mut table = self.subscribers.write();
+        let Some(by_type) = table.get_mut(cluster) else { return 0 };
+        let Some(subs) = by_type.get_mut(data_type) else { return 0 };
+        let before = subs.len();
+        subs.retain(|s| !ids.contains(&s.id));
+        let removed = before - subs.len();
+        if subs.is_empty() {
+            by_type.remove(data_type);
+            if by_type.is_empty() {
+                table.remove(cluster);
+            }
+        }
+        removed
+    }
+
+    /// The number of live subscribers, for tests and benchmarks.
+    pub fn subscriber_count(&self) -> usize {
+        self.subscribers.read().values().flat_map(|m| m.values()).map(Vec::len).sum()
+    }
+
+    /// The last `metadata` and source delivered for a resource, if remembered.
+    pub fn remembered(&self, cluster: &str, data_type: &str, resource_id: &str) -> Option<(String, String)> {
+        self.memory.lock().get(cluster, data_type, resource_id)
+    }
+
+    /// Forgets a resource's metadata (after the agent was told it is gone).
+    pub fn forget(&self, cluster: &str, data_type: &str, resource_id: &str) {
+        self.memory.lock().forget(cluster, data_type, resource_id);
+    }
+
+    /// Remembers the metadata of an event a source produced (delivered or listed).
+    pub fn remember(&self, cluster: &str, data_type: &str, event: &CloudEvent) {
+        if let (Ok(id), Some(meta)) = (event.resource_id(), event.metadata_json()) {
+            self.memory.lock().put(cluster, data_type, id, &event.source, meta);
+        }
+    }
+
+    fn target(event: &CloudEvent) -> Result<(String, String), FanoutError> {
+        let ty = EventType::parse(&event.ty).map_err(|source| FanoutError::Type {
+            id: event.id.clone(),
+            source,
+        })?;
+        let cluster = event.cluster_name().map_err(|e| FanoutError::ClusterName {
+            id: event.id.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok((cluster.to_owned(), ty.data_type.to_string()))
+    }
+
+    /// Delivers to the subscribers of the event's (cluster, data type), waiting up to `wait`
+    /// for queue space; a subscriber still full after that is cut off.
+    pub async fn deliver_waiting(&self, event: &CloudEvent, wait: Duration) -> Result<usize, FanoutError> {
+        let (cluster, data_type) = Self::target(event)?;
+        self.remember(&cluster, &data_type, event);
+        let senders: Vec<(Uuid, mpsc::Sender<proto::CloudEvent>)> = {
+            let table = self.subscribers.read();
+            match table.get(&cluster).and_then(|m| m.get(&data_type)) {
+                Some(subs) => subs.iter().map(|s| (s.id, s.tx.clone())).collect(),
+                None => return Ok(0),
+            }
+        };
+        let msg = wire::encode(event);
+        let mut delivered = 0;
+        let mut cut = Vec::new();
+        for (id, tx) in senders {
+            match tokio::time::timeout(wait, tx.send(msg.clone())).await {
+                Ok(Ok(())) => delivered += 1,
+                Ok(Err(_closed)) => {}
+                Err(_elapsed) => cut.push(id),
+            }
+        }
+        self.cut_off(&cluster, &data_type, &cut);
+        Ok(delivered)
+    }
+
+    fn cut_off(&self, cluster: &str, data_type: &str, ids: &[Uuid]) {
+        if ids.is_empty() {
+            return;
+        }
+        let removed = self.remove(cluster, data_type, ids);
+        for _ in 0..removed {
+            self.metrics.subscriber_removed(cluster, data_type);
+        }
+        tracing::warn!(
+            cluster,
+            data_type,
+            subscribers = removed,
+            "subscriber queue full: ending the stream so the agent reconnects and resyncs"
+        );
+    }
+}
+
+impl EventSink for Fanout {
+    fn emit(&self, event: &CloudEvent) -> Result<usize, FanoutError> {
+        let (cluster, data_type) = Self::target(event)?;
+        self.remember(&cluster, &data_type, event);
+        let mut delivered = 0;
+        let mut cut = Vec::new();
+        {
+            let table = self.subscribers.read();
+            let Some(subs) = table.get(&cluster).and_then(|m| m.get(&data_type)) else {
+                return Ok(0);
+            };
+            let msg = wire::encode(event);
+            for s in subs {
+                match s.tx.try_send(msg.clone()) {
+                    Ok(()) => delivered += 1,
+                    Err(mpsc::error::TrySendError::Full(_)) => cut.push(s.id),
+                    Err(mpsc::error::TrySendError::Closed(_)) => {}
+                }
+            }
+        }
+        self.cut_off(&cluster, &data_type, &cut);
+        Ok(delivered)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use conductor_plugin_sdk::ocm::data_types::LEASES;
+
+    fn lease_event(cluster: &str) -> CloudEvent {
+        let mut e = CloudEvent::new("e1", "kube", format!("{LEASES}.spec.update_request"));
+        e.set_extension("clustername", cluster);
+        e
+    }
+
+    #[tokio::test]
+    async fn events_reach_exactly_their_cluster_and_type() {
+        let f = Fanout::new(Metrics::new(), 4, 10);
+        let mut a = f.register("c1", LEASES);
+        let mut b = f.register("c2", LEASES);
+        let mut c = f.register("c1", "x.v1.other");
+        assert_eq!(f.emit(&lease_event("c1")).unwrap(), 1);
+        assert_eq!(a.rx.try_recv().unwrap().id, "e1");
+        assert!(b.rx.try_recv().is_err());
+        assert!(c.rx.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_full_subscriber_is_cut_off_and_the_others_still_receive() {
+        let f = Fanout::new(Metrics::new(), 2, 10);
+        let slow = f.register("c1", LEASES);
+        let mut fast = f.register("c1", LEASES);
+        for _ in 0..5 {
+            f.emit(&lease_event("c1")).unwrap();
+            fast.rx.try_recv().unwrap();
+        }
+        assert_eq!(f.subscriber_count(), 1, "the slow subscriber was dropped");
+        drop(slow);
+        drop(fast);
+        assert_eq!(f.subscriber_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn events_without_cluster_name_are_refused() {
+        let f = Fanout::new(Metrics::new(), 2, 10);
+        let e = CloudEvent::new("e1", "kube", format!("{LEASES}.spec.update_request"));
+        assert!(matches!(f.emit(&e), Err(FanoutError::ClusterName { .. })));
+    }
+}

@@ -1,0 +1,150 @@
+//! The broker (`ocm-grpc-protocol.md` §4–§6): subscriptions, the publish pipeline and spec resync.
+
+pub mod fanout;
+mod memory;
+pub mod resync;
+pub mod subscription;
+
+use std::{sync::Arc, time::Duration};
+
+use conductor_plugin_sdk::ocm::{DataType, EventType, OcmExtensions, actions};
+use conductor_plugin_sdk::{CloudEvent, Identity, SourceError};
+use tokio_util::sync::CancellationToken;
+
+pub use fanout::{EventSink, Fanout, FanoutError};
+use resync::{Gone, ResyncError};
+pub use subscription::Subscription;
+
+use crate::config::BrokerConfig;
+use crate::registry::{ListOptions, Registry, RouteError};
+use crate::telemetry::Metrics;
+
+/// How long a resync answer waits for room in a subscriber's queue before cutting it off.
+const RESYNC_SEND_WAIT: Duration = Duration::from_secs(10);
+
+/// Why a subscription was refused. The messages are upstream's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubscribeError {
+    #[error("invalid subscription request: missing cluster name")]
+    MissingClusterName,
+    #[error("invalid subscription request: invalid data type {data_type:?}: {reason}")]
+    InvalidDataType { data_type: String, reason: String },
+}
+
+/// Why a published event was not handled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PublishError {
+    #[error("failed to respond resync spec request: {0}")]
+    Resync(#[from] ResyncError),
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    #[error("{0}")]
+    Source(#[from] SourceError),
+}
+
+pub struct Broker {
+    fanout: Arc<Fanout>,
+    registry: Arc<Registry>,
+    heartbeat: Option<Duration>,
+    shutdown: CancellationToken,
+    metrics: Metrics,
+}
+
+impl Broker {
+    pub fn new(
+        fanout: Arc<Fanout>,
+        registry: Arc<Registry>,
+        config: &BrokerConfig,
+        metrics: Metrics,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            fanout,
+            registry,
+            heartbeat: config.heartbeat(),
+            shutdown,
+            metrics,
+        }
+    }
+
+    pub fn fanout(&self) -> &Arc<Fanout> {
+        &self.fanout
+    }
+
+    /// Validates a subscription and registers it; events flow from the moment this returns.
+    pub fn subscribe(&self, cluster_name: &str, data_type: &str) -> Result<Subscription, SubscribeError> {
+        if cluster_name.is_empty() {
+            return Err(SubscribeError::MissingClusterName);
+        }
+        let parsed = DataType::parse(data_type).map_err(|e| SubscribeError::InvalidDataType {
+            data_type: data_type.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let registration = self.fanout.register(cluster_name, &parsed.to_string());
+        Ok(Subscription::new(
+            registration,
+            self.heartbeat,
+            self.shutdown.clone(),
+            self.metrics.clone(),
+        ))
+    }
+
+    /// Handles an agent → hub event: a spec resync request is answered by the broker itself,
+    /// everything else goes to the source that owns the event.
+    pub async fn publish(&self, identity: &Identity, event: CloudEvent, ty: &EventType) -> Result<(), PublishError> {
+        if ty.action == actions::RESYNC_REQUEST {
+            return Ok(self.resync(&event, &ty.data_type).await?);
+        }
+        let source = self.registry.route(&event, &ty.data_type)?;
+        source.handle(identity, event).await?;
+        Ok(())
+    }
+
+    async fn resync(&self, event: &CloudEvent, data_type: &DataType) -> Result<(), ResyncError> {
+        let cluster = event
+            .cluster_name()
+            .map_err(|e| ResyncError::ClusterName(e.to_string()))?
+            .to_owned();
+        let agent = resync::agent_versions(event)?;
+        let sources: Vec<_> = self.registry.serving(data_type).cloned().collect();
+        if sources.is_empty() {
+            return Err(ResyncError::NoService(data_type.to_string()));
+        }
+        let options = ListOptions {
+            cluster_name: cluster.clone(),
+            data_type: data_type.clone(),
+        };
+        let lists = futures::future::join_all(sources.iter().map(|s| s.list(&options))).await;
+        let mut listed = Vec::new();
+        for (source, list) in sources.iter().zip(lists) {
+            listed.extend(list.map_err(|error| ResyncError::List {
+                data_type: data_type.to_string(),
+                plugin: source.name().to_owned(),
+                error,
+            })?);
+        }
+        let dt = data_type.to_string();
+        let (answers, gone) = resync::plan(data_type, &cluster, listed, &agent);
+        let (sent, deleted) = (answers.len(), gone.len());
+        for event in answers {
+            self.deliver(&event).await;
+        }
+        for id in gone {
+            let gone = Gone {
+                agent_version: agent.get(&id).copied().unwrap_or_default(),
+                last_known: self.fanout.remembered(&cluster, &dt, &id),
+                resource_id: id,
+            };
+            self.deliver(&resync::synthetic_delete(data_type, &cluster, &gone)).await;
+            self.fanout.forget(&cluster, &dt, &gone.resource_id);
+        }
+        tracing::debug!(cluster, data_type = dt, agent_held = agent.len(), sent, deleted, "answered spec resync");
+        Ok(())
+    }
+
+    async fn deliver(&self, event: &CloudEvent) {
+        if let Err(e) = self.fanout.deliver_waiting(event, RESYNC_SEND_WAIT).await {
+            tracing::warn!(error = %e, "resync answer not delivered");
+        }
+    }
+}

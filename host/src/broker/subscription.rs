@@ -1,0 +1,110 @@
+//! One agent's Subscribe stream: its queued events, heartbeats between them, and a clean end on
+//! shutdown. Dropping the stream (the agent went away) unregisters the subscriber.
+
+use std::{
+    pin::Pin,
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use futures::Stream;
+use prometheus::IntCounter;
+use tokio::time::{Interval, MissedTickBehavior};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use super::fanout::Registration;
+use crate::{proto, telemetry::Metrics, wire};
+
+pub struct Subscription {
+    registration: Registration,
+    heartbeat: Option<Interval>,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    sent: IntCounter,
+    metrics: Metrics,
+    end: Option<tonic::Code>,
+}
+
+impl Subscription {
+    pub fn new(
+        registration: Registration,
+        heartbeat: Option<Duration>,
+        shutdown: CancellationToken,
+        metrics: Metrics,
+    ) -> Self {
+        let sent = metrics.subscribe_received(&registration.cluster, &registration.data_type);
+        let heartbeat = heartbeat.map(|period| {
+            // The first heartbeat goes out one period after subscribing.
+            let mut i = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            i.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            i
+        });
+        Self {
+            registration,
+            heartbeat,
+            shutdown: Box::pin(shutdown.cancelled_owned()),
+            sent,
+            metrics,
+            end: None,
+        }
+    }
+
+    pub fn id(&self) -> uuid::Uuid {
+        self.registration.id
+    }
+
+    fn finish(&mut self, code: tonic::Code) {
+        self.end = Some(code);
+    }
+}
+
+impl Stream for Subscription {
+    type Item = Result<proto::CloudEvent, tonic::Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.end.is_some() {
+            return Poll::Ready(None);
+        }
+        if this.shutdown.as_mut().poll(cx).is_ready() {
+            this.finish(tonic::Code::Ok);
+            return Poll::Ready(None);
+        }
+        match this.registration.rx.poll_recv(cx) {
+            Poll::Ready(Some(event)) => {
+                this.sent.inc();
+                return Poll::Ready(Some(Ok(event)));
+            }
+            Poll::Ready(None) => {
+                // The broker dropped us: our queue was full.
+                this.finish(tonic::Code::Unavailable);
+                return Poll::Ready(Some(Err(tonic::Status::unavailable(
+                    "subscriber too slow: its event queue overflowed; reconnect and resync",
+                ))));
+            }
+            Poll::Pending => {}
+        }
+        if let Some(hb) = this.heartbeat.as_mut()
+            && hb.poll_tick(cx).is_ready()
+        {
+            this.sent.inc();
+            return Poll::Ready(Some(Ok(wire::heartbeat())));
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        // A stream dropped without an end of its own was cancelled by the agent: upstream
+        // unregisters and returns OK.
+        let code = self.end.unwrap_or(tonic::Code::Ok);
+        self.metrics
+            .subscribe_processed(&self.registration.cluster, &self.registration.data_type, code);
+        tracing::debug!(
+            cluster = %self.registration.cluster,
+            data_type = %self.registration.data_type,
+            subscription = %self.registration.id,
+            "subscription ended"
+        );
+    }
+}

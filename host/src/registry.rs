@@ -1,0 +1,186 @@
+//! The source registry: which plugin serves a request. Built from the loaded plugins and the
+//! routes of `conductor.toml`; the broker reaches sources only through it.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use async_trait::async_trait;
+use conductor_plugin_sdk::ocm::{DataType, OcmExtensions};
+use conductor_plugin_sdk::{CloudEvent, Identity, SourceError};
+
+/// What a resync asks a source for.
+#[derive(Debug, Clone)]
+pub struct ListOptions {
+    pub cluster_name: String,
+    pub data_type: DataType,
+}
+
+/// A source of work: the interface the broker calls, implemented by every plugin runtime.
+#[async_trait]
+pub trait Source: Send + Sync + 'static {
+    /// The plugin's name (the key under `[plugins]`).
+    fn name(&self) -> &str;
+    /// The data types this plugin serves.
+    fn data_types(&self) -> &[DataType];
+    /// Every resource of `options.data_type` for the cluster, encoded as spec events.
+    async fn list(&self, options: &ListOptions) -> Result<Vec<CloudEvent>, SourceError>;
+    /// An agent → hub event (a status update, a registration request, …).
+    async fn handle(&self, identity: &Identity, event: CloudEvent) -> Result<(), SourceError>;
+}
+
+/// Why an event could not be routed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error("failed to find service for event type {0}")]
+    NoService(String),
+    #[error("failed to find service for event type {data_type}: unknown original source {source_name:?}")]
+    UnknownSource { data_type: String, source_name: String },
+    #[error("failed to find service for event type {data_type}: source {source_name:?} (plugin {plugin:?}) does not serve it")]
+    NotServed {
+        data_type: String,
+        source_name: String,
+        plugin: String,
+    },
+    #[error("failed to find service for event type {data_type}: it has no original source and plugins {plugins:?} all serve it")]
+    Ambiguous { data_type: String, plugins: Vec<String> },
+}
+
+/// Sources by route, and by the data types they serve.
+#[derive(Default)]
+pub struct Registry {
+    /// Source name → plugin.
+    routes: BTreeMap<String, Arc<dyn Source>>,
+    plugins: Vec<Arc<dyn Source>>,
+}
+
+impl Registry {
+    /// A registry over `plugins`, with `routes` (source name → plugin name) already validated
+    /// against the plugin names by the configuration.
+    pub fn new(plugins: Vec<Arc<dyn Source>>, routes: &BTreeMap<String, String>) -> Self {
+        let routes = routes
+            .iter()
+            .filter_map(|(source, plugin)| {
+                let p = plugins.iter().find(|p| p.name() == plugin)?;
+                Some((source.clone(), Arc::clone(p)))
+            })
+            .collect();
+        Self { routes, plugins }
+    }
+
+    /// Every plugin serving `data_type`, for resync.
+    pub fn serving<'a>(&'a self, data_type: &DataType) -> impl Iterator<Item = &'a Arc<dyn Source>> + use<'a> {
+        let data_type = data_type.clone();
+        self.plugins.iter().filter(move |p| p.data_types().contains(&data_type))
+    }
+
+    /// The plugin for an agent → hub event: the owner of its `originalsource` (the exact name or
+    /// a `name::` prefix), else the only plugin serving its data type.
+    pub fn route(&self, event: &CloudEvent, data_type: &DataType) -> Result<&Arc<dyn Source>, RouteError> {
+        let original = event.original_source().unwrap_or_default();
+        if !original.is_empty() {
+            let plugin = self.by_source(original).ok_or_else(|| RouteError::UnknownSource {
+                data_type: data_type.to_string(),
+                source_name: original.to_owned(),
+            })?;
+            if !plugin.data_types().contains(data_type) {
+                return Err(RouteError::NotServed {
+                    data_type: data_type.to_string(),
+                    source_name: original.to_owned(),
+                    plugin: plugin.name().to_owned(),
+                });
+            }
+            return Ok(plugin);
+        }
+        let mut serving = self.serving(data_type);
+        match (serving.next(), serving.next()) {
+            (Some(only), None) => Ok(only),
+            (None, _) => Err(RouteError::NoService(data_type.to_string())),
+            (Some(a), Some(b)) => Err(RouteError::Ambiguous {
+                data_type: data_type.to_string(),
+                plugins: [a, b]
+                    .into_iter()
+                    .chain(serving)
+                    .map(|p| p.name().to_owned())
+                    .collect(),
+            }),
+        }
+    }
+
+    fn by_source(&self, original: &str) -> Option<&Arc<dyn Source>> {
+        if let Some(p) = self.routes.get(original) {
+            return Some(p);
+        }
+        let (prefix, _) = original.split_once("::")?;
+        self.routes.get(prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Named(&'static str, Vec<DataType>);
+
+    #[async_trait]
+    impl Source for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn data_types(&self) -> &[DataType] {
+            &self.1
+        }
+        async fn list(&self, _: &ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
+            Ok(vec![])
+        }
+        async fn handle(&self, _: &Identity, _: CloudEvent) -> Result<(), SourceError> {
+            Ok(())
+        }
+    }
+
+    fn dt(s: &str) -> DataType {
+        DataType::parse(s).unwrap()
+    }
+
+    fn registry() -> Registry {
+        let works = dt("io.open-cluster-management.works.v1alpha1.manifestbundles");
+        let leases = dt("coordination.k8s.io.v1.leases");
+        let plugins: Vec<Arc<dyn Source>> = vec![
+            Arc::new(Named("kube-plugin", vec![works.clone(), leases])),
+            Arc::new(Named("db", vec![works])),
+        ];
+        let routes = [("kube".to_owned(), "kube-plugin".to_owned()), ("maestro".to_owned(), "db".to_owned())].into();
+        Registry::new(plugins, &routes)
+    }
+
+    fn event(original: Option<&str>) -> CloudEvent {
+        let mut e = CloudEvent::new("1", "agent", "t");
+        if let Some(o) = original {
+            e.set_extension("originalsource", o);
+        }
+        e
+    }
+
+    #[test]
+    fn original_source_routes_by_exact_name_or_prefix() {
+        let r = registry();
+        let works = dt("io.open-cluster-management.works.v1alpha1.manifestbundles");
+        assert_eq!(r.route(&event(Some("kube")), &works).unwrap().name(), "kube-plugin");
+        assert_eq!(r.route(&event(Some("maestro::abc")), &works).unwrap().name(), "db");
+        assert!(matches!(r.route(&event(Some("maestrox")), &works), Err(RouteError::UnknownSource { .. })));
+        // Shorter than any prefix: no slicing, no panic.
+        assert!(matches!(r.route(&event(Some("ab")), &works), Err(RouteError::UnknownSource { .. })));
+        assert!(matches!(r.route(&event(Some("::")), &works), Err(RouteError::UnknownSource { .. })));
+    }
+
+    #[test]
+    fn without_original_source_the_only_server_of_the_type_answers() {
+        let r = registry();
+        let leases = dt("coordination.k8s.io.v1.leases");
+        assert_eq!(r.route(&event(Some("")), &leases).unwrap().name(), "kube-plugin");
+        assert_eq!(r.route(&event(None), &leases).unwrap().name(), "kube-plugin");
+        let works = dt("io.open-cluster-management.works.v1alpha1.manifestbundles");
+        assert!(matches!(r.route(&event(None), &works), Err(RouteError::Ambiguous { .. })));
+        assert!(matches!(r.route(&event(None), &dt("a.v1.nothing")), Err(RouteError::NoService(_))));
+        assert!(matches!(r.route(&event(Some("maestro")), &leases), Err(RouteError::NotServed { .. })));
+        assert_eq!(r.serving(&works).count(), 2);
+    }
+}

@@ -1,0 +1,299 @@
+//! `kind = "memory"`: an in-process source that keeps resources in memory, like a tiny API
+//! server. Agents' spec requests create, update and delete resources; every change is emitted to
+//! the subscribers as a spec event, as a watch would; status updates are stored. For development
+//! and for testing the host without a backing store.
+//!
+//! ```toml
+//! [plugins.demo]
+//! kind = "memory"
+//! config = { data_types = ["io.open-cluster-management.works.v1alpha1.manifestbundles"] }
+//! ```
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use async_trait::async_trait;
+use conductor_plugin_sdk::ocm::{DataType, EventType, OcmExtensions, SubResource, actions, extensions};
+use conductor_plugin_sdk::{CloudEvent, Identity, SourceError, Timestamp};
+use parking_lot::Mutex;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::broker::EventSink;
+use crate::registry::{ListOptions, Source};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryConfig {
+    data_types: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Resource {
+    name: String,
+    version: i64,
+    data: Value,
+    deleting: Option<Timestamp>,
+    status: Option<Value>,
+}
+
+type Key = (String, String); // (cluster, data type)
+
+pub struct MemorySource {
+    name: String,
+    source: String,
+    data_types: Vec<DataType>,
+    resources: Mutex<BTreeMap<Key, BTreeMap<String, Resource>>>,
+    sink: Arc<dyn EventSink>,
+}
+
+impl MemorySource {
+    /// Builds the source from its `config` table; errors name the key under that table.
+    pub fn new(
+        name: &str,
+        sources: &[String],
+        config: &toml::Table,
+        sink: Arc<dyn EventSink>,
+    ) -> Result<Self, (String, String)> {
+        let config: MemoryConfig = serde_path_to_error::deserialize(toml::Value::Table(config.clone()))
+            .map_err(|e| (e.path().to_string(), e.into_inner().message().to_owned()))?;
+        let data_types = config
+            .data_types
+            .iter()
+            .enumerate()
+            .map(|(i, s)| DataType::parse(s).map_err(|e| (format!("data_types[{i}]"), e.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            name: name.to_owned(),
+            // Events carry the first source routed here, so agents echo it back as originalsource.
+            source: sources.first().cloned().unwrap_or_else(|| name.to_owned()),
+            data_types,
+            resources: Mutex::default(),
+            sink,
+        })
+    }
+
+    fn spec_event(&self, cluster: &str, dt: &DataType, id: &str, r: &Resource, action: &str) -> CloudEvent {
+        let mut e = CloudEvent::new(uuid::Uuid::new_v4().to_string(), &self.source, dt.event_type(SubResource::Spec, action));
+        e.time = Some(chrono::Utc::now());
+        e.set_extension(extensions::CLUSTER_NAME, cluster);
+        e.set_extension(extensions::ORIGINAL_SOURCE, "");
+        e.set_extension(extensions::RESOURCE_ID, id);
+        e.set_resource_version(dt, r.version);
+        let mut meta = serde_json::json!({ "name": r.name, "namespace": cluster, "uid": id, "generation": r.version });
+        if let Some(t) = r.deleting {
+            e.set_extension(extensions::DELETION_TIMESTAMP, t);
+            meta["deletionTimestamp"] = Value::from(conductor_plugin_sdk::event::format_timestamp(&t));
+        } else if e.set_json_data(&r.data).is_err() {
+            e.clear_data();
+        }
+        e.set_extension(extensions::METADATA, meta.to_string());
+        e
+    }
+
+    fn emit(&self, event: &CloudEvent) {
+        if let Err(e) = self.sink.emit(event) {
+            tracing::warn!(plugin = %self.name, error = %e, "event not delivered");
+        }
+    }
+}
+
+fn required_id(event: &CloudEvent) -> Result<String, SourceError> {
+    event
+        .resource_id()
+        .map(str::to_owned)
+        .map_err(|e| SourceError::Invalid(e.to_string()))
+}
+
+fn json_data(event: &CloudEvent) -> Result<Value, SourceError> {
+    match event.data.as_deref() {
+        None | Some([]) => Err(SourceError::Invalid(format!("event {} has no data", event.id))),
+        Some(_) => event
+            .data_json()
+            .map_err(|e| SourceError::Invalid(format!("event {} data is not JSON: {e}", event.id))),
+    }
+}
+
+fn is_deleted_status(status: &Value) -> bool {
+    status["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Deleted" && c["status"] == "True")
+    })
+}
+
+#[async_trait]
+impl Source for MemorySource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn data_types(&self) -> &[DataType] {
+        &self.data_types
+    }
+
+    async fn list(&self, options: &ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
+        let key = (options.cluster_name.clone(), options.data_type.to_string());
+        let resources = self.resources.lock();
+        Ok(resources
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .map(|(id, r)| self.spec_event(&key.0, &options.data_type, id, r, actions::CREATE_REQUEST))
+            .collect())
+    }
+
+    async fn handle(&self, _identity: &Identity, event: CloudEvent) -> Result<(), SourceError> {
+        let ty = EventType::parse(&event.ty).map_err(|e| SourceError::Invalid(e.to_string()))?;
+        let dt = ty.data_type.clone();
+        let cluster = event
+            .cluster_name()
+            .map_err(|e| SourceError::Invalid(e.to_string()))?
+            .to_owned();
+        let key = (cluster.clone(), dt.to_string());
+        let emitted = {
+            let mut all = self.resources.lock();
+            let resources = all.entry(key).or_default();
+            match (ty.subresource, ty.action.as_str()) {
+                (SubResource::Spec, actions::CREATE_REQUEST) => {
+                    let data = json_data(&event)?;
+                    let id = event
+                        .resource_id()
+                        .map(str::to_owned)
+                        .unwrap_or_else(|_| uuid::Uuid::new_v4().to_string());
+                    let name = data["metadata"]["name"].as_str().unwrap_or(&id).to_owned();
+                    if resources.contains_key(&id) {
+                        return Err(SourceError::Status(
+                            conductor_plugin_sdk::Status::failure(
+                                409,
+                                "AlreadyExists",
+                                format!("{} {name:?} already exists", dt.resource),
+                            )
+                            .with_details(conductor_plugin_sdk::StatusDetails {
+                                name,
+                                group: dt.group.clone(),
+                                kind: dt.resource.clone(),
+                                uid: id,
+                            }),
+                        ));
+                    }
+                    let r = Resource { name, version: 1, data, deleting: None, status: None };
+                    let e = self.spec_event(&cluster, &dt, &id, &r, actions::CREATE_REQUEST);
+                    resources.insert(id, r);
+                    Some(e)
+                }
+                (SubResource::Spec, actions::UPDATE_REQUEST) => {
+                    let id = required_id(&event)?;
+                    let data = json_data(&event)?;
+                    let r = resources
+                        .get_mut(&id)
+                        .ok_or_else(|| SourceError::NotFound(format!("{} {id} not found", dt.resource)))?;
+                    r.version += 1;
+                    r.data = data;
+                    Some(self.spec_event(&cluster, &dt, &id, r, actions::UPDATE_REQUEST))
+                }
+                (SubResource::Spec, actions::DELETE_REQUEST) => {
+                    let id = required_id(&event)?;
+                    let r = resources
+                        .get_mut(&id)
+                        .ok_or_else(|| SourceError::NotFound(format!("{} {id} not found", dt.resource)))?;
+                    r.version += 1;
+                    r.deleting.get_or_insert_with(chrono::Utc::now);
+                    Some(self.spec_event(&cluster, &dt, &id, r, actions::UPDATE_REQUEST))
+                }
+                (SubResource::Status, actions::UPDATE_REQUEST) => {
+                    let id = required_id(&event)?;
+                    let status = json_data(&event)?;
+                    let r = resources
+                        .get_mut(&id)
+                        .ok_or_else(|| SourceError::NotFound(format!("{} {id} not found", dt.resource)))?;
+                    if r.deleting.is_some() && is_deleted_status(&status) {
+                        // The agent finished deleting: the resource is gone for good.
+                        let r = resources.remove(&id).expect("present above");
+                        Some(self.spec_event(&cluster, &dt, &id, &r, actions::DELETE_REQUEST))
+                    } else {
+                        r.status = Some(status);
+                        None
+                    }
+                }
+                (sub, action) => {
+                    return Err(SourceError::Invalid(format!(
+                        "unsupported action {action:?} on {sub} for {dt}"
+                    )));
+                }
+            }
+        };
+        if let Some(e) = emitted {
+            self.emit(&e);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use conductor_plugin_sdk::ocm::data_types::MANIFEST_BUNDLES;
+
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<CloudEvent>>);
+    impl EventSink for Recorder {
+        fn emit(&self, event: &CloudEvent) -> Result<usize, crate::broker::FanoutError> {
+            self.0.lock().push(event.clone());
+            Ok(1)
+        }
+    }
+
+    fn source(sink: Arc<Recorder>) -> MemorySource {
+        let config: toml::Table = toml::from_str(&format!("data_types = [\"{MANIFEST_BUNDLES}\"]")).unwrap();
+        MemorySource::new("demo", &["memory".into()], &config, sink).unwrap()
+    }
+
+    fn request(sub: &str, action: &str, id: Option<&str>, data: Option<Value>) -> CloudEvent {
+        let mut e = CloudEvent::new("x", "agent", format!("{MANIFEST_BUNDLES}.{sub}.{action}"));
+        e.set_extension("clustername", "c1");
+        if let Some(id) = id {
+            e.set_extension("resourceid", id);
+        }
+        if let Some(d) = data {
+            e.set_json_data(&d).unwrap();
+        }
+        e
+    }
+
+    #[tokio::test]
+    async fn lifecycle_emits_spec_events_and_lists_resources() {
+        let sink = Arc::new(Recorder::default());
+        let s = source(sink.clone());
+        let id = Identity::anonymous();
+        let work = serde_json::json!({"manifests": [], "metadata": {"name": "w1"}});
+        s.handle(&id, request("spec", "create_request", Some("u1"), Some(work.clone()))).await.unwrap();
+        let err = s.handle(&id, request("spec", "create_request", Some("u1"), Some(work))).await.unwrap_err();
+        assert_eq!(err.to_status().reason, "AlreadyExists");
+        s.handle(&id, request("spec", "delete_request", Some("u1"), None)).await.unwrap();
+        let emitted = sink.0.lock().clone();
+        assert_eq!(emitted.len(), 2);
+        assert_eq!(emitted[0].source, "memory");
+        assert_eq!(emitted[0].resource_version(), Ok(1));
+        assert!(emitted[1].deletion_timestamp().is_some() && emitted[1].data.is_none());
+        let listed = s
+            .list(&ListOptions { cluster_name: "c1".into(), data_type: DataType::parse(MANIFEST_BUNDLES).unwrap() })
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 1);
+        let deleted = serde_json::json!({"conditions": [{"type": "Deleted", "status": "True"}]});
+        s.handle(&id, request("status", "update_request", Some("u1"), Some(deleted))).await.unwrap();
+        let err = s
+            .handle(&id, request("status", "update_request", Some("u1"), Some(serde_json::json!({}))))
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_status().code, 404);
+    }
+
+    #[test]
+    fn bad_config_names_the_key() {
+        let config: toml::Table = toml::from_str("data_types = [\"nodots\"]").unwrap();
+        let err = MemorySource::new("demo", &[], &config, Arc::new(Recorder::default())).err().unwrap();
+        assert_eq!(err.0, "data_types[0]");
+        let config: toml::Table = toml::from_str("datatypes = []").unwrap();
+        assert!(MemorySource::new("demo", &[], &config, Arc::new(Recorder::default())).is_err());
+    }
+}

@@ -1,0 +1,73 @@
+//! The admin HTTP endpoint: `/metrics` (Prometheus), `/healthz` (the process is alive) and
+//! `/readyz` (the gRPC listener is serving and not shutting down).
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use axum::{Router, extract::State, http::StatusCode, routing::get};
+use tokio_util::sync::CancellationToken;
+
+use super::Metrics;
+
+/// Whether the process should receive traffic.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    serving: AtomicBool,
+}
+
+impl Readiness {
+    pub fn set_serving(&self, serving: bool) {
+        self.serving.store(serving, Ordering::SeqCst);
+    }
+
+    pub fn is_serving(&self) -> bool {
+        self.serving.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Clone)]
+struct AdminState {
+    metrics: Metrics,
+    readiness: Arc<Readiness>,
+}
+
+/// Binds the admin listener; the returned future serves until `shutdown` is cancelled.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Metrics,
+    readiness: Arc<Readiness>,
+    shutdown: CancellationToken,
+) -> std::io::Result<impl Future<Output = std::io::Result<()>>> {
+    let app = Router::new()
+        .route("/metrics", get(render_metrics))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready))
+        .with_state(AdminState { metrics, readiness });
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(addr = %listener.local_addr()?, "admin endpoint listening (/metrics, /healthz, /readyz)");
+    Ok(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await
+    })
+}
+
+async fn render_metrics(State(state): State<AdminState>) -> ([(&'static str, &'static str); 1], String) {
+    (
+        [("content-type", "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+}
+
+async fn ready(State(state): State<AdminState>) -> (StatusCode, &'static str) {
+    if state.readiness.is_serving() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not serving")
+    }
+}

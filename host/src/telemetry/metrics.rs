@@ -1,0 +1,184 @@
+//! Prometheus metrics with the upstream names and labels (`ocm-grpc-protocol.md` §10).
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+const SUBSYSTEM: &str = "grpc_server_ce";
+const PUBLISH: &str = "Publish";
+const SUBSCRIBE: &str = "Subscribe";
+
+/// The CloudEvents broker metrics.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    subscribers: IntGaugeVec,
+    called: IntCounterVec,
+    received: IntCounterVec,
+    sent: IntCounterVec,
+    processed: IntCounterVec,
+    duration: HistogramVec,
+}
+
+fn opts(name: &str, help: &str) -> Opts {
+    // component-base marks every metric's help with its stability level.
+    Opts::new(name, format!("[ALPHA] {help}")).subsystem(SUBSYSTEM)
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let per_call = ["consumer", "data_type", "method"];
+        let per_code = ["consumer", "data_type", "method", "grpc_code"];
+        let subscribers = IntGaugeVec::new(
+            opts("subscribers", "Current number of subscribers per consumer and data type."),
+            &["consumer", "data_type"],
+        )
+        .expect("valid metric");
+        let called = IntCounterVec::new(opts("called_total", "Total number of RPC requests called."), &per_call)
+            .expect("valid metric");
+        let received = IntCounterVec::new(
+            opts("msg_received_total", "Total number of messages received."),
+            &per_call,
+        )
+        .expect("valid metric");
+        let sent = IntCounterVec::new(opts("msg_sent_total", "Total number of messages sent."), &per_call)
+            .expect("valid metric");
+        let processed = IntCounterVec::new(
+            opts("processed_total", "Total number of RPC requests processed."),
+            &per_code,
+        )
+        .expect("valid metric");
+        let duration = HistogramVec::new(
+            HistogramOpts::from(opts(
+                "processing_duration_seconds",
+                "Histogram of the duration of RPC requests processing.",
+            ))
+            .buckets(prometheus::exponential_buckets(1e-6, 10.0, 10).expect("valid buckets")),
+            &per_code,
+        )
+        .expect("valid metric");
+        let registry = Registry::new();
+        for c in [
+            Box::new(subscribers.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(called.clone()),
+            Box::new(received.clone()),
+            Box::new(sent.clone()),
+            Box::new(processed.clone()),
+            Box::new(duration.clone()),
+        ] {
+            registry.register(c).expect("metric registered once");
+        }
+        Self {
+            registry,
+            subscribers,
+            called,
+            received,
+            sent,
+            processed,
+            duration,
+        }
+    }
+
+    /// A Publish whose event decoded: counts it as called and received.
+    pub fn publish_received(&self, consumer: &str, data_type: &str) {
+        self.called.with_label_values(&[consumer, data_type, PUBLISH]).inc();
+        self.received.with_label_values(&[consumer, data_type, PUBLISH]).inc();
+    }
+
+    /// A Publish the handler answered successfully.
+    pub fn publish_sent(&self, consumer: &str, data_type: &str) {
+        self.sent.with_label_values(&[consumer, data_type, PUBLISH]).inc();
+    }
+
+    /// The end of a Publish call, with its duration.
+    pub fn publish_processed(&self, consumer: &str, data_type: &str, code: tonic::Code, seconds: f64) {
+        let code = code_name(code);
+        self.processed.with_label_values(&[consumer, data_type, PUBLISH, code]).inc();
+        self.duration
+            .with_label_values(&[consumer, data_type, PUBLISH, code])
+            .observe(seconds);
+    }
+
+    /// A Subscribe request read: counts it and returns the counter of messages sent on it.
+    pub fn subscribe_received(&self, consumer: &str, data_type: &str) -> IntCounter {
+        self.called.with_label_values(&[consumer, data_type, SUBSCRIBE]).inc();
+        self.received.with_label_values(&[consumer, data_type, SUBSCRIBE]).inc();
+        self.sent.with_label_values(&[consumer, data_type, SUBSCRIBE])
+    }
+
+    /// The end of a Subscribe call.
+    pub fn subscribe_processed(&self, consumer: &str, data_type: &str, code: tonic::Code) {
+        self.processed
+            .with_label_values(&[consumer, data_type, SUBSCRIBE, code_name(code)])
+            .inc();
+    }
+
+    pub fn subscriber_added(&self, consumer: &str, data_type: &str) {
+        self.subscribers.with_label_values(&[consumer, data_type]).inc();
+    }
+
+    pub fn subscriber_removed(&self, consumer: &str, data_type: &str) {
+        self.subscribers.with_label_values(&[consumer, data_type]).dec();
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        let encoder = TextEncoder::new();
+        if encoder.encode(&self.registry.gather(), &mut buf).is_err() {
+            return String::new();
+        }
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+/// The Go name of a gRPC code (`OK`, `FailedPrecondition`, …), as upstream labels it.
+pub fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "OK",
+        Cancelled => "Canceled",
+        Unknown => "Unknown",
+        InvalidArgument => "InvalidArgument",
+        DeadlineExceeded => "DeadlineExceeded",
+        NotFound => "NotFound",
+        AlreadyExists => "AlreadyExists",
+        PermissionDenied => "PermissionDenied",
+        ResourceExhausted => "ResourceExhausted",
+        FailedPrecondition => "FailedPrecondition",
+        Aborted => "Aborted",
+        OutOfRange => "OutOfRange",
+        Unimplemented => "Unimplemented",
+        Internal => "Internal",
+        Unavailable => "Unavailable",
+        DataLoss => "DataLoss",
+        Unauthenticated => "Unauthenticated",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_labels_and_help_follow_upstream() {
+        let m = Metrics::new();
+        m.subscriber_added("cluster1", "a.v1.b");
+        m.publish_received("cluster1", "a.v1.b");
+        m.publish_processed("cluster1", "a.v1.b", tonic::Code::FailedPrecondition, 0.001);
+        let text = m.render();
+        assert!(text.contains("grpc_server_ce_subscribers{consumer=\"cluster1\",data_type=\"a.v1.b\"} 1"), "{text}");
+        assert!(text.contains("# HELP grpc_server_ce_called_total [ALPHA] "), "{text}");
+        assert!(text.contains(
+            "grpc_server_ce_processed_total{consumer=\"cluster1\",data_type=\"a.v1.b\",grpc_code=\"FailedPrecondition\",method=\"Publish\"} 1"
+        ), "{text}");
+        assert!(text.contains("grpc_server_ce_processing_duration_seconds_bucket"), "{text}");
+        assert!(text.contains("le=\"1000\""), "buckets reach 1e3: {text}");
+    }
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Prepare everything the conductor test suite needs beyond the Rust toolchain:
+#   - a Python venv with grpcio + grpcio-tools (second gRPC implementation for interop tests),
+#   - Python stubs generated from proto/cloudevent.proto,
+#   - the wasm32-wasip2 Rust target.
+# Idempotent; slow things are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/conductor.
+# Prints CONDUCTOR_PYTHON=... and CONDUCTOR_PYSTUBS=... at the end (eval-able) and writes
+# them as export lines to $CACHE/test-env.sh.
+set -euo pipefail
+
+GRPC_VERSION="1.85.1"
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/conductor"
+VENV="$CACHE/pyenv"
+PY="$VENV/bin/python"
+STUBS="$CACHE/pystubs"
+PROTO="$ROOT/proto/cloudevent.proto"
+
+log() { echo "setup-test-env: $*" >&2; }
+
+mkdir -p "$CACHE"
+
+# --- Python venv --------------------------------------------------------------------------
+venv_ok() {
+    [ -x "$PY" ] && "$PY" - "$GRPC_VERSION" >/dev/null 2>&1 <<'PYEOF'
+import sys
+import grpc, grpc_tools.protoc  # noqa: F401
+sys.exit(0 if grpc.__version__ == sys.argv[1] else 1)
+PYEOF
+}
+
+VENV_FRESH=0
+if venv_ok; then
+    log "reusing venv $VENV"
+else
+    HOST_PY="$(command -v python3 || true)"
+    [ -n "$HOST_PY" ] || { log "python3 not found"; exit 1; }
+    if [ ! -x "$PY" ] || ! "$PY" -m pip --version >/dev/null 2>&1; then
+        rm -rf "$VENV"
+        if ! "$HOST_PY" -m venv "$VENV" >/dev/null 2>&1; then
+            # Debian's system python needs python3-venv for ensurepip.
+            rm -rf "$VENV"
+            if command -v apt-get >/dev/null 2>&1; then
+                log "installing python3-venv via apt-get"
+                apt-get update -qq >&2
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2
+            fi
+            "$HOST_PY" -m venv "$VENV" >&2
+        fi
+    fi
+    log "installing grpcio==$GRPC_VERSION grpcio-tools==$GRPC_VERSION into $VENV"
+    "$PY" -m pip install --quiet --disable-pip-version-check \
+        "grpcio==$GRPC_VERSION" "grpcio-tools==$GRPC_VERSION" >&2
+    venv_ok || { log "venv at $VENV is still unusable"; exit 1; }
+    VENV_FRESH=1
+fi
+
+# --- Python stubs -------------------------------------------------------------------------
+STUB_PB="$STUBS/cloudevent_pb2.py"
+STUB_GRPC="$STUBS/cloudevent_pb2_grpc.py"
+if [ "$VENV_FRESH" = 0 ] && [ -f "$STUB_PB" ] && [ -f "$STUB_GRPC" ] \
+    && [ ! "$PROTO" -nt "$STUB_PB" ] && [ ! "$PROTO" -nt "$STUB_GRPC" ]; then
+    log "stubs up to date in $STUBS"
+else
+    log "generating stubs into $STUBS"
+    TMP="$(mktemp -d "$CACHE/pystubs.tmp.XXXXXX")"
+    trap 'rm -rf "$TMP"' EXIT
+    (cd "$ROOT" && "$PY" -m grpc_tools.protoc -I proto \
+        --python_out="$TMP" --grpc_python_out="$TMP" proto/cloudevent.proto)
+    chmod 755 "$TMP"
+    rm -rf "$STUBS"
+    mv "$TMP" "$STUBS"
+    trap - EXIT
+fi
+(cd "$STUBS" && "$PY" -c 'import cloudevent_pb2, cloudevent_pb2_grpc') \
+    || { log "generated stubs do not import"; exit 1; }
+
+# --- Rust target --------------------------------------------------------------------------
+cd "$ROOT"  # so a rust-toolchain file, if any, selects the toolchain
+if command -v rustup >/dev/null 2>&1; then
+    if rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
+        log "rust target wasm32-wasip2 present"
+    else
+        log "adding rust target wasm32-wasip2"
+        rustup target add wasm32-wasip2 >&2
+    fi
+else
+    log "rustup not found; skipping wasm32-wasip2 target"
+fi
+
+# --- Output -------------------------------------------------------------------------------
+printf 'export CONDUCTOR_PYTHON=%q\nexport CONDUCTOR_PYSTUBS=%q\n' "$PY" "$STUBS" >"$CACHE/test-env.sh"
+printf 'CONDUCTOR_PYTHON=%q\nCONDUCTOR_PYSTUBS=%q\n' "$PY" "$STUBS"
