@@ -43,7 +43,9 @@ pub fn describe(loaded: &LoadedConfig) -> Result<String, ConfigError> {
         c.server.listen,
         if c.server.plaintext { "plaintext" } else { "TLS" },
         c.server.max_receive_message_size.0,
-        c.broker.heartbeat().map_or("disabled".to_owned(), |d| format!("every {d:?}")),
+        c.broker
+            .heartbeat()
+            .map_or("disabled".to_owned(), |d| format!("every {d:?}")),
     );
     for s in &sources {
         let types: Vec<String> = s.data_types().iter().map(ToString::to_string).collect();
@@ -90,7 +92,9 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         .with_context(|| format!("cannot listen on {} (server.listen)", config.server.listen))?;
     let grpc_addr = listener.local_addr()?;
     let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_service_status("", tonic_health::ServingStatus::Serving).await;
+    health
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
     health
         .set_service_status(SERVICE_NAME, tonic_health::ServingStatus::Serving)
         .await;
@@ -119,7 +123,9 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
             shutdown.cancelled().await;
             tracing::info!("shutting down: no new calls; ending subscriptions");
             readiness.set_serving(false);
-            health.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+            health
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
             health
                 .set_service_status(SERVICE_NAME, tonic_health::ServingStatus::NotServing)
                 .await;

@@ -34,13 +34,17 @@ pub enum RouteError {
     NoService(String),
     #[error("failed to find service for event type {data_type}: unknown original source {source_name:?}")]
     UnknownSource { data_type: String, source_name: String },
-    #[error("failed to find service for event type {data_type}: source {source_name:?} (plugin {plugin:?}) does not serve it")]
+    #[error(
+        "failed to find service for event type {data_type}: source {source_name:?} (plugin {plugin:?}) does not serve it"
+    )]
     NotServed {
         data_type: String,
         source_name: String,
         plugin: String,
     },
-    #[error("failed to find service for event type {data_type}: it has no original source and plugins {plugins:?} all serve it")]
+    #[error(
+        "failed to find service for event type {data_type}: it has no original source and plugins {plugins:?} all serve it"
+    )]
     Ambiguous { data_type: String, plugins: Vec<String> },
 }
 
@@ -96,11 +100,7 @@ impl Registry {
             (None, _) => Err(RouteError::NoService(data_type.to_string())),
             (Some(a), Some(b)) => Err(RouteError::Ambiguous {
                 data_type: data_type.to_string(),
-                plugins: [a, b]
-                    .into_iter()
-                    .chain(serving)
-                    .map(|p| p.name().to_owned())
-                    .collect(),
+                plugins: [a, b].into_iter().chain(serving).map(|p| p.name().to_owned()).collect(),
             }),
         }
     }
@@ -147,7 +147,11 @@ mod tests {
             Arc::new(Named("kube-plugin", vec![works.clone(), leases])),
             Arc::new(Named("db", vec![works])),
         ];
-        let routes = [("kube".to_owned(), "kube-plugin".to_owned()), ("maestro".to_owned(), "db".to_owned())].into();
+        let routes = [
+            ("kube".to_owned(), "kube-plugin".to_owned()),
+            ("maestro".to_owned(), "db".to_owned()),
+        ]
+        .into();
         Registry::new(plugins, &routes)
     }
 
@@ -165,10 +169,19 @@ mod tests {
         let works = dt("io.open-cluster-management.works.v1alpha1.manifestbundles");
         assert_eq!(r.route(&event(Some("kube")), &works).unwrap().name(), "kube-plugin");
         assert_eq!(r.route(&event(Some("maestro::abc")), &works).unwrap().name(), "db");
-        assert!(matches!(r.route(&event(Some("maestrox")), &works), Err(RouteError::UnknownSource { .. })));
+        assert!(matches!(
+            r.route(&event(Some("maestrox")), &works),
+            Err(RouteError::UnknownSource { .. })
+        ));
         // Shorter than any prefix: no slicing, no panic.
-        assert!(matches!(r.route(&event(Some("ab")), &works), Err(RouteError::UnknownSource { .. })));
-        assert!(matches!(r.route(&event(Some("::")), &works), Err(RouteError::UnknownSource { .. })));
+        assert!(matches!(
+            r.route(&event(Some("ab")), &works),
+            Err(RouteError::UnknownSource { .. })
+        ));
+        assert!(matches!(
+            r.route(&event(Some("::")), &works),
+            Err(RouteError::UnknownSource { .. })
+        ));
     }
 
     #[test]
@@ -178,9 +191,18 @@ mod tests {
         assert_eq!(r.route(&event(Some("")), &leases).unwrap().name(), "kube-plugin");
         assert_eq!(r.route(&event(None), &leases).unwrap().name(), "kube-plugin");
         let works = dt("io.open-cluster-management.works.v1alpha1.manifestbundles");
-        assert!(matches!(r.route(&event(None), &works), Err(RouteError::Ambiguous { .. })));
-        assert!(matches!(r.route(&event(None), &dt("a.v1.nothing")), Err(RouteError::NoService(_))));
-        assert!(matches!(r.route(&event(Some("maestro")), &leases), Err(RouteError::NotServed { .. })));
+        assert!(matches!(
+            r.route(&event(None), &works),
+            Err(RouteError::Ambiguous { .. })
+        ));
+        assert!(matches!(
+            r.route(&event(None), &dt("a.v1.nothing")),
+            Err(RouteError::NoService(_))
+        ));
+        assert!(matches!(
+            r.route(&event(Some("maestro")), &leases),
+            Err(RouteError::NotServed { .. })
+        ));
         assert_eq!(r.serving(&works).count(), 2);
     }
 }

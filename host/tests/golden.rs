@@ -40,12 +40,18 @@ fn attr_json(attr: &Attr) -> Value {
         Attr::CeBoolean(b) => ("ce_boolean", Value::from(*b)),
         Attr::CeInteger(i) => ("ce_integer", Value::from(*i)),
         Attr::CeString(s) => ("ce_string", Value::from(s.as_str())),
-        Attr::CeBytes(b) => ("ce_bytes", Value::from(base64::engine::general_purpose::STANDARD.encode(b))),
+        Attr::CeBytes(b) => (
+            "ce_bytes",
+            Value::from(base64::engine::general_purpose::STANDARD.encode(b)),
+        ),
         Attr::CeUri(s) => ("ce_uri", Value::from(s.as_str())),
         Attr::CeUriRef(s) => ("ce_uri_ref", Value::from(s.as_str())),
         Attr::CeTimestamp(ts) => {
             let t = chrono::DateTime::from_timestamp(ts.seconds, ts.nanos as u32).unwrap();
-            ("ce_timestamp", Value::from(t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)))
+            (
+                "ce_timestamp",
+                Value::from(t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
+            )
         }
     };
     serde_json::json!({ case: value })
@@ -67,7 +73,11 @@ fn every_vector_matches_its_description() {
         assert_eq!(Value::Object(attrs), p["attributes"], "{name}: attributes");
         match (&msg.data, p["data_case"].as_str().unwrap()) {
             (Some(Data::BinaryData(b)), "binary_data") => {
-                assert_eq!(std::str::from_utf8(b).unwrap(), p["binary_data_utf8"], "{name}: data bytes");
+                assert_eq!(
+                    std::str::from_utf8(b).unwrap(),
+                    p["binary_data_utf8"],
+                    "{name}: data bytes"
+                );
             }
             (None, "none") => {}
             (other, case) => panic!("{name}: data {other:?} but description says {case}"),
@@ -89,11 +99,17 @@ fn every_vector_decodes_as_upstream_decodes_it() {
         assert_eq!(event.ty, ce["type"], "{name}");
         assert_eq!(event.spec_version, ce["specversion"], "{name}");
         assert_eq!(
-            event.data_content_type.as_deref().map(Value::from).unwrap_or(Value::Null),
+            event
+                .data_content_type
+                .as_deref()
+                .map(Value::from)
+                .unwrap_or(Value::Null),
             ce.get("datacontenttype").cloned().unwrap_or(Value::Null),
             "{name}: content type"
         );
-        let time = event.time.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
+        let time = event
+            .time
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true));
         assert_eq!(time.map(Value::from).unwrap_or(Value::Null), ce["time"], "{name}: time");
         let data: Value = event
             .data
@@ -103,10 +119,20 @@ fn every_vector_decodes_as_upstream_decodes_it() {
         assert_eq!(data, ce.get("data").cloned().unwrap_or(Value::Null), "{name}: data");
         // Every extension the upstream reader saw, with its value.
         let core = ["specversion", "id", "source", "type", "datacontenttype", "time", "data"];
-        let expected: Vec<&String> = ce.as_object().unwrap().keys().filter(|k| !core.contains(&k.as_str())).collect();
+        let expected: Vec<&String> = ce
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !core.contains(&k.as_str()))
+            .collect();
         assert_eq!(
             event.extensions.keys().collect::<Vec<_>>(),
-            expected.iter().copied().collect::<std::collections::BTreeSet<_>>().into_iter().collect::<Vec<_>>(),
+            expected
+                .iter()
+                .copied()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>(),
             "{name}: extension names"
         );
         for key in expected {

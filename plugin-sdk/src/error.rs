@@ -60,7 +60,7 @@ impl Status {
 pub enum SourceError {
     /// The backing API answered with this status (passed to the agent as it is).
     #[error("{}", .0.message)]
-    Status(Status),
+    Status(Box<Status>),
     #[error("not found: {0}")]
     NotFound(String),
     #[error("already exists: {0}")]
@@ -73,11 +73,17 @@ pub enum SourceError {
     Internal(String),
 }
 
+impl From<Status> for SourceError {
+    fn from(status: Status) -> Self {
+        Self::Status(Box::new(status))
+    }
+}
+
 impl SourceError {
     /// The Kubernetes status agents see for this error.
     pub fn to_status(&self) -> Status {
         match self {
-            Self::Status(s) => s.clone(),
+            Self::Status(s) => (**s).clone(),
             Self::NotFound(m) => Status::failure(404, "NotFound", m.clone()),
             Self::AlreadyExists(m) => Status::failure(409, "AlreadyExists", m.clone()),
             Self::Conflict(m) => Status::failure(409, "Conflict", m.clone()),
@@ -109,8 +115,7 @@ mod tests {
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"managedclusters \"c1\" already exists","reason":"AlreadyExists","details":{"name":"c1","group":"cluster.open-cluster-management.io","kind":"managedclusters"},"code":409}"#,
         )
         .unwrap();
-        let json: serde_json::Value =
-            serde_json::from_str(&SourceError::Status(status).to_err_status_json()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&SourceError::from(status).to_err_status_json()).unwrap();
         assert_eq!(json["ErrStatus"]["reason"], "AlreadyExists");
         assert_eq!(json["ErrStatus"]["code"], 409);
         assert_eq!(json["ErrStatus"]["details"]["name"], "c1");

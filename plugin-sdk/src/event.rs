@@ -159,13 +159,15 @@ impl CloudEvent {
         match self.extension(name) {
             None => Err(ExtensionError::Missing(name.to_owned())),
             Some(ExtensionValue::Timestamp(t)) => Ok(*t),
-            Some(ExtensionValue::String(s)) => DateTime::parse_from_rfc3339(s)
-                .map(|t| t.with_timezone(&Utc))
-                .map_err(|_| ExtensionError::WrongType {
-                    name: name.to_owned(),
-                    wanted: "Timestamp",
-                    found: format!("the string {s:?}"),
-                }),
+            Some(ExtensionValue::String(s)) => {
+                DateTime::parse_from_rfc3339(s)
+                    .map(|t| t.with_timezone(&Utc))
+                    .map_err(|_| ExtensionError::WrongType {
+                        name: name.to_owned(),
+                        wanted: "Timestamp",
+                        found: format!("the string {s:?}"),
+                    })
+            }
             Some(other) => Err(wrong_type(name, "Timestamp", other)),
         }
     }
@@ -223,7 +225,10 @@ mod tests {
     fn string_reads_accept_only_strings() {
         let mut e = CloudEvent::new("1", "s", "t");
         e.set_extension("clustername", ExtensionValue::Uri("c1".into()));
-        assert!(matches!(e.extension_str("clustername"), Err(ExtensionError::WrongType { .. })));
+        assert!(matches!(
+            e.extension_str("clustername"),
+            Err(ExtensionError::WrongType { .. })
+        ));
         assert_eq!(e.extension_str("other"), Err(ExtensionError::Missing("other".into())));
     }
 

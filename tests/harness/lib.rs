@@ -1,1 +1,287 @@
+//! The black-box test harness: starts the real `conductor` binary with a configuration, finds the
+//! addresses it bound, and talks to it with a tonic client, raw HTTP and the Python grpcio agent.
 
+pub mod events;
+
+use std::{
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex, mpsc},
+    time::Duration,
+};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub mod proto {
+    tonic::include_proto!("io.cloudevents.v1");
+}
+
+pub use proto::cloud_event_service_client::CloudEventServiceClient;
+
+pub const WORKS: &str = "io.open-cluster-management.works.v1alpha1.manifestbundles";
+pub const CLUSTERS: &str = "cluster.open-cluster-management.io.v1.managedclusters";
+pub const LEASES: &str = "coordination.k8s.io.v1.leases";
+pub const HEARTBEAT: &str = "io.open-cluster-management.cloudevents.heartbeat";
+
+/// The `conductor` binary built beside the test executables (or `$CONDUCTOR_BIN`).
+pub fn conductor_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CONDUCTOR_BIN") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/conductor
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("conductor"))
+        .expect("target directory layout");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (cargo build -p conductor)",
+        bin.display()
+    );
+    bin
+}
+
+/// A running conductor. Killed when dropped.
+pub struct Conductor {
+    child: Child,
+    pub grpc_addr: String,
+    pub admin_addr: Option<String>,
+    logs: Arc<Mutex<Vec<String>>>,
+    _dir: tempfile::TempDir,
+}
+
+/// The base of every test configuration: loopback, ephemeral ports, JSON logs.
+pub const BASE_CONFIG: &str = r#"
+[server]
+listen = "127.0.0.1:0"
+[admin]
+listen = "127.0.0.1:0"
+[log]
+format = "json"
+level = "info"
+"#;
+
+/// A memory source named `memory` serving works, clusters and leases.
+pub const MEMORY_SOURCE: &str = r#"
+[plugins.memory]
+kind = "memory"
+config = { data_types = [
+  "io.open-cluster-management.works.v1alpha1.manifestbundles",
+  "cluster.open-cluster-management.io.v1.managedclusters",
+  "coordination.k8s.io.v1.leases",
+] }
+[routes]
+memory = "memory"
+"#;
+
+impl Conductor {
+    /// Starts conductor with `BASE_CONFIG` followed by `extra` (later tables may not repeat
+    /// earlier ones, so `extra` holds only the tables the test adds).
+    pub fn start(extra: &str) -> Result<Self> {
+        Self::start_with_config(&format!("{BASE_CONFIG}\n{extra}"))
+    }
+
+    /// Starts conductor with exactly this configuration and waits until it serves gRPC.
+    pub fn start_with_config(config: &str) -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("conductor.toml");
+        std::fs::write(&path, config)?;
+        let mut child = Command::new(conductor_bin())
+            .arg("serve")
+            .arg("--config")
+            .arg(&path)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("spawning conductor")?;
+        let stderr = child.stderr.take().expect("piped stderr");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel::<Value>();
+        {
+            let logs = Arc::clone(&logs);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                        let _ = tx.send(v);
+                    }
+                    logs.lock().unwrap().push(line);
+                }
+            });
+        }
+        let mut admin_addr = None;
+        loop {
+            let line = match rx.recv_timeout(Duration::from_secs(20)) {
+                Ok(line) => line,
+                Err(_) => {
+                    let _ = child.kill();
+                    bail!("conductor did not start; logs:\n{}", logs.lock().unwrap().join("\n"));
+                }
+            };
+            match line["message"].as_str() {
+                Some(m) if m.starts_with("admin endpoint listening") => {
+                    admin_addr = line["addr"].as_str().map(str::to_owned);
+                }
+                Some("serving gRPC") => {
+                    let grpc_addr = line["addr"]
+                        .as_str()
+                        .ok_or_else(|| anyhow!("no addr in {line}"))?
+                        .to_owned();
+                    return Ok(Self {
+                        child,
+                        grpc_addr,
+                        admin_addr,
+                        logs,
+                        _dir: dir,
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.grpc_addr)
+    }
+
+    pub async fn client(&self) -> Result<CloudEventServiceClient<tonic::transport::Channel>> {
+        Ok(CloudEventServiceClient::connect(self.url()).await?)
+    }
+
+    pub fn logs(&self) -> String {
+        self.logs.lock().unwrap().join("\n")
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(&mut self) -> Result<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status()?;
+        for _ in 0..100 {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bail!("conductor did not exit within 10s of SIGTERM")
+    }
+
+    /// `GET path` on the admin endpoint: (status code, body).
+    pub async fn admin_get(&self, path: &str) -> Result<(u16, String)> {
+        let addr = self
+            .admin_addr
+            .as_deref()
+            .ok_or_else(|| anyhow!("admin endpoint disabled"))?;
+        http_get(addr, path).await
+    }
+}
+
+impl Drop for Conductor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal HTTP/1.0 GET.
+pub async fn http_get(addr: &str, path: &str) -> Result<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow!("bad HTTP response: {response}"))?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// An open subscription: the response header and the stream.
+pub struct Sub {
+    pub subscription_id: Vec<String>,
+    pub stream: tonic::Streaming<proto::CloudEvent>,
+}
+
+impl Sub {
+    /// The next message, heartbeats included; fails after `wait`.
+    pub async fn next_raw(&mut self, wait: Duration) -> Result<Option<proto::CloudEvent>> {
+        match tokio::time::timeout(wait, self.stream.message()).await {
+            Ok(r) => Ok(r?),
+            Err(_) => bail!("no message within {wait:?}"),
+        }
+    }
+
+    /// The next event that is not a heartbeat.
+    pub async fn next_event(&mut self) -> Result<proto::CloudEvent> {
+        loop {
+            match self.next_raw(Duration::from_secs(10)).await? {
+                Some(e) if e.r#type == HEARTBEAT => continue,
+                Some(e) => return Ok(e),
+                None => bail!("stream ended"),
+            }
+        }
+    }
+}
+
+/// Subscribes and returns once the response header arrived.
+pub async fn subscribe(
+    client: &mut CloudEventServiceClient<tonic::transport::Channel>,
+    cluster: &str,
+    data_type: &str,
+) -> Result<Sub> {
+    let response = client
+        .subscribe(proto::SubscriptionRequest {
+            source: String::new(),
+            cluster_name: cluster.to_owned(),
+            data_type: data_type.to_owned(),
+        })
+        .await?;
+    let subscription_id = response
+        .metadata()
+        .get_all("subscription-id")
+        .iter()
+        .map(|v| v.to_str().unwrap_or_default().to_owned())
+        .collect();
+    Ok(Sub {
+        subscription_id,
+        stream: response.into_inner(),
+    })
+}
+
+/// Publishes an event.
+pub async fn publish(
+    client: &mut CloudEventServiceClient<tonic::transport::Channel>,
+    event: proto::CloudEvent,
+) -> std::result::Result<(), tonic::Status> {
+    client
+        .publish(proto::PublishRequest { event: Some(event) })
+        .await
+        .map(|_| ())
+}
+
+/// The Python grpcio agent (`tests/python/ocm_agent.py`), set up by `scripts/setup-test-env.sh`.
+pub fn python_agent(args: &[&str]) -> Result<Vec<Value>> {
+    let python = std::env::var("CONDUCTOR_PYTHON")
+        .context("CONDUCTOR_PYTHON is not set: run scripts/setup-test-env.sh (the README's test command does)")?;
+    std::env::var("CONDUCTOR_PYSTUBS").context("CONDUCTOR_PYSTUBS is not set: run scripts/setup-test-env.sh")?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/ocm_agent.py");
+    let out = Command::new(python).arg(script).args(args).output()?;
+    if !out.status.success() {
+        bail!("ocm_agent {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    String::from_utf8(out.stdout)?
+        .lines()
+        .map(|l| serde_json::from_str(l).with_context(|| format!("bad line {l}")))
+        .collect()
+}

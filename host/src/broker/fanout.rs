@@ -102,8 +102,12 @@ impl Fanout {
     /// Drops subscribers from the table (their streams end once drained); returns how many.
     fn remove(&self, cluster: &str, data_type: &str, ids: &[Uuid]) -> usize {
         let mut table = self.subscribers.write();
-        let Some(by_type) = table.get_mut(cluster) else { return 0 };
-        let Some(subs) = by_type.get_mut(data_type) else { return 0 };
+        let Some(by_type) = table.get_mut(cluster) else {
+            return 0;
+        };
+        let Some(subs) = by_type.get_mut(data_type) else {
+            return 0;
+        };
         let before = subs.len();
         subs.retain(|s| !ids.contains(&s.id));
         let removed = before - subs.len();
@@ -118,7 +122,12 @@ impl Fanout {
 
     /// The number of live subscribers, for tests and benchmarks.
     pub fn subscriber_count(&self) -> usize {
-        self.subscribers.read().values().flat_map(|m| m.values()).map(Vec::len).sum()
+        self.subscribers
+            .read()
+            .values()
+            .flat_map(|m| m.values())
+            .map(Vec::len)
+            .sum()
     }
 
     /// The last `metadata` and source delivered for a resource, if remembered.

@@ -135,10 +135,18 @@ impl Broker {
                 last_known: self.fanout.remembered(&cluster, &dt, &id),
                 resource_id: id,
             };
-            self.deliver(&resync::synthetic_delete(data_type, &cluster, &gone)).await;
+            self.deliver(&resync::synthetic_delete(data_type, &cluster, &gone))
+                .await;
             self.fanout.forget(&cluster, &dt, &gone.resource_id);
         }
-        tracing::debug!(cluster, data_type = dt, agent_held = agent.len(), sent, deleted, "answered spec resync");
+        tracing::debug!(
+            cluster,
+            data_type = dt,
+            agent_held = agent.len(),
+            sent,
+            deleted,
+            "answered spec resync"
+        );
         Ok(())
     }
 

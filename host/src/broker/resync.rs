@@ -26,9 +26,11 @@ pub enum ResyncError {
 
 /// Parses the agent's `{"resourceVersions": […]}`; the payload is required.
 pub fn agent_versions(event: &CloudEvent) -> Result<HashMap<String, i64>, ResyncError> {
-    let data = event.data.as_deref().filter(|d| !d.is_empty()).ok_or_else(|| {
-        ResyncError::Payload("the event has no data; want {\"resourceVersions\":[…]}".to_owned())
-    })?;
+    let data = event
+        .data
+        .as_deref()
+        .filter(|d| !d.is_empty())
+        .ok_or_else(|| ResyncError::Payload("the event has no data; want {\"resourceVersions\":[…]}".to_owned()))?;
     let list: ResourceVersionList = serde_json::from_slice(data).map_err(|e| ResyncError::Payload(e.to_string()))?;
     Ok(list
         .resource_versions
@@ -129,7 +131,12 @@ mod tests {
     #[test]
     fn empty_agent_list_gets_everything() {
         let dt = DataType::parse(MANIFEST_BUNDLES).unwrap();
-        let (out, gone) = plan(&dt, "c1", vec![listed(&dt, "a", 3, false), listed(&dt, "b", 1, false)], &HashMap::new());
+        let (out, gone) = plan(
+            &dt,
+            "c1",
+            vec![listed(&dt, "a", 3, false), listed(&dt, "b", 1, false)],
+            &HashMap::new(),
+        );
         assert_eq!(ids(&out), ["a", "b"]);
         assert!(out.iter().all(|e| e.ty.ends_with(".spec.resync_response")));
         assert!(gone.is_empty());
@@ -139,7 +146,11 @@ mod tests {
     fn same_version_is_skipped_older_is_resent_deleting_always_sent() {
         let dt = DataType::parse(LEASES).unwrap();
         let agent = [("a".to_owned(), 5), ("b".to_owned(), 4), ("c".to_owned(), 9)].into();
-        let listed = vec![listed(&dt, "a", 5, false), listed(&dt, "b", 7, false), listed(&dt, "c", 9, true)];
+        let listed = vec![
+            listed(&dt, "a", 5, false),
+            listed(&dt, "b", 7, false),
+            listed(&dt, "c", 9, true),
+        ];
         let (out, gone) = plan(&dt, "c1", listed, &agent);
         assert_eq!(ids(&out), ["b", "c"]);
         assert!(gone.is_empty());

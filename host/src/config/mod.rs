@@ -203,7 +203,10 @@ impl Config {
             path: path.to_owned(),
             config,
         };
-        loaded.config.validate().map_err(|(key, reason)| loaded.error(key, reason))?;
+        loaded
+            .config
+            .validate()
+            .map_err(|(key, reason)| loaded.error(key, reason))?;
         Ok(loaded)
     }
 
@@ -217,7 +220,8 @@ impl Config {
             })
             .unwrap_or_default()
         };
-        let de = toml::Deserializer::parse(text).map_err(|e| (String::new(), format!("{}{}", e.message(), position(e.span()))))?;
+        let de = toml::Deserializer::parse(text)
+            .map_err(|e| (String::new(), format!("{}{}", e.message(), position(e.span()))))?;
         serde_path_to_error::deserialize(de).map_err(|e| {
             let key = e.path().to_string();
             let inner = e.into_inner();
@@ -269,7 +273,10 @@ impl Config {
         for (source, plugin) in &self.routes {
             let key = format!("routes.{source}");
             if source.is_empty() || source.contains("::") {
-                return fail(&key, "a source name must be non-empty and must not contain \"::\"".into());
+                return fail(
+                    &key,
+                    "a source name must be non-empty and must not contain \"::\"".into(),
+                );
             }
             if !self.plugins.contains_key(plugin) {
                 let known: Vec<&str> = self.plugins.keys().map(String::as_str).collect();

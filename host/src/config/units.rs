@@ -53,7 +53,11 @@ impl FromStr for ByteSize {
             "KiB" => 1 << 10,
             "MiB" => 1 << 20,
             "GiB" => 1 << 30,
-            other => return Err(format!("invalid size {s:?}: unknown unit {other:?}; use B, KB, MB, GB, KiB, MiB or GiB")),
+            other => {
+                return Err(format!(
+                    "invalid size {s:?}: unknown unit {other:?}; use B, KB, MB, GB, KiB, MiB or GiB"
+                ));
+            }
         };
         number
             .parse::<u64>()

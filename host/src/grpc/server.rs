@@ -4,8 +4,7 @@
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
-use tonic::transport::Server;
+use tonic::transport::{Server, server::TcpIncoming};
 use tonic_health::pb::health_server::{Health, HealthServer};
 
 use super::CloudEventService;
@@ -34,8 +33,9 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
+    // Small events must not wait for Nagle's algorithm: set on every accepted connection.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     Server::builder()
-        .tcp_nodelay(true)
         .http2_keepalive_interval(Some(config.keepalive_interval.0))
         .http2_keepalive_timeout(Some(config.keepalive_timeout.0))
         .max_concurrent_streams(config.max_concurrent_streams)
@@ -43,7 +43,7 @@ pub async fn serve(
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
     Ok(())
 }

@@ -73,7 +73,11 @@ impl MemorySource {
     }
 
     fn spec_event(&self, cluster: &str, dt: &DataType, id: &str, r: &Resource, action: &str) -> CloudEvent {
-        let mut e = CloudEvent::new(uuid::Uuid::new_v4().to_string(), &self.source, dt.event_type(SubResource::Spec, action));
+        let mut e = CloudEvent::new(
+            uuid::Uuid::new_v4().to_string(),
+            &self.source,
+            dt.event_type(SubResource::Spec, action),
+        );
         e.time = Some(chrono::Utc::now());
         e.set_extension(extensions::CLUSTER_NAME, cluster);
         e.set_extension(extensions::ORIGINAL_SOURCE, "");
@@ -114,10 +118,9 @@ fn json_data(event: &CloudEvent) -> Result<Value, SourceError> {
 }
 
 fn is_deleted_status(status: &Value) -> bool {
-    status["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == "Deleted" && c["status"] == "True")
-    })
+    status["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Deleted" && c["status"] == "True"))
 }
 
 #[async_trait]
@@ -161,7 +164,7 @@ impl Source for MemorySource {
                         .unwrap_or_else(|_| uuid::Uuid::new_v4().to_string());
                     let name = data["metadata"]["name"].as_str().unwrap_or(&id).to_owned();
                     if resources.contains_key(&id) {
-                        return Err(SourceError::Status(
+                        return Err(SourceError::from(
                             conductor_plugin_sdk::Status::failure(
                                 409,
                                 "AlreadyExists",
@@ -175,7 +178,13 @@ impl Source for MemorySource {
                             }),
                         ));
                     }
-                    let r = Resource { name, version: 1, data, deleting: None, status: None };
+                    let r = Resource {
+                        name,
+                        version: 1,
+                        data,
+                        deleting: None,
+                        status: None,
+                    };
                     let e = self.spec_event(&cluster, &dt, &id, &r, actions::CREATE_REQUEST);
                     resources.insert(id, r);
                     Some(e)
@@ -265,24 +274,39 @@ mod tests {
         let s = source(sink.clone());
         let id = Identity::anonymous();
         let work = serde_json::json!({"manifests": [], "metadata": {"name": "w1"}});
-        s.handle(&id, request("spec", "create_request", Some("u1"), Some(work.clone()))).await.unwrap();
-        let err = s.handle(&id, request("spec", "create_request", Some("u1"), Some(work))).await.unwrap_err();
+        s.handle(&id, request("spec", "create_request", Some("u1"), Some(work.clone())))
+            .await
+            .unwrap();
+        let err = s
+            .handle(&id, request("spec", "create_request", Some("u1"), Some(work)))
+            .await
+            .unwrap_err();
         assert_eq!(err.to_status().reason, "AlreadyExists");
-        s.handle(&id, request("spec", "delete_request", Some("u1"), None)).await.unwrap();
+        s.handle(&id, request("spec", "delete_request", Some("u1"), None))
+            .await
+            .unwrap();
         let emitted = sink.0.lock().clone();
         assert_eq!(emitted.len(), 2);
         assert_eq!(emitted[0].source, "memory");
         assert_eq!(emitted[0].resource_version(), Ok(1));
         assert!(emitted[1].deletion_timestamp().is_some() && emitted[1].data.is_none());
         let listed = s
-            .list(&ListOptions { cluster_name: "c1".into(), data_type: DataType::parse(MANIFEST_BUNDLES).unwrap() })
+            .list(&ListOptions {
+                cluster_name: "c1".into(),
+                data_type: DataType::parse(MANIFEST_BUNDLES).unwrap(),
+            })
             .await
             .unwrap();
         assert_eq!(listed.len(), 1);
         let deleted = serde_json::json!({"conditions": [{"type": "Deleted", "status": "True"}]});
-        s.handle(&id, request("status", "update_request", Some("u1"), Some(deleted))).await.unwrap();
+        s.handle(&id, request("status", "update_request", Some("u1"), Some(deleted)))
+            .await
+            .unwrap();
         let err = s
-            .handle(&id, request("status", "update_request", Some("u1"), Some(serde_json::json!({}))))
+            .handle(
+                &id,
+                request("status", "update_request", Some("u1"), Some(serde_json::json!({}))),
+            )
             .await
             .unwrap_err();
         assert_eq!(err.to_status().code, 404);
@@ -291,7 +315,9 @@ mod tests {
     #[test]
     fn bad_config_names_the_key() {
         let config: toml::Table = toml::from_str("data_types = [\"nodots\"]").unwrap();
-        let err = MemorySource::new("demo", &[], &config, Arc::new(Recorder::default())).err().unwrap();
+        let err = MemorySource::new("demo", &[], &config, Arc::new(Recorder::default()))
+            .err()
+            .unwrap();
         assert_eq!(err.0, "data_types[0]");
         let config: toml::Table = toml::from_str("datatypes = []").unwrap();
         assert!(MemorySource::new("demo", &[], &config, Arc::new(Recorder::default())).is_err());

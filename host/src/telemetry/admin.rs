@@ -58,10 +58,7 @@ pub async fn serve(
 }
 
 async fn render_metrics(State(state): State<AdminState>) -> ([(&'static str, &'static str); 1], String) {
-    (
-        [("content-type", "text/plain; version=0.0.4")],
-        state.metrics.render(),
-    )
+    ([("content-type", "text/plain; version=0.0.4")], state.metrics.render())
 }
 
 async fn ready(State(state): State<AdminState>) -> (StatusCode, &'static str) {

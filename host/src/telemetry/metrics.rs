@@ -36,7 +36,10 @@ impl Metrics {
         let per_call = ["consumer", "data_type", "method"];
         let per_code = ["consumer", "data_type", "method", "grpc_code"];
         let subscribers = IntGaugeVec::new(
-            opts("subscribers", "Current number of subscribers per consumer and data type."),
+            opts(
+                "subscribers",
+                "Current number of subscribers per consumer and data type.",
+            ),
             &["consumer", "data_type"],
         )
         .expect("valid metric");
@@ -99,7 +102,9 @@ impl Metrics {
     /// The end of a Publish call, with its duration.
     pub fn publish_processed(&self, consumer: &str, data_type: &str, code: tonic::Code, seconds: f64) {
         let code = code_name(code);
-        self.processed.with_label_values(&[consumer, data_type, PUBLISH, code]).inc();
+        self.processed
+            .with_label_values(&[consumer, data_type, PUBLISH, code])
+            .inc();
         self.duration
             .with_label_values(&[consumer, data_type, PUBLISH, code])
             .observe(seconds);
@@ -173,12 +178,18 @@ mod tests {
         m.publish_received("cluster1", "a.v1.b");
         m.publish_processed("cluster1", "a.v1.b", tonic::Code::FailedPrecondition, 0.001);
         let text = m.render();
-        assert!(text.contains("grpc_server_ce_subscribers{consumer=\"cluster1\",data_type=\"a.v1.b\"} 1"), "{text}");
+        assert!(
+            text.contains("grpc_server_ce_subscribers{consumer=\"cluster1\",data_type=\"a.v1.b\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("# HELP grpc_server_ce_called_total [ALPHA] "), "{text}");
         assert!(text.contains(
             "grpc_server_ce_processed_total{consumer=\"cluster1\",data_type=\"a.v1.b\",grpc_code=\"FailedPrecondition\",method=\"Publish\"} 1"
         ), "{text}");
-        assert!(text.contains("grpc_server_ce_processing_duration_seconds_bucket"), "{text}");
+        assert!(
+            text.contains("grpc_server_ce_processing_duration_seconds_bucket"),
+            "{text}"
+        );
         assert!(text.contains("le=\"1000\""), "buckets reach 1e3: {text}");
     }
 }

@@ -80,7 +80,10 @@ mod tests {
         e.set_resource_version(&DataType::parse(data_types::MANIFEST_BUNDLES).unwrap(), 3);
         assert_eq!(e.extension(RESOURCE_VERSION), Some(&ExtensionValue::Integer(3)));
         e.set_resource_version(&DataType::parse(data_types::LEASES).unwrap(), 3101);
-        assert_eq!(e.extension(RESOURCE_VERSION), Some(&ExtensionValue::String("3101".into())));
+        assert_eq!(
+            e.extension(RESOURCE_VERSION),
+            Some(&ExtensionValue::String("3101".into()))
+        );
         assert_eq!(e.resource_version(), Ok(3101));
     }
 }

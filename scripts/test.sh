@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: sets up what the tests need (Python grpcio agent,
+# wasm target), builds the workspace (the conductor binary included) and runs every test.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+eval "$(scripts/setup-test-env.sh)"
+export CONDUCTOR_PYTHON CONDUCTOR_PYSTUBS
+
+cargo fmt --all -- --check
+# Build first: the black-box tests start target/debug/conductor.
+cargo build --workspace --all-targets --locked
+cargo test --workspace --locked

@@ -1,0 +1,274 @@
+//! Subscribe, fan-out, heartbeats and spec resync, against the real binary.
+
+use std::time::{Duration, Instant};
+
+use conductor_blackbox_tests::events::{self, attr, attr_str};
+use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
+use conductor_blackbox_tests::{CLUSTERS, Conductor, HEARTBEAT, MEMORY_SOURCE, WORKS, publish, subscribe};
+
+#[tokio::test]
+async fn subscribe_answers_with_one_subscription_id_header_before_any_event() {
+    let c = Conductor::start(MEMORY_SOURCE).unwrap();
+    let mut client = c.client().await.unwrap();
+    let sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    assert_eq!(sub.subscription_id.len(), 1, "exactly one subscription-id value");
+    uuid::Uuid::parse_str(&sub.subscription_id[0]).expect("subscription-id is a UUID");
+    let other = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    assert_ne!(other.subscription_id, sub.subscription_id);
+}
+
+#[tokio::test]
+async fn published_events_reach_exactly_the_subscribers_of_their_cluster_and_type() {
+    let c = Conductor::start(MEMORY_SOURCE).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut c1_works_a = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let mut c1_works_b = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let mut c2_works = subscribe(&mut client, "cluster2", WORKS).await.unwrap();
+    let mut c1_clusters = subscribe(&mut client, "cluster1", CLUSTERS).await.unwrap();
+
+    publish(&mut client, events::create(WORKS, "cluster1", "w-c1", "work-c1"))
+        .await
+        .unwrap();
+    publish(&mut client, events::create(WORKS, "cluster2", "w-c2", "work-c2"))
+        .await
+        .unwrap();
+    publish(&mut client, events::create(CLUSTERS, "cluster1", "mc-c1", "cluster1"))
+        .await
+        .unwrap();
+
+    // Each stream's first event is its own: nobody got another cluster's or type's event first.
+    for sub in [&mut c1_works_a, &mut c1_works_b] {
+        let e = sub.next_event().await.unwrap();
+        assert_eq!(attr_str(&e, "ce-resourceid"), Some("w-c1"));
+        assert_eq!(e.r#type, format!("{WORKS}.spec.create_request"));
+        assert_eq!(e.source, "memory");
+        assert_eq!(
+            attr(&e, "ce-resourceversion"),
+            Some(&Attr::CeInteger(1)),
+            "integer for manifestbundles"
+        );
+        assert_eq!(attr_str(&e, "contenttype"), Some("application/json"));
+    }
+    assert_eq!(
+        attr_str(&c2_works.next_event().await.unwrap(), "ce-resourceid"),
+        Some("w-c2")
+    );
+    let e = c1_clusters.next_event().await.unwrap();
+    assert_eq!(attr_str(&e, "ce-resourceid"), Some("mc-c1"));
+    assert_eq!(attr_str(&e, "ce-resourceversion"), Some("1"), "string for other types");
+}
+
+#[tokio::test]
+async fn heartbeats_arrive_at_the_configured_interval() {
+    let c = Conductor::start(&format!("[broker]\nheartbeat_interval = \"200ms\"\n{MEMORY_SOURCE}")).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let start = Instant::now();
+    let mut arrivals = Vec::new();
+    for _ in 0..5 {
+        let hb = sub.next_raw(Duration::from_secs(5)).await.unwrap().unwrap();
+        arrivals.push(start.elapsed());
+        assert_eq!(hb.r#type, HEARTBEAT);
+        assert_eq!(hb.spec_version, "1.0");
+        uuid::Uuid::parse_str(&hb.id).unwrap();
+        assert!(hb.source.is_empty() && hb.attributes.is_empty() && hb.data.is_none());
+    }
+    // The first one after one interval, then one per interval (generous bounds: noisy machines).
+    assert!(
+        arrivals[0] >= Duration::from_millis(150),
+        "first heartbeat too early: {arrivals:?}"
+    );
+    let total = arrivals[4] - arrivals[0];
+    assert!(
+        total >= Duration::from_millis(700) && total <= Duration::from_millis(1600),
+        "4 intervals of 200ms took {total:?}"
+    );
+}
+
+#[tokio::test]
+async fn heartbeats_can_be_disabled_and_events_still_flow() {
+    let c = Conductor::start(&format!(
+        "[broker]\nheartbeat_interval = \"100ms\"\nheartbeat_disabled = true\n{MEMORY_SOURCE}"
+    ))
+    .unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    publish(&mut client, events::create(WORKS, "cluster1", "w1", "work1"))
+        .await
+        .unwrap();
+    let first = sub.next_raw(Duration::from_secs(5)).await.unwrap().unwrap();
+    assert_eq!(
+        first.r#type,
+        format!("{WORKS}.spec.create_request"),
+        "no heartbeat came first"
+    );
+}
+
+/// Creates `id` and returns the spec event subscribers saw for it.
+async fn create(
+    client: &mut conductor_blackbox_tests::CloudEventServiceClient<tonic::transport::Channel>,
+    sub: &mut conductor_blackbox_tests::Sub,
+    id: &str,
+) {
+    publish(client, events::create(WORKS, "cluster1", id, &format!("name-{id}")))
+        .await
+        .unwrap();
+    assert_eq!(attr_str(&sub.next_event().await.unwrap(), "ce-resourceid"), Some(id));
+}
+
+#[tokio::test]
+async fn resync_answers_follow_the_protocol_case_by_case() {
+    let c = Conductor::start(MEMORY_SOURCE).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    create(&mut client, &mut sub, "a").await; // version 1
+    create(&mut client, &mut sub, "b").await; // version 1, then updated to 2 below
+    let update = events::with_id(
+        events::agent_event(
+            &format!("{WORKS}.spec.update_request"),
+            "cluster1",
+            "",
+            Some(serde_json::json!({"manifests": [{"kind": "ConfigMap"}]})),
+        ),
+        "b",
+    );
+    publish(&mut client, update).await.unwrap();
+    assert_eq!(
+        attr(&sub.next_event().await.unwrap(), "ce-resourceversion"),
+        Some(&Attr::CeInteger(2))
+    );
+    create(&mut client, &mut sub, "d").await;
+    publish(
+        &mut client,
+        events::with_id(
+            events::agent_event(&format!("{WORKS}.spec.delete_request"), "cluster1", "", None),
+            "d",
+        ),
+    )
+    .await
+    .unwrap();
+    let deleting = sub.next_event().await.unwrap();
+    assert!(attr(&deleting, "ce-deletiontimestamp").is_some());
+
+    // Empty list: everything, as resync responses.
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let e = sub.next_event().await.unwrap();
+        assert_eq!(e.r#type, format!("{WORKS}.spec.resync_response"));
+        got.push(attr_str(&e, "ce-resourceid").unwrap().to_owned());
+    }
+    got.sort();
+    assert_eq!(got, ["a", "b", "d"]);
+
+    // a: same version → nothing; b: agent older → resent; d: deleting → always sent (no data);
+    // gone: only the agent has it → synthetic delete carrying the agent's version.
+    publish(
+        &mut client,
+        events::resync_request(WORKS, "cluster1", &[("a", 1), ("b", 1), ("d", 5), ("gone", 7)]),
+    )
+    .await
+    .unwrap();
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        answers.push(sub.next_event().await.unwrap());
+    }
+    let by_id = |id: &str| answers.iter().find(|e| attr_str(e, "ce-resourceid") == Some(id));
+    assert!(by_id("a").is_none(), "same version must not be resent");
+    assert_eq!(
+        attr(by_id("b").unwrap(), "ce-resourceversion"),
+        Some(&Attr::CeInteger(2))
+    );
+    let d = by_id("d").unwrap();
+    assert!(attr(d, "ce-deletiontimestamp").is_some() && d.data.is_none());
+    let gone = by_id("gone").unwrap();
+    assert!(attr(gone, "ce-deletiontimestamp").is_some());
+    assert_eq!(
+        attr(gone, "ce-resourceversion"),
+        Some(&Attr::CeInteger(7)),
+        "agent-reported version"
+    );
+    assert_eq!(attr_str(gone, "ce-clustername"), Some("cluster1"));
+    assert!(gone.data.is_none());
+
+    // A deleted resource the hub had sent before: the synthetic delete names it by metadata.
+    let finished = events::with_id(
+        events::agent_event(
+            &format!("{WORKS}.status.update_request"),
+            "cluster1",
+            "memory",
+            Some(serde_json::json!({"conditions": [{"type": "Deleted", "status": "True"}]})),
+        ),
+        "d",
+    );
+    publish(&mut client, finished).await.unwrap();
+    let final_delete = sub.next_event().await.unwrap();
+    assert_eq!(final_delete.r#type, format!("{WORKS}.spec.delete_request"));
+    publish(
+        &mut client,
+        events::resync_request(WORKS, "cluster1", &[("a", 1), ("b", 2), ("d", 6)]),
+    )
+    .await
+    .unwrap();
+    let d_gone = sub.next_event().await.unwrap();
+    assert_eq!(attr_str(&d_gone, "ce-resourceid"), Some("d"));
+    assert_eq!(attr(&d_gone, "ce-resourceversion"), Some(&Attr::CeInteger(6)));
+    let meta: serde_json::Value = serde_json::from_str(attr_str(&d_gone, "ce-metadata").expect("metadata")).unwrap();
+    assert_eq!(meta["name"], "name-d");
+    assert_eq!(d_gone.source, "memory");
+
+    // Nothing else was queued: the next event is a fresh marker.
+    create(&mut client, &mut sub, "marker").await;
+}
+
+#[tokio::test]
+async fn a_subscriber_that_stops_reading_does_not_delay_the_others() {
+    let c = Conductor::start(&format!("[broker]\nsubscriber_queue_size = 8\n{MEMORY_SOURCE}")).unwrap();
+    let mut client = c.client().await.unwrap();
+    // A separate connection for the stuck agent with grpc-go's default 64 KiB HTTP/2 windows,
+    // so its flow-control window fills on its own.
+    let channel = tonic::transport::Endpoint::from_shared(c.url())
+        .unwrap()
+        .initial_stream_window_size(Some(65_535))
+        .initial_connection_window_size(Some(65_535))
+        .connect()
+        .await
+        .unwrap();
+    let mut stuck_client = conductor_blackbox_tests::CloudEventServiceClient::new(channel);
+    let mut stuck = subscribe(&mut stuck_client, "cluster1", WORKS).await.unwrap();
+    let mut healthy = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let big = "x".repeat(4096);
+    let started = Instant::now();
+    for i in 0..400 {
+        let mut e = events::create(WORKS, "cluster1", &format!("w{i}"), "w");
+        e.data = Some(conductor_blackbox_tests::proto::cloud_event::Data::BinaryData(
+            serde_json::to_vec(&serde_json::json!({"manifests": [], "pad": big})).unwrap(),
+        ));
+        publish(&mut client, e).await.unwrap();
+        let got = healthy.next_event().await.unwrap();
+        assert_eq!(attr_str(&got, "ce-resourceid"), Some(format!("w{i}").as_str()));
+    }
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_secs(30), "400 publishes took {elapsed:?}");
+    // The stuck stream was cut off: once it reads, it drains what was queued, then gets an error.
+    let mut received = 0;
+    let status = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match stuck.stream.message().await {
+                Ok(Some(_)) => received += 1,
+                Ok(None) => panic!("stream ended cleanly; expected the overflow error"),
+                Err(status) => break status,
+            }
+        }
+    })
+    .await
+    .expect("the stuck stream ends with an error once read");
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(
+        received < 400,
+        "the stuck subscriber was cut off before receiving everything"
+    );
+}

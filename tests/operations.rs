@@ -1,0 +1,100 @@
+//! Operations: metrics with upstream names, health endpoints, gRPC health and reflection, and a
+//! clean shutdown on SIGTERM.
+
+use std::time::Duration;
+
+use conductor_blackbox_tests::events;
+use conductor_blackbox_tests::{Conductor, MEMORY_SOURCE, WORKS, publish, subscribe};
+
+#[tokio::test]
+async fn metrics_and_health_endpoints() {
+    let c = Conductor::start(MEMORY_SOURCE).unwrap();
+    assert_eq!(c.admin_get("/healthz").await.unwrap().0, 200);
+    assert_eq!(c.admin_get("/readyz").await.unwrap().0, 200);
+    let mut client = c.client().await.unwrap();
+    let _sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    publish(&mut client, events::create(WORKS, "cluster1", "w1", "w1"))
+        .await
+        .unwrap();
+    let _ = publish(&mut client, events::create(WORKS, "cluster1", "w1", "w1")).await;
+    let (code, body) = c.admin_get("/metrics").await.unwrap();
+    assert_eq!(code, 200);
+    let labels = format!("consumer=\"cluster1\",data_type=\"{WORKS}\"");
+    for line in [
+        format!("grpc_server_ce_subscribers{{{labels}}} 1"),
+        format!("grpc_server_ce_called_total{{{labels},method=\"Subscribe\"}} 1"),
+        format!("grpc_server_ce_called_total{{{labels},method=\"Publish\"}} 2"),
+        format!("grpc_server_ce_msg_received_total{{{labels},method=\"Publish\"}} 2"),
+        format!("grpc_server_ce_msg_sent_total{{{labels},method=\"Publish\"}} 1"),
+        format!("grpc_server_ce_processed_total{{{labels},grpc_code=\"OK\",method=\"Publish\"}} 1"),
+        format!("grpc_server_ce_processed_total{{{labels},grpc_code=\"FailedPrecondition\",method=\"Publish\"}} 1"),
+    ] {
+        assert!(body.contains(&line), "missing {line} in\n{body}");
+    }
+    assert!(body.contains("grpc_server_ce_processing_duration_seconds_bucket"));
+    assert!(body.contains("[ALPHA]"));
+}
+
+#[tokio::test]
+async fn grpc_health_and_reflection() {
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient};
+    use tonic_reflection::pb::v1::{
+        ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
+        server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
+    };
+    let c = Conductor::start(MEMORY_SOURCE).unwrap();
+    let channel = tonic::transport::Channel::from_shared(c.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let status = HealthClient::new(channel.clone())
+        .check(HealthCheckRequest {
+            service: "io.cloudevents.v1.CloudEventService".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status;
+    assert_eq!(status, ServingStatus::Serving as i32);
+
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = ServerReflectionClient::new(channel)
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(MessageResponse::ListServicesResponse(list)) =
+        responses.message().await.unwrap().unwrap().message_response
+    else {
+        panic!("not a list response");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(
+        names.contains(&"io.cloudevents.v1.CloudEventService".to_owned()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"grpc.health.v1.Health".to_owned()), "{names:?}");
+}
+
+#[tokio::test]
+async fn sigterm_ends_streams_cleanly_and_exits_zero() {
+    let mut c = Conductor::start(MEMORY_SOURCE).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let status = tokio::task::spawn_blocking(move || {
+        let s = c.terminate();
+        (s, c)
+    });
+    // The stream ends with OK (no error), not with a reset.
+    let end = tokio::time::timeout(Duration::from_secs(10), sub.stream.message())
+        .await
+        .unwrap();
+    assert!(matches!(end, Ok(None)), "{end:?}");
+    let (status, c) = status.await.unwrap();
+    assert!(status.unwrap().success(), "{}", c.logs());
+    assert!(c.logs().contains("shutting down"), "{}", c.logs());
+}
