@@ -153,6 +153,10 @@ impl Conductor {
         Ok(CloudEventServiceClient::connect(self.url()).await?)
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn logs(&self) -> String {
         self.logs.lock().unwrap().join("\n")
     }
