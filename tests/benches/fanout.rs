@@ -84,6 +84,9 @@ async fn run_raw_server() {
 // ---------------------------------------------------------------------------------------------
 // The servers under test.
 
+/// Starts one of the servers under test.
+type StartServer = fn() -> Server;
+
 enum Server {
     Conductor(Conductor),
     Raw(Child, String),
@@ -284,7 +287,7 @@ fn main() {
     );
     rt.block_on(async {
         let mut results = Vec::new();
-        let servers: [(&str, fn() -> Server); 2] = [("raw tonic", Server::raw), ("conductor", Server::conductor)];
+        let servers: [(&str, StartServer); 2] = [("raw tonic", Server::raw), ("conductor", Server::conductor)];
         for (name, make) in servers {
             let mut rates = Vec::new();
             for _ in 0..runs {
