@@ -1,6 +1,7 @@
 //! Open Cluster Management conventions on top of CloudEvents: data and event types, the OCM
 //! extensions, the resync payload.
 
+pub mod codec;
 pub mod extensions;
 pub mod resync;
 pub mod types;
