@@ -1,4 +1,8 @@
-//! Generates the `io.cloudevents.v1` server (and client, for benchmarks) from `proto/`.
+//! Generates the `io.cloudevents.v1` messages and server from `proto/`.
+//!
+//! Two passes over the same proto: the messages (with `binary_data` as `Bytes`), and the server,
+//! whose `CloudEvent` is `crate::wire::WireEvent` — an event either as a message or already
+//! encoded, so that fan-out encodes an event once for all its subscribers.
 use std::{env, path::PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -8,8 +12,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(env::var("OUT_DIR")?);
     println!("cargo:rerun-if-changed=../proto/cloudevent.proto");
     tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
         .bytes(".io.cloudevents.v1.CloudEvent.binary_data")
         .file_descriptor_set_path(out.join("cloudevent_descriptor.bin"))
+        .compile_protos(&["../proto/cloudevent.proto"], &["../proto"])?;
+    let server_out = out.join("server");
+    std::fs::create_dir_all(&server_out)?;
+    tonic_prost_build::configure()
+        .build_client(false)
+        .out_dir(&server_out)
+        .extern_path(".io.cloudevents.v1.CloudEvent", "crate::wire::WireEvent")
         .compile_protos(&["../proto/cloudevent.proto"], &["../proto"])?;
     Ok(())
 }

@@ -6,6 +6,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 eval "$(scripts/setup-test-env.sh)"
 export CONDUCTOR_PYTHON CONDUCTOR_PYSTUBS
+# Builds are slow on small machines: keep them between runs (cargo rebuilds what changed).
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/conductor/target}"
 
 cargo fmt --all -- --check
 # Build first: the black-box tests start target/debug/conductor.

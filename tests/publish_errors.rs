@@ -222,3 +222,27 @@ fn bad_configuration_is_a_startup_error_naming_file_key_and_reason() {
         }
     }
 }
+
+#[test]
+fn shipped_configurations_are_valid() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = vec![root.join("conductor.toml")];
+    for entry in std::fs::read_dir(root.join("examples/config")).unwrap() {
+        files.push(entry.unwrap().path());
+    }
+    assert!(files.len() >= 3);
+    for file in files {
+        let out = std::process::Command::new(conductor_blackbox_tests::conductor_bin())
+            .arg("check-config")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains(": ok"));
+    }
+}

@@ -128,6 +128,71 @@ pub fn encode(event: &CloudEvent) -> proto::CloudEvent {
     }
 }
 
+/// A `CloudEvent` on the gRPC service: a message, or one already encoded. Fan-out encodes an
+/// event once and hands every subscriber the same bytes; on the wire both are the same message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WireEvent {
+    Message(Box<proto::CloudEvent>),
+    Encoded(Bytes),
+}
+
+impl Default for WireEvent {
+    fn default() -> Self {
+        Self::Message(Box::default())
+    }
+}
+
+impl WireEvent {
+    /// Encodes an event once, for delivery to many subscribers.
+    pub fn encode(event: &CloudEvent) -> Bytes {
+        Bytes::from(prost::Message::encode_to_vec(&encode(event)))
+    }
+
+    /// The decoded message (decoding it if it was sent pre-encoded, as tests do).
+    pub fn into_message(self) -> Result<proto::CloudEvent, prost::DecodeError> {
+        match self {
+            Self::Message(m) => Ok(*m),
+            Self::Encoded(b) => prost::Message::decode(b),
+        }
+    }
+}
+
+impl prost::Message for WireEvent {
+    fn encode_raw(&self, buf: &mut impl bytes::BufMut) {
+        match self {
+            Self::Message(m) => m.encode_raw(buf),
+            Self::Encoded(b) => buf.put_slice(b),
+        }
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        if let Self::Encoded(b) = self {
+            *self = Self::Message(Box::new(prost::Message::decode(b.clone())?));
+        }
+        match self {
+            Self::Message(m) => m.merge_field(tag, wire_type, buf, ctx),
+            Self::Encoded(_) => unreachable!("converted to a message above"),
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        match self {
+            Self::Message(m) => m.encoded_len(),
+            Self::Encoded(b) => b.len(),
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = Self::default();
+    }
+}
+
 /// A heartbeat: spec version 1.0, a fresh UUID, the heartbeat type and nothing else.
 pub fn heartbeat() -> proto::CloudEvent {
     proto::CloudEvent {
@@ -292,6 +357,20 @@ mod tests {
         msg.attributes
             .insert("ce-x".into(), proto::CloudEventAttributeValue { attr: None });
         assert!(matches!(decode(&msg), Err(DecodeError::EmptyAttribute(_))));
+    }
+
+    #[test]
+    fn a_pre_encoded_event_is_the_same_message_on_the_wire() {
+        use prost::Message as _;
+        let mut msg = minimal();
+        msg.data = Some(Data::BinaryData(Bytes::from_static(b"{\"a\":1}")));
+        let event = decode(&msg).unwrap();
+        let as_message = WireEvent::Message(Box::new(encode(&event)));
+        let as_bytes = WireEvent::Encoded(WireEvent::encode(&event));
+        assert_eq!(as_message.encoded_len(), as_bytes.encoded_len());
+        let (a, b) = (as_message.encode_to_vec(), as_bytes.encode_to_vec());
+        assert_eq!(proto::CloudEvent::decode(&a[..]).unwrap(), proto::CloudEvent::decode(&b[..]).unwrap());
+        assert_eq!(WireEvent::decode(&b[..]).unwrap().into_message().unwrap(), msg);
     }
 
     #[test]

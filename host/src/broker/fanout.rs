@@ -10,12 +10,13 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use conductor_plugin_sdk::CloudEvent;
 use conductor_plugin_sdk::ocm::{EventType, OcmExtensions, TypeError};
+use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::memory::MetadataMemory;
-use crate::{proto, telemetry::Metrics, wire};
+use crate::{telemetry::Metrics, wire::WireEvent};
 
 /// Why an event could not be fanned out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,7 +35,7 @@ pub trait EventSink: Send + Sync {
 
 struct Subscriber {
     id: Uuid,
-    tx: mpsc::Sender<proto::CloudEvent>,
+    tx: mpsc::Sender<Bytes>,
 }
 
 type ByDataType = HashMap<String, Vec<Subscriber>>;
@@ -52,7 +53,8 @@ pub struct Registration {
     pub id: Uuid,
     pub cluster: String,
     pub data_type: String,
-    pub rx: mpsc::Receiver<proto::CloudEvent>,
+    /// Encoded `CloudEvent` messages.
+    pub rx: mpsc::Receiver<Bytes>,
     fanout: Arc<Fanout>,
 }
 
@@ -164,14 +166,14 @@ impl Fanout {
     pub async fn deliver_waiting(&self, event: &CloudEvent, wait: Duration) -> Result<usize, FanoutError> {
         let (cluster, data_type) = Self::target(event)?;
         self.remember(&cluster, &data_type, event);
-        let senders: Vec<(Uuid, mpsc::Sender<proto::CloudEvent>)> = {
+        let senders: Vec<(Uuid, mpsc::Sender<Bytes>)> = {
             let table = self.subscribers.read();
             match table.get(&cluster).and_then(|m| m.get(&data_type)) {
                 Some(subs) => subs.iter().map(|s| (s.id, s.tx.clone())).collect(),
                 None => return Ok(0),
             }
         };
-        let msg = wire::encode(event);
+        let msg = WireEvent::encode(event);
         let mut delivered = 0;
         let mut cut = Vec::new();
         for (id, tx) in senders {
@@ -213,7 +215,7 @@ impl EventSink for Fanout {
             let Some(subs) = table.get(&cluster).and_then(|m| m.get(&data_type)) else {
                 return Ok(0);
             };
-            let msg = wire::encode(event);
+            let msg = WireEvent::encode(event);
             for s in subs {
                 match s.tx.try_send(msg.clone()) {
                     Ok(()) => delivered += 1,
@@ -245,7 +247,8 @@ mod tests {
         let mut b = f.register("c2", LEASES);
         let mut c = f.register("c1", "x.v1.other");
         assert_eq!(f.emit(&lease_event("c1")).unwrap(), 1);
-        assert_eq!(a.rx.try_recv().unwrap().id, "e1");
+        let got: crate::proto::CloudEvent = prost::Message::decode(a.rx.try_recv().unwrap()).unwrap();
+        assert_eq!(got.id, "e1");
         assert!(b.rx.try_recv().is_err());
         assert!(c.rx.try_recv().is_err());
     }

@@ -13,7 +13,7 @@ use tokio::time::{Interval, MissedTickBehavior};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::fanout::Registration;
-use crate::{proto, telemetry::Metrics, wire};
+use crate::{telemetry::Metrics, wire, wire::WireEvent};
 
 pub struct Subscription {
     registration: Registration,
@@ -58,7 +58,7 @@ impl Subscription {
 }
 
 impl Stream for Subscription {
-    type Item = Result<proto::CloudEvent, tonic::Status>;
+    type Item = Result<WireEvent, tonic::Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
@@ -70,9 +70,9 @@ impl Stream for Subscription {
             return Poll::Ready(None);
         }
         match this.registration.rx.poll_recv(cx) {
-            Poll::Ready(Some(event)) => {
+            Poll::Ready(Some(encoded)) => {
                 this.sent.inc();
-                return Poll::Ready(Some(Ok(event)));
+                return Poll::Ready(Some(Ok(WireEvent::Encoded(encoded))));
             }
             Poll::Ready(None) => {
                 // The broker dropped us: our queue was full.
@@ -87,7 +87,7 @@ impl Stream for Subscription {
             && hb.poll_tick(cx).is_ready()
         {
             this.sent.inc();
-            return Poll::Ready(Some(Ok(wire::heartbeat())));
+            return Poll::Ready(Some(Ok(WireEvent::Message(Box::new(wire::heartbeat())))));
         }
         Poll::Pending
     }

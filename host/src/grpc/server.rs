@@ -10,7 +10,7 @@ use tonic_health::pb::health_server::{Health, HealthServer};
 use super::CloudEventService;
 use crate::broker::Broker;
 use crate::config::ServerConfig;
-use crate::proto::{self, cloud_event_service_server::CloudEventServiceServer};
+use crate::proto::{self, server::cloud_event_service_server::CloudEventServiceServer};
 use crate::telemetry::Metrics;
 
 /// Serves on `listener` until `shutdown` resolves, then drains the open streams.

@@ -8,7 +8,7 @@ use conductor_plugin_sdk::{CloudEvent, Identity};
 use tonic::{Request, Response, Status};
 
 use crate::broker::{Broker, PublishError, Subscription};
-use crate::proto::{self, cloud_event_service_server};
+use crate::proto::server::{self as proto, cloud_event_service_server};
 use crate::telemetry::Metrics;
 use crate::wire;
 
@@ -45,7 +45,9 @@ struct Decoded {
 fn decode(request: proto::PublishRequest) -> Result<Decoded, Status> {
     let msg = request
         .event
-        .ok_or_else(|| Status::invalid_argument("publish request has no event"))?;
+        .ok_or_else(|| Status::invalid_argument("publish request has no event"))?
+        .into_message()
+        .map_err(|e| Status::invalid_argument(format!("failed to decode event: {e}")))?;
     let event = wire::decode(&msg).map_err(|e| Status::unknown(format!("failed to convert to cloudevent: {e}")))?;
     let cluster = event
         .cluster_name()
