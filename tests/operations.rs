@@ -98,3 +98,41 @@ async fn sigterm_ends_streams_cleanly_and_exits_zero() {
     assert!(status.unwrap().success(), "{}", c.logs());
     assert!(c.logs().contains("shutting down"), "{}", c.logs());
 }
+
+#[tokio::test]
+async fn grpcurl_lists_and_describes_the_service_through_reflection() {
+    let grpcurl = std::env::var("CONDUCTOR_GRPCURL")
+        .expect("CONDUCTOR_GRPCURL is not set: run scripts/setup-test-env.sh (the README's test command does)");
+    let c = Conductor::start(MEMORY_SOURCE).unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&grpcurl).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "grpcurl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let list = run(&["-plaintext", &c.grpc_addr, "list"]);
+    assert!(
+        list.lines().any(|l| l == "io.cloudevents.v1.CloudEventService"),
+        "{list}"
+    );
+    assert!(list.lines().any(|l| l == "grpc.health.v1.Health"), "{list}");
+    let methods = run(&[
+        "-plaintext",
+        &c.grpc_addr,
+        "list",
+        "io.cloudevents.v1.CloudEventService",
+    ]);
+    assert!(
+        methods.contains("io.cloudevents.v1.CloudEventService.Publish"),
+        "{methods}"
+    );
+    assert!(
+        methods.contains("io.cloudevents.v1.CloudEventService.Subscribe"),
+        "{methods}"
+    );
+    let health = run(&["-plaintext", &c.grpc_addr, "grpc.health.v1.Health/Check"]);
+    assert!(health.contains("SERVING"), "{health}");
+}

@@ -114,8 +114,9 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         None
     };
 
-    tracing::info!(addr = %grpc_addr, plaintext = config.server.plaintext, "serving gRPC");
+    // The listener is bound: connections queue until the server polls it just below.
     readiness.set_serving(true);
+    tracing::info!(addr = %grpc_addr, plaintext = config.server.plaintext, "serving gRPC");
     let stop = {
         let shutdown = shutdown.clone();
         let readiness = Arc::clone(&readiness);

@@ -369,7 +369,10 @@ mod tests {
         let as_bytes = WireEvent::Encoded(WireEvent::encode(&event));
         assert_eq!(as_message.encoded_len(), as_bytes.encoded_len());
         let (a, b) = (as_message.encode_to_vec(), as_bytes.encode_to_vec());
-        assert_eq!(proto::CloudEvent::decode(&a[..]).unwrap(), proto::CloudEvent::decode(&b[..]).unwrap());
+        assert_eq!(
+            proto::CloudEvent::decode(&a[..]).unwrap(),
+            proto::CloudEvent::decode(&b[..]).unwrap()
+        );
         assert_eq!(WireEvent::decode(&b[..]).unwrap().into_message().unwrap(), msg);
     }
 

@@ -8,9 +8,9 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
+use bytes::Bytes;
 use conductor_plugin_sdk::CloudEvent;
 use conductor_plugin_sdk::ocm::{EventType, OcmExtensions, TypeError};
-use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
 use uuid::Uuid;
