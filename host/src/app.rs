@@ -92,12 +92,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         .with_context(|| format!("cannot listen on {} (server.listen)", config.server.listen))?;
     let grpc_addr = listener.local_addr()?;
     let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_service_status("", tonic_health::ServingStatus::Serving)
-        .await;
-    health
-        .set_service_status(SERVICE_NAME, tonic_health::ServingStatus::Serving)
-        .await;
+    set_health(&health, tonic_health::ServingStatus::Serving).await;
     let readiness = Arc::new(admin::Readiness::default());
     let admin_stopped = CancellationToken::new();
     let admin_task = if config.admin.enabled {
@@ -124,12 +119,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
             shutdown.cancelled().await;
             tracing::info!("shutting down: no new calls; ending subscriptions");
             readiness.set_serving(false);
-            health
-                .set_service_status("", tonic_health::ServingStatus::NotServing)
-                .await;
-            health
-                .set_service_status(SERVICE_NAME, tonic_health::ServingStatus::NotServing)
-                .await;
+            set_health(&health, tonic_health::ServingStatus::NotServing).await;
             streams_end.cancel();
         }
     };
@@ -140,6 +130,13 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     }
     tracing::info!("stopped");
     result
+}
+
+/// Sets the gRPC health of the server as a whole and of the CloudEvent service.
+async fn set_health(health: &tonic_health::server::HealthReporter, status: tonic_health::ServingStatus) {
+    for service in ["", SERVICE_NAME] {
+        health.set_service_status(service, status).await;
+    }
 }
 
 async fn stop_on_signal(shutdown: CancellationToken) {

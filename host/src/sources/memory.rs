@@ -117,6 +117,16 @@ fn json_data(event: &CloudEvent) -> Result<Value, SourceError> {
     }
 }
 
+fn existing<'a>(
+    resources: &'a mut BTreeMap<String, Resource>,
+    dt: &DataType,
+    id: &str,
+) -> Result<&'a mut Resource, SourceError> {
+    resources
+        .get_mut(id)
+        .ok_or_else(|| SourceError::NotFound(format!("{} {id} not found", dt.resource)))
+}
+
 fn is_deleted_status(status: &Value) -> bool {
     status["conditions"]
         .as_array()
@@ -192,18 +202,14 @@ impl Source for MemorySource {
                 (SubResource::Spec, actions::UPDATE_REQUEST) => {
                     let id = required_id(&event)?;
                     let data = json_data(&event)?;
-                    let r = resources
-                        .get_mut(&id)
-                        .ok_or_else(|| SourceError::NotFound(format!("{} {id} not found", dt.resource)))?;
+                    let r = existing(resources, &dt, &id)?;
                     r.version += 1;
                     r.data = data;
                     Some(self.spec_event(&cluster, &dt, &id, r, actions::UPDATE_REQUEST))
                 }
                 (SubResource::Spec, actions::DELETE_REQUEST) => {
                     let id = required_id(&event)?;
-                    let r = resources
-                        .get_mut(&id)
-                        .ok_or_else(|| SourceError::NotFound(format!("{} {id} not found", dt.resource)))?;
+                    let r = existing(resources, &dt, &id)?;
                     r.version += 1;
                     r.deleting.get_or_insert_with(chrono::Utc::now);
                     Some(self.spec_event(&cluster, &dt, &id, r, actions::UPDATE_REQUEST))
@@ -211,9 +217,7 @@ impl Source for MemorySource {
                 (SubResource::Status, actions::UPDATE_REQUEST) => {
                     let id = required_id(&event)?;
                     let status = json_data(&event)?;
-                    let r = resources
-                        .get_mut(&id)
-                        .ok_or_else(|| SourceError::NotFound(format!("{} {id} not found", dt.resource)))?;
+                    let r = existing(resources, &dt, &id)?;
                     if r.deleting.is_some() && is_deleted_status(&status) {
                         // The agent finished deleting: the resource is gone for good.
                         let r = resources.remove(&id).expect("present above");
