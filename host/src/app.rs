@@ -8,34 +8,85 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::{Broker, EventSink, Fanout};
-use crate::config::{ConfigError, LoadedConfig, PluginKind};
+use crate::config::{ConfigError, LoadedConfig, PluginConfig, PluginKind};
+use crate::plugins::PluginSource;
 use crate::proto::SERVICE_NAME;
 use crate::registry::{Registry, Source};
 use crate::sources::MemorySource;
 use crate::telemetry::{Metrics, admin};
 
-/// Builds every configured plugin; a plugin's bad configuration names its key.
-pub fn build_sources(loaded: &LoadedConfig, sink: Arc<dyn EventSink>) -> Result<Vec<Arc<dyn Source>>, ConfigError> {
+/// Loads one configured plugin; errors name the plugin's key.
+async fn load_source(
+    loaded: &LoadedConfig,
+    name: &str,
+    plugin: &PluginConfig,
+    sink: &Arc<dyn EventSink>,
+) -> Result<Arc<dyn Source>, ConfigError> {
     let config = &loaded.config;
-    config
-        .plugins
-        .iter()
-        .map(|(name, plugin)| {
+    match plugin.kind {
+        PluginKind::Memory => {
             let sources = config.sources_of(name);
-            let built: Arc<dyn Source> = match plugin.kind {
-                PluginKind::Memory => Arc::new(
-                    MemorySource::new(name, &sources, &plugin.config, Arc::clone(&sink))
-                        .map_err(|(key, reason)| loaded.error(format!("plugins.{name}.config.{key}"), reason))?,
-                ),
-            };
-            Ok(built)
-        })
-        .collect()
+            let memory = MemorySource::new(name, &sources, &plugin.config, Arc::clone(sink))
+                .map_err(|(key, reason)| loaded.error(format!("plugins.{name}.config.{key}"), reason))?;
+            Ok(Arc::new(memory))
+        }
+        PluginKind::Component | PluginKind::Native => {
+            let file = loaded.plugin_file(plugin).expect("validated: plugins have files");
+            let source = PluginSource::load(name, plugin, &file, Arc::clone(sink))
+                .await
+                .map_err(|e| loaded.error(format!("plugins.{name}"), format!("{}: {e}", file.display())))?;
+            Ok(source)
+        }
+    }
 }
 
-/// A one-paragraph summary of what a configuration would run, for `check-config`.
-pub fn describe(loaded: &LoadedConfig) -> Result<String, ConfigError> {
-    let sources = build_sources(loaded, Fanout::new(Metrics::new(), 1, 0))?;
+/// Loads every configured plugin and builds the registry over them.
+pub async fn build_registry(loaded: &LoadedConfig, sink: Arc<dyn EventSink>) -> Result<Registry, ConfigError> {
+    let mut sources = Vec::new();
+    for (name, plugin) in &loaded.config.plugins {
+        sources.push(load_source(loaded, name, plugin, &sink).await?);
+    }
+    Registry::new(sources, &loaded.config.routes).map_err(|e| loaded.error("routes", e.to_string()))
+}
+
+/// Reloads the plugin files: every component or native plugin that loads again replaces the
+/// running one; one that fails keeps the running one and says why. Subscriptions stay up.
+pub async fn reload(loaded: &LoadedConfig, broker: &Broker) {
+    let sink: Arc<dyn EventSink> = broker.fanout().clone();
+    let current = broker.registry();
+    let mut sources = Vec::new();
+    for (name, plugin) in &loaded.config.plugins {
+        let running = current.plugins().iter().find(|p| p.name() == name).cloned();
+        let next = match (plugin.kind, running) {
+            (PluginKind::Memory, Some(running)) => running,
+            (_, running) => match load_source(loaded, name, plugin, &sink).await {
+                Ok(fresh) => fresh,
+                Err(e) => match running {
+                    Some(running) => {
+                        tracing::error!(plugin = %name, error = %e, "reload failed; the running plugin stays");
+                        running
+                    }
+                    None => {
+                        tracing::error!(plugin = %name, error = %e, "reload failed");
+                        continue;
+                    }
+                },
+            },
+        };
+        sources.push(next);
+    }
+    match Registry::new(sources, &loaded.config.routes) {
+        Ok(registry) => {
+            broker.set_registry(Arc::new(registry));
+            tracing::info!("plugins reloaded");
+        }
+        Err(e) => tracing::error!(error = %e, "reload failed; the running plugins stay"),
+    }
+}
+
+/// A summary of what a configuration would run, for `check-config` and `plugins list`.
+pub async fn describe(loaded: &LoadedConfig) -> Result<String, ConfigError> {
+    let registry = build_registry(loaded, Fanout::new(Metrics::new(), 1, 0)).await?;
     let c = &loaded.config;
     let mut out = format!(
         "{}: ok\n  gRPC: {} ({}), receive limit {} bytes\n  heartbeat: {}\n",
@@ -43,18 +94,14 @@ pub fn describe(loaded: &LoadedConfig) -> Result<String, ConfigError> {
         c.server.listen,
         if c.server.plaintext { "plaintext" } else { "TLS" },
         c.server.max_receive_message_size.0,
-        c.broker
-            .heartbeat()
-            .map_or("disabled".to_owned(), |d| format!("every {d:?}")),
+        c.broker.heartbeat().map_or("disabled".to_owned(), |d| format!("every {d:?}")),
     );
-    for s in &sources {
+    for s in registry.plugins() {
         let types: Vec<String> = s.data_types().iter().map(ToString::to_string).collect();
-        out += &format!(
-            "  plugin {}: sources {:?}, data types {:?}\n",
-            s.name(),
-            c.sources_of(s.name()),
-            types
-        );
+        out += &format!("  plugin {}: data types {:?}\n", s.name(), types);
+    }
+    for (source, plugin) in registry.routes() {
+        out += &format!("  route {source} -> {plugin}\n");
     }
     Ok(out)
 }
@@ -76,8 +123,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         config.broker.subscriber_queue_size,
         config.broker.remembered_metadata,
     );
-    let sources = build_sources(&loaded, fanout.clone())?;
-    let registry = Arc::new(Registry::new(sources, &config.routes));
+    let registry = Arc::new(build_registry(&loaded, fanout.clone()).await?);
     let streams_end = CancellationToken::new();
     let broker = Arc::new(Broker::new(
         fanout,
@@ -94,12 +140,15 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, tonic_health::ServingStatus::Serving).await;
     let readiness = Arc::new(admin::Readiness::default());
+    let (reload_tx, mut reload_rx) = tokio::sync::mpsc::channel::<()>(4);
+    tokio::spawn(reload_on_signal(reload_tx.clone()));
     let admin_stopped = CancellationToken::new();
     let admin_task = if config.admin.enabled {
         let server = admin::serve(
             config.admin.listen,
             metrics.clone(),
             Arc::clone(&readiness),
+            reload_tx,
             admin_stopped.clone(),
         )
         .await
@@ -123,7 +172,18 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
             streams_end.cancel();
         }
     };
+    let reloads = {
+        let broker = Arc::clone(&broker);
+        let loaded = loaded.clone();
+        tokio::spawn(async move {
+            while reload_rx.recv().await.is_some() {
+                tracing::info!("reloading plugins");
+                reload(&loaded, &broker).await;
+            }
+        })
+    };
     let result = crate::grpc::serve(listener, &config.server, broker, metrics, health_service, stop).await;
+    reloads.abort();
     admin_stopped.cancel();
     if let Some(task) = admin_task {
         let _ = task.await;
@@ -136,6 +196,21 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
 async fn set_health(health: &tonic_health::server::HealthReporter, status: tonic_health::ServingStatus) {
     for service in ["", SERVICE_NAME] {
         health.set_service_status(service, status).await;
+    }
+}
+
+/// SIGHUP asks for a plugin reload.
+async fn reload_on_signal(reload: tokio::sync::mpsc::Sender<()>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP; reload through the admin endpoint");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP received");
+        if reload.send(()).await.is_err() {
+            return;
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! - [`broker`] keeps the subscriptions, fans events out and answers spec resync;
 //! - [`registry`] picks the source plugin for a request;
 //! - [`grpc`] is the `io.cloudevents.v1.CloudEventService` server and its options;
+//! - [`plugins`] loads source plugins (WebAssembly components, native libraries);
 //! - [`sources`] holds the built-in sources;
 //! - [`config`] reads `conductor.toml`; [`telemetry`] logs, metrics and health.
 
@@ -14,6 +15,7 @@ pub mod app;
 pub mod broker;
 pub mod config;
 pub mod grpc;
+pub mod plugins;
 pub mod proto;
 pub mod registry;
 pub mod sources;

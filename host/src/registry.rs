@@ -21,6 +21,8 @@ pub trait Source: Send + Sync + 'static {
     fn name(&self) -> &str;
     /// The data types this plugin serves.
     fn data_types(&self) -> &[DataType];
+    /// The sources this plugin declares it owns (routed to it unless `[routes]` says otherwise).
+    fn sources(&self) -> &[String];
     /// Every resource of `options.data_type` for the cluster, encoded as spec events.
     async fn list(&self, options: &ListOptions) -> Result<Vec<CloudEvent>, SourceError>;
     /// An agent → hub event (a status update, a registration request, …).
@@ -48,6 +50,19 @@ pub enum RouteError {
     Ambiguous { data_type: String, plugins: Vec<String> },
 }
 
+/// A registry that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error("source {source_name:?} is claimed by plugins {first:?} and {second:?}; route it in [routes]")]
+    ClaimedTwice {
+        source_name: String,
+        first: String,
+        second: String,
+    },
+    #[error("routes.{source_name}: no plugin named {plugin:?} is loaded")]
+    NoPlugin { source_name: String, plugin: String },
+}
+
 /// Sources by route, and by the data types they serve.
 #[derive(Default)]
 pub struct Registry {
@@ -57,17 +72,49 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// A registry over `plugins`, with `routes` (source name → plugin name) already validated
-    /// against the plugin names by the configuration.
-    pub fn new(plugins: Vec<Arc<dyn Source>>, routes: &BTreeMap<String, String>) -> Self {
-        let routes = routes
-            .iter()
-            .filter_map(|(source, plugin)| {
-                let p = plugins.iter().find(|p| p.name() == plugin)?;
-                Some((source.clone(), Arc::clone(p)))
-            })
-            .collect();
-        Self { routes, plugins }
+    /// A registry over `plugins`: the explicit `routes` (source name → plugin name), then every
+    /// source a plugin declares that no route names. Two plugins declaring the same unrouted
+    /// source is an error.
+    pub fn new(plugins: Vec<Arc<dyn Source>>, routes: &BTreeMap<String, String>) -> Result<Self, RegistryError> {
+        let mut table: BTreeMap<String, Arc<dyn Source>> = BTreeMap::new();
+        for (source, plugin) in routes {
+            let p = plugins
+                .iter()
+                .find(|p| p.name() == plugin)
+                .ok_or_else(|| RegistryError::NoPlugin {
+                    source_name: source.clone(),
+                    plugin: plugin.clone(),
+                })?;
+            table.insert(source.clone(), Arc::clone(p));
+        }
+        let mut declared: BTreeMap<String, Arc<dyn Source>> = BTreeMap::new();
+        for p in &plugins {
+            for source in p.sources() {
+                if routes.contains_key(source) {
+                    continue;
+                }
+                if let Some(first) = declared.get(source) {
+                    return Err(RegistryError::ClaimedTwice {
+                        source_name: source.clone(),
+                        first: first.name().to_owned(),
+                        second: p.name().to_owned(),
+                    });
+                }
+                declared.insert(source.clone(), Arc::clone(p));
+            }
+        }
+        table.extend(declared);
+        Ok(Self { routes: table, plugins })
+    }
+
+    /// The plugins, in configuration order.
+    pub fn plugins(&self) -> &[Arc<dyn Source>] {
+        &self.plugins
+    }
+
+    /// Source name → plugin name, for display.
+    pub fn routes(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.routes.iter().map(|(s, p)| (s.as_str(), p.name()))
     }
 
     /// Every plugin serving `data_type`, for resync.
@@ -118,7 +165,7 @@ impl Registry {
 mod tests {
     use super::*;
 
-    struct Named(&'static str, Vec<DataType>);
+    struct Named(&'static str, Vec<DataType>, Vec<String>);
 
     #[async_trait]
     impl Source for Named {
@@ -127,6 +174,9 @@ mod tests {
         }
         fn data_types(&self) -> &[DataType] {
             &self.1
+        }
+        fn sources(&self) -> &[String] {
+            &self.2
         }
         async fn list(&self, _: &ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
             Ok(vec![])
@@ -182,6 +232,21 @@ mod tests {
             r.route(&event(Some("::")), &works),
             Err(RouteError::UnknownSource { .. })
         ));
+    }
+
+    #[test]
+    fn a_source_declared_twice_without_a_route_is_an_error() {
+        let plugins: Vec<Arc<dyn Source>> = vec![
+            Arc::new(Named("a", vec![], vec!["kube".into()])),
+            Arc::new(Named("b", vec![], vec!["kube".into()])),
+        ];
+        assert!(matches!(
+            Registry::new(plugins.clone(), &BTreeMap::new()),
+            Err(RegistryError::ClaimedTwice { .. })
+        ));
+        let routes = [("kube".to_owned(), "b".to_owned())].into();
+        let r = Registry::new(plugins, &routes).unwrap();
+        assert_eq!(r.routes().collect::<Vec<_>>(), [("kube", "b")]);
     }
 
     #[test]

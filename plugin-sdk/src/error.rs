@@ -3,38 +3,33 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A Kubernetes `metav1.Status` (the fields agents read).
+/// A Kubernetes `metav1.Status` (the fields agents read). Unknown fields of an apiserver's Status
+/// are ignored when it is parsed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
     #[serde(default)]
-    pub metadata: serde_json::Map<String, serde_json::Value>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub status: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub message: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub reason: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub details: Option<StatusDetails>,
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub code: i32,
 }
 
 /// `metav1.StatusDetails`: which object the status is about.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusDetails {
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub name: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub group: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub kind: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub uid: String,
-}
-
-fn is_zero(code: &i32) -> bool {
-    *code == 0
 }
 
 impl Status {
@@ -53,10 +48,36 @@ impl Status {
         self.details = Some(details);
         self
     }
+
+    /// The Status as the apiserver writes it: empty fields left out, `metadata` always `{}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        fn put(map: &mut serde_json::Map<String, serde_json::Value>, key: &str, value: &str) {
+            if !value.is_empty() {
+                map.insert(key.to_owned(), value.into());
+            }
+        }
+        let mut out = serde_json::Map::new();
+        out.insert("metadata".to_owned(), serde_json::json!({}));
+        put(&mut out, "status", &self.status);
+        put(&mut out, "message", &self.message);
+        put(&mut out, "reason", &self.reason);
+        if let Some(d) = &self.details {
+            let mut details = serde_json::Map::new();
+            put(&mut details, "name", &d.name);
+            put(&mut details, "group", &d.group);
+            put(&mut details, "kind", &d.kind);
+            put(&mut details, "uid", &d.uid);
+            out.insert("details".to_owned(), details.into());
+        }
+        if self.code != 0 {
+            out.insert("code".to_owned(), self.code.into());
+        }
+        out.into()
+    }
 }
 
 /// A source's failure to handle a request.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum SourceError {
     /// The backing API answered with this status (passed to the agent as it is).
     #[error("{}", .0.message)]
@@ -94,14 +115,7 @@ impl SourceError {
 
     /// The gRPC status message agents parse: `{"ErrStatus": <Status>}`.
     pub fn to_err_status_json(&self) -> String {
-        #[derive(Serialize)]
-        struct Wrapper<'a> {
-            #[serde(rename = "ErrStatus")]
-            err_status: &'a Status,
-        }
-        let status = self.to_status();
-        serde_json::to_string(&Wrapper { err_status: &status })
-            .unwrap_or_else(|_| r#"{"ErrStatus":{"status":"Failure","code":500}}"#.to_owned())
+        serde_json::json!({ "ErrStatus": self.to_status().to_json() }).to_string()
     }
 }
 

@@ -14,7 +14,7 @@ pub const SPEC_VERSION: &str = "1.0";
 /// A CloudEvent. Optional attributes are `None` when absent; extensions keep the type they have on
 /// the wire (`resourceversion` is an integer for manifest bundles and a string elsewhere), so an
 /// event decoded and re-encoded is the same message.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CloudEvent {
     pub id: String,
     pub source: String,
@@ -27,16 +27,17 @@ pub struct CloudEvent {
     /// Extension attributes by name (lowercase ASCII alphanumerics).
     pub extensions: BTreeMap<String, ExtensionValue>,
     /// The payload (JSON for every OCM data type), or `None`.
+    #[serde(with = "serde_bytes")]
     pub data: Option<Vec<u8>>,
 }
 
 /// The value of an extension attribute, one case per CloudEvents type.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ExtensionValue {
     Boolean(bool),
     Integer(i32),
     String(String),
-    Bytes(Vec<u8>),
+    Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
     Uri(String),
     UriRef(String),
     Timestamp(Timestamp),
@@ -197,6 +198,11 @@ fn wrong_type(name: &str, wanted: &'static str, found: &ExtensionValue) -> Exten
         wanted,
         found: found.type_name().to_owned(),
     }
+}
+
+/// A timestamp from seconds and nanoseconds since the Unix epoch (the epoch if out of range).
+pub fn timestamp_from_parts(seconds: i64, nanos: u32) -> Timestamp {
+    DateTime::from_timestamp(seconds, nanos).unwrap_or_default()
 }
 
 /// Formats a timestamp as RFC 3339 in UTC with as many fractional digits as needed.

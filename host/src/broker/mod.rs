@@ -44,7 +44,8 @@ pub enum PublishError {
 
 pub struct Broker {
     fanout: Arc<Fanout>,
-    registry: Arc<Registry>,
+    /// Replaced whole when plugins are reloaded; calls in flight keep the one they started with.
+    registry: parking_lot::RwLock<Arc<Registry>>,
     heartbeat: Option<Duration>,
     shutdown: CancellationToken,
     metrics: Metrics,
@@ -60,7 +61,7 @@ impl Broker {
     ) -> Self {
         Self {
             fanout,
-            registry,
+            registry: parking_lot::RwLock::new(registry),
             heartbeat: config.heartbeat(),
             shutdown,
             metrics,
@@ -69,6 +70,16 @@ impl Broker {
 
     pub fn fanout(&self) -> &Arc<Fanout> {
         &self.fanout
+    }
+
+    /// The current registry.
+    pub fn registry(&self) -> Arc<Registry> {
+        Arc::clone(&self.registry.read())
+    }
+
+    /// Swaps in a new registry (plugin reload). Subscriptions are untouched.
+    pub fn set_registry(&self, registry: Arc<Registry>) {
+        *self.registry.write() = registry;
     }
 
     /// Validates a subscription and registers it; events flow from the moment this returns.
@@ -95,7 +106,7 @@ impl Broker {
         if ty.action == actions::RESYNC_REQUEST {
             return Ok(self.resync(&event, &ty.data_type).await?);
         }
-        let source = self.registry.route(&event, &ty.data_type)?;
+        let source = Arc::clone(self.registry().route(&event, &ty.data_type)?);
         source.handle(identity, event).await?;
         Ok(())
     }
@@ -106,7 +117,7 @@ impl Broker {
             .map_err(|e| ResyncError::ClusterName(e.to_string()))?
             .to_owned();
         let agent = resync::agent_versions(event)?;
-        let sources: Vec<_> = self.registry.serving(data_type).cloned().collect();
+        let sources: Vec<_> = self.registry().serving(data_type).cloned().collect();
         if sources.is_empty() {
             return Err(ResyncError::NoService(data_type.to_string()));
         }

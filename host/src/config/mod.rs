@@ -136,14 +136,48 @@ pub enum LogFormat {
     Json,
 }
 
-/// One plugin: what it is and its own configuration table.
+/// One plugin: what it is, where it is, what it may do, and its own configuration table.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
     pub kind: PluginKind,
+    /// The plugin file (`component`: a `.wasm` component; `native`: a shared library), relative
+    /// to the configuration file's folder.
+    pub file: Option<PathBuf>,
+    /// The host capabilities granted (`emit`, `log`, `timer`, `kv`, `config`); deny by default.
+    #[serde(default)]
+    pub grants: Vec<String>,
+    /// Instances serving calls at once.
+    #[serde(default = "default_pool_size")]
+    pub pool_size: usize,
+    #[serde(default)]
+    pub limits: PluginLimits,
     /// The plugin's own settings, handed to it at start.
     #[serde(default)]
     pub config: toml::Table,
+}
+
+fn default_pool_size() -> usize {
+    4
+}
+
+/// Per-call limits of a WebAssembly plugin.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PluginLimits {
+    /// Linear memory one instance may grow to.
+    pub memory: ByteSize,
+    /// How long one call may run before it is interrupted.
+    pub call_timeout: HumanDuration,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        Self {
+            memory: ByteSize(64 << 20),
+            call_timeout: HumanDuration(Duration::from_secs(5)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -151,6 +185,10 @@ pub struct PluginConfig {
 pub enum PluginKind {
     /// The built-in in-memory source (development and tests).
     Memory,
+    /// A WebAssembly component (`wasm32-wasip2`), sandboxed and limited.
+    Component,
+    /// A native shared library built with the SDK's `export_plugin!`.
+    Native,
 }
 
 /// A configuration error: the file, the key (dotted path) and the reason.
@@ -179,6 +217,15 @@ pub struct LoadedConfig {
 }
 
 impl LoadedConfig {
+    /// A plugin's file, resolved against the folder of the configuration file.
+    pub fn plugin_file(&self, plugin: &PluginConfig) -> Option<PathBuf> {
+        let file = plugin.file.as_ref()?;
+        Some(match self.path.parent() {
+            Some(dir) if file.is_relative() => dir.join(file),
+            _ => file.clone(),
+        })
+    }
+
     /// An error about `key` in this file.
     pub fn error(&self, key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
         ConfigError {
@@ -269,6 +316,31 @@ impl Config {
         }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
             return fail("log.level", format!("invalid filter {:?}: {e}", self.log.level));
+        }
+        for (name, plugin) in &self.plugins {
+            let key = |field: &str| format!("plugins.{name}.{field}");
+            match (plugin.kind, &plugin.file) {
+                (PluginKind::Memory, Some(_)) => return fail(&key("file"), "the memory source has no file".into()),
+                (PluginKind::Component | PluginKind::Native, None) => {
+                    return fail(&key("file"), "required for a component or native plugin".into());
+                }
+                _ => {}
+            }
+            for (i, grant) in plugin.grants.iter().enumerate() {
+                if conductor_plugin_sdk::Capability::parse(grant).is_none() {
+                    let known: Vec<&str> = conductor_plugin_sdk::Capability::ALL.iter().map(|c| c.name()).collect();
+                    return fail(&format!("plugins.{name}.grants[{i}]"), format!("unknown capability {grant:?} (known: {known:?})"));
+                }
+            }
+            if plugin.pool_size == 0 {
+                return fail(&key("pool_size"), "must be at least 1".into());
+            }
+            if plugin.limits.memory.0 < (1 << 20) {
+                return fail(&key("limits.memory"), "must be at least 1MiB".into());
+            }
+            if plugin.limits.call_timeout.0 < Duration::from_millis(10) {
+                return fail(&key("limits.call_timeout"), "must be at least 10ms".into());
+            }
         }
         for (source, plugin) in &self.routes {
             let key = format!("routes.{source}");

@@ -41,6 +41,7 @@ type Key = (String, String); // (cluster, data type)
 pub struct MemorySource {
     name: String,
     source: String,
+    sources: Vec<String>,
     data_types: Vec<DataType>,
     resources: Mutex<BTreeMap<Key, BTreeMap<String, Resource>>>,
     sink: Arc<dyn EventSink>,
@@ -66,6 +67,7 @@ impl MemorySource {
             name: name.to_owned(),
             // Events carry the first source routed here, so agents echo it back as originalsource.
             source: sources.first().cloned().unwrap_or_else(|| name.to_owned()),
+            sources: sources.to_vec(),
             data_types,
             resources: Mutex::default(),
             sink,
@@ -141,6 +143,10 @@ impl Source for MemorySource {
 
     fn data_types(&self) -> &[DataType] {
         &self.data_types
+    }
+
+    fn sources(&self) -> &[String] {
+        &self.sources
     }
 
     async fn list(&self, options: &ListOptions) -> Result<Vec<CloudEvent>, SourceError> {

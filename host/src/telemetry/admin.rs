@@ -1,5 +1,6 @@
-//! The admin HTTP endpoint: `/metrics` (Prometheus), `/healthz` (the process is alive) and
-//! `/readyz` (the gRPC listener is serving and not shutting down).
+//! The admin HTTP endpoint: `/metrics` (Prometheus), `/healthz` (the process is alive),
+//! `/readyz` (the gRPC listener is serving and not shutting down) and `POST /reload` (reload the
+//! plugin files, as SIGHUP does).
 
 use std::{
     net::SocketAddr,
@@ -9,7 +10,13 @@ use std::{
     },
 };
 
-use axum::{Router, extract::State, http::StatusCode, routing::get};
+use axum::{
+    Router,
+    extract::State,
+    http::StatusCode,
+    routing::{get, post},
+};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Metrics;
@@ -34,6 +41,7 @@ impl Readiness {
 struct AdminState {
     metrics: Metrics,
     readiness: Arc<Readiness>,
+    reload: mpsc::Sender<()>,
 }
 
 /// Binds the admin listener; the returned future serves until `shutdown` is cancelled.
@@ -41,13 +49,19 @@ pub async fn serve(
     addr: SocketAddr,
     metrics: Metrics,
     readiness: Arc<Readiness>,
+    reload: mpsc::Sender<()>,
     shutdown: CancellationToken,
 ) -> std::io::Result<impl Future<Output = std::io::Result<()>>> {
     let app = Router::new()
         .route("/metrics", get(render_metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
-        .with_state(AdminState { metrics, readiness });
+        .route("/reload", post(request_reload))
+        .with_state(AdminState {
+            metrics,
+            readiness,
+            reload,
+        });
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(addr = %listener.local_addr()?, "admin endpoint listening (/metrics, /healthz, /readyz)");
     Ok(async move {
@@ -59,6 +73,13 @@ pub async fn serve(
 
 async fn render_metrics(State(state): State<AdminState>) -> ([(&'static str, &'static str); 1], String) {
     ([("content-type", "text/plain; version=0.0.4")], state.metrics.render())
+}
+
+async fn request_reload(State(state): State<AdminState>) -> (StatusCode, &'static str) {
+    match state.reload.try_send(()) {
+        Ok(()) => (StatusCode::ACCEPTED, "reload requested"),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "a reload is already pending"),
+    }
 }
 
 async fn ready(State(state): State<AdminState>) -> (StatusCode, &'static str) {

@@ -1,0 +1,149 @@
+//! The host capabilities of one plugin: `emit`, `log`, `timer`, `kv`, `config`. Every call checks
+//! the plugin's grants (components cannot even link an ungranted import; native libraries are
+//! refused at load when they declare one, and this check stops any call that slips through).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use conductor_plugin_sdk::{Capability, CloudEvent, HostEvent, Level};
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+
+use crate::broker::EventSink;
+
+/// What the host does for one plugin, shared by all its instances.
+pub struct Capabilities {
+    plugin: String,
+    grants: BTreeSet<Capability>,
+    sink: Arc<dyn EventSink>,
+    kv: Mutex<HashMap<String, Vec<u8>>>,
+    config_json: String,
+    timers: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// Where fired timers go: the plugin's event loop calls `on_event` with them.
+    events: mpsc::UnboundedSender<HostEvent>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Capabilities {
+    pub fn new(
+        plugin: &str,
+        grants: BTreeSet<Capability>,
+        sink: Arc<dyn EventSink>,
+        config_json: String,
+        events: mpsc::UnboundedSender<HostEvent>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            plugin: plugin.to_owned(),
+            grants,
+            sink,
+            kv: Mutex::default(),
+            config_json,
+            timers: Mutex::default(),
+            events,
+            runtime: tokio::runtime::Handle::current(),
+        })
+    }
+
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    pub fn granted(&self, capability: Capability) -> bool {
+        self.grants.contains(&capability)
+    }
+
+    fn check(&self, capability: Capability) -> Result<(), String> {
+        if self.granted(capability) {
+            Ok(())
+        } else {
+            tracing::warn!(plugin = %self.plugin, capability = capability.name(), "call to an ungranted capability refused");
+            Err(format!("capability {:?} is not granted to plugin {:?}", capability.name(), self.plugin))
+        }
+    }
+
+    pub fn emit(&self, event: &CloudEvent) -> Result<u32, String> {
+        self.check(Capability::Emit)?;
+        self.sink
+            .emit(event)
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+            .map_err(|e| e.to_string())
+    }
+
+    pub fn log(&self, level: Level, message: &str) {
+        if self.check(Capability::Log).is_err() {
+            return;
+        }
+        let plugin = self.plugin.as_str();
+        match level {
+            Level::Trace => tracing::trace!(plugin, "{message}"),
+            Level::Debug => tracing::debug!(plugin, "{message}"),
+            Level::Info => tracing::info!(plugin, "{message}"),
+            Level::Warn => tracing::warn!(plugin, "{message}"),
+            Level::Error => tracing::error!(plugin, "{message}"),
+        }
+    }
+
+    pub fn set_timer(&self, name: &str, after_ms: u64, repeat: bool) {
+        if self.check(Capability::Timer).is_err() {
+            return;
+        }
+        let events = self.events.clone();
+        let event_name = name.to_owned();
+        let period = Duration::from_millis(after_ms.max(1));
+        let task = self.runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                if events.send(HostEvent::Timer(event_name.clone())).is_err() || !repeat {
+                    break;
+                }
+            }
+        });
+        if let Some(old) = self.timers.lock().insert(name.to_owned(), task) {
+            old.abort();
+        }
+    }
+
+    pub fn cancel_timer(&self, name: &str) {
+        if self.check(Capability::Timer).is_ok()
+            && let Some(task) = self.timers.lock().remove(name)
+        {
+            task.abort();
+        }
+    }
+
+    pub fn kv_get(&self, key: &str) -> Option<Vec<u8>> {
+        self.check(Capability::Kv).ok()?;
+        self.kv.lock().get(key).cloned()
+    }
+
+    pub fn kv_set(&self, key: &str, value: &[u8]) {
+        if self.check(Capability::Kv).is_ok() {
+            self.kv.lock().insert(key.to_owned(), value.to_vec());
+        }
+    }
+
+    pub fn kv_delete(&self, key: &str) -> bool {
+        self.check(Capability::Kv).is_ok() && self.kv.lock().remove(key).is_some()
+    }
+
+    pub fn config(&self) -> String {
+        if self.check(Capability::Config).is_err() {
+            return "{}".to_owned();
+        }
+        self.config_json.clone()
+    }
+
+    /// Stops every timer (the plugin is being replaced or the host stops).
+    pub fn stop_timers(&self) {
+        for (_, task) in self.timers.lock().drain() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Capabilities {
+    fn drop(&mut self) {
+        self.stop_timers();
+    }
+}

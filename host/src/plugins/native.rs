@@ -1,0 +1,205 @@
+//! Native plugins: shared libraries exporting the SDK's C ABI (`conductor_plugin_v1`), loaded
+//! with libloading. The library's ABI version is checked before anything else; libraries are
+//! never unloaded (their code may still be on a stack, and Rust `cdylib`s do not support
+//! unloading cleanly). Calls run on blocking threads, one instance per call.
+
+use std::ffi::{CStr, c_void};
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use conductor_plugin_sdk::native::{
+    self as abi, ABI_VERSION, Buffer, ENTRY_SYMBOL, HostApi, HostRequest, HostResponse, PluginApi, PluginReply,
+    PluginRequest,
+};
+use conductor_plugin_sdk::{Description, SourceError};
+
+use super::capabilities::Capabilities;
+use super::pool::{MakeInstance, Pool};
+use super::{LoadError, Runtime};
+
+/// The plugin's side of the ABI, from a library that stays loaded.
+fn open(path: &Path) -> Result<&'static PluginApi, LoadError> {
+    // SAFETY: loading runs the library's initialisers; plugins are trusted code the operator
+    // installed, as any native library is.
+    let library = unsafe { libloading::Library::new(path) }.map_err(|e| LoadError::Open(e.to_string()))?;
+    // Never unloaded: leak the handle.
+    let library: &'static libloading::Library = Box::leak(Box::new(library));
+    // SAFETY: the symbol's type is the one `export_plugin!` defines.
+    let entry = unsafe { library.get::<unsafe extern "C" fn() -> *const PluginApi>(ENTRY_SYMBOL) }
+        .map_err(|e| LoadError::Incompatible(format!("no {} entry point: {e}", String::from_utf8_lossy(&ENTRY_SYMBOL[..ENTRY_SYMBOL.len() - 1]))))?;
+    // SAFETY: the entry point returns a pointer to a static table.
+    let api = unsafe { entry().as_ref() }.ok_or_else(|| LoadError::Incompatible("the entry point returned null".into()))?;
+    if api.abi_version != ABI_VERSION {
+        return Err(LoadError::Incompatible(format!(
+            "native ABI version {} (this host speaks {ABI_VERSION})",
+            api.abi_version
+        )));
+    }
+    Ok(api)
+}
+
+/// Reads a plugin's description without creating an instance.
+pub fn describe(path: &Path) -> Result<Description, LoadError> {
+    let api = open(path)?;
+    // SAFETY: the API table is valid; the buffer is read, then freed by the plugin.
+    let description = unsafe {
+        let sdk = CStr::from_ptr(api.sdk_version).to_string_lossy().into_owned();
+        let out = (api.describe)();
+        let d: Result<Description, String> = abi::decode(out.as_slice());
+        (api.free)(out);
+        let mut d = d.map_err(LoadError::Incompatible)?;
+        // The version compiled into the library's ABI table is authoritative.
+        d.sdk_version = sdk;
+        d
+    };
+    Ok(description)
+}
+
+/// The host side of one plugin's `HostApi`: its capabilities behind the C callback.
+struct HostContext {
+    capabilities: Arc<Capabilities>,
+}
+
+unsafe extern "C" fn host_call(ctx: *const c_void, request: *const u8, len: usize) -> Buffer {
+    let answer = std::panic::catch_unwind(|| {
+        // SAFETY: `ctx` is the `HostContext` this host made for the plugin and keeps alive.
+        let ctx = unsafe { &*ctx.cast::<HostContext>() };
+        let request = unsafe { std::slice::from_raw_parts(request, len) };
+        let caps = &ctx.capabilities;
+        match abi::decode::<HostRequest>(request) {
+            Ok(HostRequest::Emit(event)) => HostResponse::Emitted(caps.emit(&event)),
+            Ok(HostRequest::Log(level, message)) => {
+                caps.log(level, &message);
+                HostResponse::Done
+            }
+            Ok(HostRequest::SetTimer(name, after_ms, repeat)) => {
+                caps.set_timer(&name, after_ms, repeat);
+                HostResponse::Done
+            }
+            Ok(HostRequest::CancelTimer(name)) => {
+                caps.cancel_timer(&name);
+                HostResponse::Done
+            }
+            Ok(HostRequest::KvGet(key)) => HostResponse::Value(caps.kv_get(&key)),
+            Ok(HostRequest::KvSet(key, value)) => {
+                caps.kv_set(&key, &value);
+                HostResponse::Done
+            }
+            Ok(HostRequest::KvDelete(key)) => HostResponse::Deleted(caps.kv_delete(&key)),
+            Ok(HostRequest::Config) => HostResponse::Config(caps.config()),
+            Err(e) => {
+                tracing::warn!(plugin = %caps.plugin(), error = %e, "malformed host call");
+                HostResponse::Done
+            }
+        }
+    })
+    .unwrap_or(HostResponse::Done);
+    Buffer::from_vec(abi::encode(&answer))
+}
+
+unsafe extern "C" fn host_free(buffer: Buffer) {
+    // SAFETY: the buffer was made by `host_call` above.
+    drop(unsafe { buffer.into_vec() });
+}
+
+/// One plugin instance.
+struct Instance {
+    api: &'static PluginApi,
+    ptr: *mut c_void,
+}
+
+// SAFETY: an instance is used by one call at a time (the pool hands it out exclusively).
+unsafe impl Send for Instance {}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `create` and is destroyed once.
+        unsafe { (self.api.destroy)(self.ptr) };
+    }
+}
+
+pub struct NativeRuntime {
+    description: Description,
+    pool: Pool<Instance, SourceError>,
+}
+
+impl NativeRuntime {
+    pub async fn load(path: &Path, capabilities: Arc<Capabilities>, pool_size: usize, config_json: String) -> Result<Self, LoadError> {
+        let description = describe(path)?;
+        let api = open(path)?;
+        // The host's table and context live as long as the library: leaked with it.
+        let context: &'static HostContext = Box::leak(Box::new(HostContext { capabilities }));
+        let host_api: &'static HostApi = Box::leak(Box::new(HostApi {
+            abi_version: ABI_VERSION,
+            ctx: (context as *const HostContext).cast(),
+            call: host_call,
+            free: host_free,
+        }));
+        let host_api_addr = host_api as *const HostApi as usize;
+        let config = Arc::new(config_json.into_bytes());
+        let make: MakeInstance<Instance, SourceError> = Arc::new(move || {
+            let config = Arc::clone(&config);
+            Box::pin(async move {
+                tokio::task::spawn_blocking(move || create(api, host_api_addr as *const HostApi, &config))
+                    .await
+                    .map_err(|e| SourceError::Internal(format!("plugin init did not finish: {e}")))?
+            })
+        });
+        let first = make().await.map_err(LoadError::Init)?;
+        Ok(Self {
+            description,
+            pool: Pool::new(pool_size, first, make),
+        })
+    }
+}
+
+fn create(api: &'static PluginApi, host: *const HostApi, config: &[u8]) -> Result<Instance, SourceError> {
+    let mut ptr: *mut c_void = std::ptr::null_mut();
+    // SAFETY: the host table is static; the config is borrowed for the call; the returned
+    // buffer is read, then freed by the plugin.
+    unsafe {
+        let out = (api.create)(host, config.as_ptr(), config.len(), &mut ptr);
+        let failed = out.len > 0;
+        let error = failed.then(|| abi::decode::<SourceError>(out.as_slice()));
+        (api.free)(out);
+        match error {
+            Some(Ok(e)) => Err(e),
+            Some(Err(e)) => Err(SourceError::Internal(e)),
+            None if ptr.is_null() => Err(SourceError::Internal("the plugin created no instance".into())),
+            None => Ok(Instance { api, ptr }),
+        }
+    }
+}
+
+fn call(instance: &Instance, request: &[u8]) -> Result<PluginReply, SourceError> {
+    // SAFETY: the instance is live and ours alone for the call; the buffer is read, then freed
+    // by the plugin.
+    unsafe {
+        let out = (instance.api.call)(instance.ptr, request.as_ptr(), request.len());
+        let response = abi::decode::<abi::PluginResponse>(out.as_slice());
+        (instance.api.free)(out);
+        response.map_err(SourceError::Internal)?
+    }
+}
+
+#[async_trait]
+impl Runtime for NativeRuntime {
+    fn description(&self) -> &Description {
+        &self.description
+    }
+
+    async fn call(&self, request: PluginRequest) -> Result<PluginReply, SourceError> {
+        let bytes = abi::encode(&request);
+        self.pool
+            .with(async |instance: Instance| {
+                // Plugin code may block: it runs off the async workers, the instance with it.
+                let joined = tokio::task::spawn_blocking(move || (call(&instance, &bytes), instance)).await;
+                match joined {
+                    Ok((result, instance)) => (result, Some(instance)),
+                    Err(e) => (Err(SourceError::Internal(format!("plugin call did not finish: {e}"))), None),
+                }
+            })
+            .await?
+    }
+}

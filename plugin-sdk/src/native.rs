@@ -1,0 +1,303 @@
+//! The native plugin ABI: a versioned C ABI for plugins built as `cdylib`s and loaded with
+//! `libloading`. `export_plugin!` generates the plugin side; the host implements the other.
+//!
+//! - One entry symbol, [`ENTRY_SYMBOL`], returning a static [`PluginApi`] whose `abi_version` the
+//!   host checks before anything else (the handshake).
+//! - Messages cross as bytes: [`PluginRequest`]/[`PluginResponse`] and
+//!   [`HostRequest`]/[`HostResponse`], encoded with postcard. No Rust types cross the boundary.
+//! - A [`Buffer`] is freed by the side that allocated it: the plugin's with `PluginApi::free`, the
+//!   host's with `HostApi::free`. Inputs are borrowed for the duration of a call.
+//! - Every entry point catches panics and answers with an error instead.
+
+use std::ffi::{c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use serde::{Deserialize, Serialize};
+
+use crate::host::{Host, HostCalls, Level};
+use crate::plugin::{Description, HostEvent, ListOptions, Plugin, SDK_VERSION};
+use crate::{CloudEvent, Identity, SourceError};
+
+/// The version of this ABI; the host refuses libraries with another.
+pub const ABI_VERSION: u32 = 1;
+/// The symbol every native plugin exports.
+pub const ENTRY_SYMBOL: &[u8] = b"conductor_plugin_v1\0";
+/// `SDK_VERSION` as a C string, for [`PluginApi::sdk_version`].
+pub const SDK_VERSION_C: &[u8] = b"0.1.0\0";
+
+/// Bytes owned by the side that produced them.
+#[repr(C)]
+pub struct Buffer {
+    pub ptr: *mut u8,
+    pub len: usize,
+    pub cap: usize,
+}
+
+impl Buffer {
+    pub fn from_vec(v: Vec<u8>) -> Self {
+        let mut v = std::mem::ManuallyDrop::new(v);
+        Self {
+            ptr: v.as_mut_ptr(),
+            len: v.len(),
+            cap: v.capacity(),
+        }
+    }
+
+    /// Takes back a buffer this side allocated.
+    ///
+    /// # Safety
+    /// `self` must come from [`Buffer::from_vec`] in this same library, and be used once.
+    pub unsafe fn into_vec(self) -> Vec<u8> {
+        // SAFETY: the caller guarantees the buffer came from `from_vec` here.
+        unsafe { Vec::from_raw_parts(self.ptr, self.len, self.cap) }
+    }
+
+    /// The bytes, borrowed.
+    ///
+    /// # Safety
+    /// `self` must be a live buffer from either side.
+    pub unsafe fn as_slice(&self) -> &[u8] {
+        if self.ptr.is_null() {
+            return &[];
+        }
+        // SAFETY: the caller guarantees the buffer is live.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// What the host gives a plugin instance: its capabilities behind one call.
+#[repr(C)]
+pub struct HostApi {
+    pub abi_version: u32,
+    pub ctx: *const c_void,
+    /// Answers an encoded [`HostRequest`] with an encoded [`HostResponse`].
+    pub call: unsafe extern "C" fn(ctx: *const c_void, request: *const u8, len: usize) -> Buffer,
+    pub free: unsafe extern "C" fn(Buffer),
+}
+
+/// What a plugin library gives the host.
+#[repr(C)]
+pub struct PluginApi {
+    pub abi_version: u32,
+    /// The contract version, NUL-terminated.
+    pub sdk_version: *const c_char,
+    /// An encoded [`Description`].
+    pub describe: unsafe extern "C" fn() -> Buffer,
+    /// Creates an instance with the configuration (JSON); writes it to `instance` and returns an
+    /// empty buffer, or returns an encoded [`SourceError`].
+    pub create: unsafe extern "C" fn(
+        host: *const HostApi,
+        config: *const u8,
+        len: usize,
+        instance: *mut *mut c_void,
+    ) -> Buffer,
+    /// Answers an encoded [`PluginRequest`] with an encoded [`PluginResponse`].
+    pub call: unsafe extern "C" fn(instance: *mut c_void, request: *const u8, len: usize) -> Buffer,
+    pub destroy: unsafe extern "C" fn(instance: *mut c_void),
+    pub free: unsafe extern "C" fn(Buffer),
+}
+
+// SAFETY: the API is a table of functions and a pointer to a static string.
+unsafe impl Sync for PluginApi {}
+
+/// Host → plugin calls.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum PluginRequest {
+    List(ListOptions),
+    Handle(Identity, CloudEvent),
+    OnEvent(HostEvent),
+}
+
+/// Plugin → host answers.
+pub type PluginResponse = Result<PluginReply, SourceError>;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum PluginReply {
+    Listed(Vec<CloudEvent>),
+    Done,
+}
+
+/// Plugin → host calls.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum HostRequest {
+    Emit(CloudEvent),
+    Log(Level, String),
+    SetTimer(String, u64, bool),
+    CancelTimer(String),
+    KvGet(String),
+    KvSet(String, Vec<u8>),
+    KvDelete(String),
+    Config,
+}
+
+/// Host → plugin answers.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum HostResponse {
+    Emitted(Result<u32, String>),
+    Value(Option<Vec<u8>>),
+    Deleted(bool),
+    Config(String),
+    Done,
+}
+
+/// Encodes an ABI message.
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    postcard::to_allocvec(value).unwrap_or_default()
+}
+
+/// Decodes an ABI message.
+pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, String> {
+    postcard::from_bytes(bytes).map_err(|e| format!("malformed ABI message: {e}"))
+}
+
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_owned())
+}
+
+/// The host as a native plugin reaches it.
+struct NativeHost(*const HostApi);
+
+// SAFETY: the host keeps its `HostApi` alive and thread-safe for the instance's lifetime.
+unsafe impl Send for NativeHost {}
+unsafe impl Sync for NativeHost {}
+
+impl NativeHost {
+    fn call(&self, request: &HostRequest) -> HostResponse {
+        let bytes = encode(request);
+        // SAFETY: the host guarantees `HostApi` outlives the instance; the buffer it returns is
+        // read, then handed back to its `free`.
+        unsafe {
+            let api = &*self.0;
+            let out = (api.call)(api.ctx, bytes.as_ptr(), bytes.len());
+            let response = decode(out.as_slice()).unwrap_or(HostResponse::Done);
+            (api.free)(out);
+            response
+        }
+    }
+}
+
+impl HostCalls for NativeHost {
+    fn emit(&self, event: &CloudEvent) -> Result<u32, String> {
+        match self.call(&HostRequest::Emit(event.clone())) {
+            HostResponse::Emitted(r) => r,
+            _ => Err("the host gave no answer to emit".to_owned()),
+        }
+    }
+    fn log(&self, level: Level, message: &str) {
+        self.call(&HostRequest::Log(level, message.to_owned()));
+    }
+    fn set_timer(&self, name: &str, after_ms: u64, repeat: bool) {
+        self.call(&HostRequest::SetTimer(name.to_owned(), after_ms, repeat));
+    }
+    fn cancel_timer(&self, name: &str) {
+        self.call(&HostRequest::CancelTimer(name.to_owned()));
+    }
+    fn kv_get(&self, key: &str) -> Option<Vec<u8>> {
+        match self.call(&HostRequest::KvGet(key.to_owned())) {
+            HostResponse::Value(v) => v,
+            _ => None,
+        }
+    }
+    fn kv_set(&self, key: &str, value: &[u8]) {
+        self.call(&HostRequest::KvSet(key.to_owned(), value.to_vec()));
+    }
+    fn kv_delete(&self, key: &str) -> bool {
+        matches!(self.call(&HostRequest::KvDelete(key.to_owned())), HostResponse::Deleted(true))
+    }
+    fn config(&self) -> String {
+        match self.call(&HostRequest::Config) {
+            HostResponse::Config(c) => c,
+            _ => "{}".to_owned(),
+        }
+    }
+}
+
+struct Instance<P> {
+    plugin: P,
+    host: Host,
+}
+
+/// The plugin side of the ABI for `P`; `export_plugin!` returns it from the entry symbol.
+pub fn plugin_api<P: Plugin>() -> &'static PluginApi {
+    unsafe extern "C" fn describe<P: Plugin>() -> Buffer {
+        let description = catch_unwind(P::describe).unwrap_or_else(|_| Description {
+            name: "<describe panicked>".to_owned(),
+            version: String::new(),
+            sdk_version: SDK_VERSION.to_owned(),
+            sources: vec![],
+            data_types: vec![],
+            capabilities: vec![],
+        });
+        Buffer::from_vec(encode(&description))
+    }
+
+    unsafe extern "C" fn create<P: Plugin>(
+        host: *const HostApi,
+        config: *const u8,
+        len: usize,
+        instance: *mut *mut c_void,
+    ) -> Buffer {
+        // SAFETY: the host passes a live config buffer and a place for the instance.
+        let config = unsafe { std::slice::from_raw_parts(config, len) };
+        let made = catch_unwind(AssertUnwindSafe(|| {
+            let config: serde_json::Value =
+                serde_json::from_slice(config).map_err(|e| SourceError::Invalid(format!("plugin config: {e}")))?;
+            let host = Host::new(Box::new(NativeHost(host)));
+            let plugin = P::init(&host, config)?;
+            Ok::<_, SourceError>(Box::new(Instance { plugin, host }))
+        }))
+        .unwrap_or_else(|p| Err(SourceError::Internal(format!("plugin panicked in init: {}", panic_message(p)))));
+        match made {
+            Ok(boxed) => {
+                // SAFETY: the host passes a writable pointer.
+                unsafe { *instance = Box::into_raw(boxed).cast() };
+                Buffer::from_vec(Vec::new())
+            }
+            Err(e) => Buffer::from_vec(encode(&e)),
+        }
+    }
+
+    unsafe extern "C" fn call<P: Plugin>(instance: *mut c_void, request: *const u8, len: usize) -> Buffer {
+        // SAFETY: `instance` came from `create` and calls on it never overlap (the host's pool).
+        let instance = unsafe { &mut *instance.cast::<Instance<P>>() };
+        let request = unsafe { std::slice::from_raw_parts(request, len) };
+        let response: PluginResponse = catch_unwind(AssertUnwindSafe(|| {
+            let Instance { plugin, host } = instance;
+            match decode::<PluginRequest>(request).map_err(SourceError::Invalid)? {
+                PluginRequest::List(options) => plugin.list(host, options).map(PluginReply::Listed),
+                PluginRequest::Handle(identity, event) => plugin.handle(host, identity, event).map(|()| PluginReply::Done),
+                PluginRequest::OnEvent(event) => plugin.on_event(host, event).map(|()| PluginReply::Done),
+            }
+        }))
+        .unwrap_or_else(|p| Err(SourceError::Internal(format!("plugin panicked: {}", panic_message(p)))));
+        Buffer::from_vec(encode(&response))
+    }
+
+    unsafe extern "C" fn destroy<P: Plugin>(instance: *mut c_void) {
+        // SAFETY: `instance` came from `create` and is destroyed once.
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(instance.cast::<Instance<P>>()) })));
+    }
+
+    unsafe extern "C" fn free(buffer: Buffer) {
+        // SAFETY: the buffer was allocated by this library.
+        drop(unsafe { buffer.into_vec() });
+    }
+
+    struct Api<P>(std::marker::PhantomData<P>);
+    impl<P: Plugin> Api<P> {
+        const API: PluginApi = PluginApi {
+            abi_version: ABI_VERSION,
+            sdk_version: SDK_VERSION_C.as_ptr().cast(),
+            describe: describe::<P>,
+            create: create::<P>,
+            call: call::<P>,
+            destroy: destroy::<P>,
+            free,
+        };
+    }
+    &Api::<P>::API
+}

@@ -1,0 +1,72 @@
+//! A deliberately bad plugin for the isolation tests. It serves manifest bundles under the source
+//! `chaos`; what `handle` does depends on the `resourceid` of the event:
+//!
+//! - `ok`: succeeds; `panic`: panics; `loop`: never returns; `alloc`: allocates without bound;
+//! - `trap`: executes an `unreachable` instruction (components only; native code would abort
+//!   the host, which is why native plugins are trusted code).
+//!
+//! `list` answers with one event from `chaos`, so a reload to this plugin is visible.
+
+use conductor_plugin_sdk::ocm::{OcmExtensions, data_types};
+use conductor_plugin_sdk::{CloudEvent, Description, Host, Identity, ListOptions, Plugin, SDK_VERSION, SourceError};
+
+pub struct Misbehaving;
+
+impl Plugin for Misbehaving {
+    fn describe() -> Description {
+        Description {
+            name: "misbehaving".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            sdk_version: SDK_VERSION.to_owned(),
+            sources: vec!["chaos".to_owned()],
+            data_types: vec![data_types::MANIFEST_BUNDLES.to_owned()],
+            capabilities: vec![],
+        }
+    }
+
+    fn init(_host: &Host, _config: serde_json::Value) -> Result<Self, SourceError> {
+        Ok(Self)
+    }
+
+    fn list(&mut self, _host: &Host, options: ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
+        let dt = conductor_plugin_sdk::ocm::DataType::parse(&options.data_type).map_err(|e| SourceError::Invalid(e.to_string()))?;
+        let mut e = CloudEvent::new("chaos-1", "chaos", format!("{}.spec.create_request", options.data_type));
+        e.set_extension("clustername", options.cluster_name.as_str());
+        e.set_extension("resourceid", "chaos-work");
+        e.set_extension("originalsource", "");
+        e.set_resource_version(&dt, 1);
+        e.set_json_data(&serde_json::json!({"manifests": []})).map_err(|e| SourceError::Internal(e.to_string()))?;
+        Ok(vec![e])
+    }
+
+    fn handle(&mut self, _host: &Host, _identity: Identity, event: CloudEvent) -> Result<(), SourceError> {
+        match event.resource_id().unwrap_or_default() {
+            "ok" => Ok(()),
+            "panic" => panic!("the misbehaving plugin panicked on purpose"),
+            "loop" => loop {
+                std::hint::black_box(());
+            },
+            "alloc" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            "trap" => trap(),
+            other => Err(SourceError::Invalid(format!("unknown mode {other:?}"))),
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+fn trap() -> Result<(), SourceError> {
+    core::arch::wasm32::unreachable()
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn trap() -> Result<(), SourceError> {
+    Err(SourceError::Invalid("traps are only exercised in components".to_owned()))
+}
+
+conductor_plugin_sdk::export_plugin!(Misbehaving);
