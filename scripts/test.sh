@@ -10,6 +10,10 @@ export CONDUCTOR_PYTHON CONDUCTOR_PYSTUBS CONDUCTOR_GRPCURL
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/conductor/target}"
 
 cargo fmt --all -- --check
-# Build first: the black-box tests start target/debug/conductor.
+# Build first: the black-box tests start target/debug/conductor and load the plugins built here,
+# as native libraries (target/debug/lib*.so) and as WebAssembly components
+# (target/wasm32-wasip2/plugin/*.wasm).
 cargo build --workspace --all-targets --locked
+cargo build --locked --profile plugin --target wasm32-wasip2 \
+    -p static-works -p misbehaving-plugin -p wrong-version-plugin
 cargo test --workspace --locked

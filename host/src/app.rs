@@ -94,7 +94,9 @@ pub async fn describe(loaded: &LoadedConfig) -> Result<String, ConfigError> {
         c.server.listen,
         if c.server.plaintext { "plaintext" } else { "TLS" },
         c.server.max_receive_message_size.0,
-        c.broker.heartbeat().map_or("disabled".to_owned(), |d| format!("every {d:?}")),
+        c.broker
+            .heartbeat()
+            .map_or("disabled".to_owned(), |d| format!("every {d:?}")),
     );
     for s in registry.plugins() {
         let types: Vec<String> = s.data_types().iter().map(ToString::to_string).collect();

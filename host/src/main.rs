@@ -103,13 +103,16 @@ fn list(config: PathBuf) -> anyhow::Result<()> {
     runtime()?.block_on(async {
         for (name, plugin) in &loaded.config.plugins {
             let Some(file) = loaded.plugin_file(plugin) else {
-                println!("{name}: built-in {:?} source, routes {:?}", plugin.kind, loaded.config.sources_of(name));
+                println!(
+                    "{name}: built-in {:?} source, routes {:?}",
+                    plugin.kind,
+                    loaded.config.sources_of(name)
+                );
                 continue;
             };
             let described = conductor::plugins::inspect(plugin.kind, &file).await;
-            let checked = described.and_then(|d| {
-                conductor::plugins::check(&d, &conductor::plugins::grants(plugin)).map(|_| d)
-            });
+            let checked =
+                described.and_then(|d| conductor::plugins::check(&d, &conductor::plugins::grants(plugin)).map(|_| d));
             match checked {
                 Ok(d) => println!(
                     "{name}: would load {} {} from {} (sources {:?}, data types {:?}, capabilities {:?}, grants {:?})",

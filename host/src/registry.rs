@@ -194,15 +194,12 @@ mod tests {
         let works = dt("io.open-cluster-management.works.v1alpha1.manifestbundles");
         let leases = dt("coordination.k8s.io.v1.leases");
         let plugins: Vec<Arc<dyn Source>> = vec![
-            Arc::new(Named("kube-plugin", vec![works.clone(), leases])),
-            Arc::new(Named("db", vec![works])),
+            Arc::new(Named("kube-plugin", vec![works.clone(), leases], vec!["kube".into()])),
+            Arc::new(Named("db", vec![works], vec![])),
         ];
-        let routes = [
-            ("kube".to_owned(), "kube-plugin".to_owned()),
-            ("maestro".to_owned(), "db".to_owned()),
-        ]
-        .into();
-        Registry::new(plugins, &routes)
+        // kube is declared by its plugin; maestro is routed explicitly.
+        let routes = [("maestro".to_owned(), "db".to_owned())].into();
+        Registry::new(plugins, &routes).unwrap()
     }
 
     fn event(original: Option<&str>) -> CloudEvent {

@@ -22,7 +22,6 @@ pub mod bindings {
 use bindings::conductor::plugin as wit;
 use wit::types as t;
 
-
 crate::__wit_conversions!(crate::component::bindings::conductor::plugin::types);
 
 /// The imports, in the SDK's types. Each is referenced only when a plugin calls the matching

@@ -34,10 +34,34 @@ pub use plugin::{Capability, Description, HostEvent, ListOptions, Plugin, SDK_VE
 /// Exports a [`Plugin`] implementation: as the component's `source` interface when built for
 /// `wasm32-wasip2`, as the native entry symbol (`conductor_plugin_v1`) otherwise.
 ///
-/// ```ignore
-/// struct MySource;
-/// impl conductor_plugin_sdk::Plugin for MySource { /* … */ }
-/// conductor_plugin_sdk::export_plugin!(MySource);
+/// ```no_run
+/// use conductor_plugin_sdk::{CloudEvent, Description, Host, Identity, ListOptions, Plugin, SourceError};
+///
+/// struct Empty;
+///
+/// impl Plugin for Empty {
+///     fn describe() -> Description {
+///         Description {
+///             name: "empty".into(),
+///             version: "0.1.0".into(),
+///             sdk_version: conductor_plugin_sdk::SDK_VERSION.into(),
+///             sources: vec!["empty".into()],
+///             data_types: vec!["io.open-cluster-management.works.v1alpha1.manifestbundles".into()],
+///             capabilities: vec![],
+///         }
+///     }
+///     fn init(_: &Host, _: serde_json::Value) -> Result<Self, SourceError> {
+///         Ok(Empty)
+///     }
+///     fn list(&mut self, _: &Host, _: ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
+///         Ok(vec![])
+///     }
+///     fn handle(&mut self, _: &Host, _: Identity, _: CloudEvent) -> Result<(), SourceError> {
+///         Err(SourceError::Invalid("read-only".into()))
+///     }
+/// }
+///
+/// conductor_plugin_sdk::export_plugin!(Empty);
 /// ```
 #[macro_export]
 macro_rules! export_plugin {

@@ -46,6 +46,46 @@ pub fn conductor_bin() -> PathBuf {
     bin
 }
 
+/// The form a plugin is loaded in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    Component,
+    Native,
+}
+
+impl Form {
+    pub const BOTH: [Form; 2] = [Form::Component, Form::Native];
+
+    /// The `kind` in `conductor.toml`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Form::Component => "component",
+            Form::Native => "native",
+        }
+    }
+}
+
+/// A plugin built by the test command: `target/wasm32-wasip2/plugin/<crate>.wasm` for a
+/// component, `target/debug/lib<crate>.so` for a native library.
+pub fn plugin_artifact(crate_name: &str, form: Form) -> PathBuf {
+    let target = conductor_bin()
+        .parent()
+        .and_then(|p| p.parent())
+        .expect("target directory")
+        .to_owned();
+    let stem = crate_name.replace('-', "_");
+    let path = match form {
+        Form::Component => target.join("wasm32-wasip2/plugin").join(format!("{stem}.wasm")),
+        Form::Native => target.join("debug").join(format!("lib{stem}.so")),
+    };
+    assert!(
+        path.exists(),
+        "{} is missing: build the plugins first (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
 /// A running conductor. Killed when dropped.
 pub struct Conductor {
     child: Child,
@@ -193,9 +233,18 @@ impl Drop for Conductor {
 
 /// A minimal HTTP/1.0 GET.
 pub async fn http_get(addr: &str, path: &str) -> Result<(u16, String)> {
+    http_request(addr, "GET", path).await
+}
+
+/// A minimal HTTP/1.0 POST with no body.
+pub async fn http_post(addr: &str, path: &str) -> Result<(u16, String)> {
+    http_request(addr, "POST", path).await
+}
+
+async fn http_request(addr: &str, method: &str, path: &str) -> Result<(u16, String)> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
     stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .write_all(format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n").as_bytes())
         .await?;
     let mut response = String::new();
     stream.read_to_string(&mut response).await?;

@@ -72,7 +72,8 @@ impl Work {
     }
 
     fn event(&self, action: &str) -> Result<CloudEvent, SourceError> {
-        codec::manifest_work_event(&self.manifest_work(), SOURCE, action).map_err(|e| SourceError::Internal(e.to_string()))
+        codec::manifest_work_event(&self.manifest_work(), SOURCE, action)
+            .map_err(|e| SourceError::Internal(e.to_string()))
     }
 }
 
@@ -95,7 +96,14 @@ fn uid_of(cluster: &str, name: &str) -> String {
         h = h.wrapping_mul(0x0000000001000000000000000000013B);
     }
     let x = format!("{h:032x}");
-    format!("{}-{}-{}-{}-{}", &x[0..8], &x[8..12], &x[12..16], &x[16..20], &x[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &x[0..8],
+        &x[8..12],
+        &x[12..16],
+        &x[16..20],
+        &x[20..32]
+    )
 }
 
 impl Plugin for StaticWorks {
@@ -111,7 +119,8 @@ impl Plugin for StaticWorks {
     }
 
     fn init(host: &Host, config: Value) -> Result<Self, SourceError> {
-        let config: Config = serde_json::from_value(config).map_err(|e| SourceError::Invalid(format!("config: {e}")))?;
+        let config: Config =
+            serde_json::from_value(config).map_err(|e| SourceError::Invalid(format!("config: {e}")))?;
         let works = config
             .clusters
             .into_iter()
@@ -146,7 +155,10 @@ impl Plugin for StaticWorks {
     fn handle(&mut self, host: &Host, _identity: Identity, event: CloudEvent) -> Result<(), SourceError> {
         let ty = EventType::parse(&event.ty).map_err(|e| SourceError::Invalid(e.to_string()))?;
         if ty.subresource != SubResource::Status || ty.action != actions::UPDATE_REQUEST {
-            return Err(SourceError::Invalid(format!("static-works is read-only: {} is not supported", event.ty)));
+            return Err(SourceError::Invalid(format!(
+                "static-works is read-only: {} is not supported",
+                event.ty
+            )));
         }
         let cluster = event.cluster_name().map_err(|e| SourceError::Invalid(e.to_string()))?;
         let id = event.resource_id().map_err(|e| SourceError::Invalid(e.to_string()))?;
@@ -155,7 +167,11 @@ impl Plugin for StaticWorks {
             .ok_or_else(|| SourceError::NotFound(format!("manifestworks {id} not found in {cluster}")))?;
         let status = event.data.clone().unwrap_or_default();
         host.kv_set(&format!("status/{cluster}/{}", work.name), &status);
-        host.info(&format!("status of {cluster}/{} stored ({} bytes)", work.name, status.len()));
+        host.info(&format!(
+            "status of {cluster}/{} stored ({} bytes)",
+            work.name,
+            status.len()
+        ));
         Ok(())
     }
 
@@ -164,9 +180,14 @@ impl Plugin for StaticWorks {
         if name == ANNOUNCE {
             let mut reached = 0;
             for w in &self.works {
-                reached += host.emit(&w.event(actions::UPDATE_REQUEST)?).map_err(SourceError::Internal)?;
+                reached += host
+                    .emit(&w.event(actions::UPDATE_REQUEST)?)
+                    .map_err(SourceError::Internal)?;
             }
-            host.info(&format!("announced {} works to {reached} subscribers", self.works.len()));
+            host.info(&format!(
+                "announced {} works to {reached} subscribers",
+                self.works.len()
+            ));
         }
         Ok(())
     }
@@ -195,7 +216,13 @@ mod tests {
         let host = fake.host();
         let mut p = StaticWorks::init(&host, config()).unwrap();
         let listed = p
-            .list(&host, ListOptions { cluster_name: "cluster1".into(), data_type: data_types::MANIFEST_BUNDLES.into() })
+            .list(
+                &host,
+                ListOptions {
+                    cluster_name: "cluster1".into(),
+                    data_type: data_types::MANIFEST_BUNDLES.into(),
+                },
+            )
             .unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].source, SOURCE);
@@ -209,14 +236,24 @@ mod tests {
         let fake = FakeHost::new(config());
         let host = fake.host();
         let mut p = StaticWorks::init(&host, config()).unwrap();
-        let mut status = CloudEvent::new("1", "cluster1-work-agent", format!("{}.status.update_request", data_types::MANIFEST_BUNDLES));
+        let mut status = CloudEvent::new(
+            "1",
+            "cluster1-work-agent",
+            format!("{}.status.update_request", data_types::MANIFEST_BUNDLES),
+        );
         status.set_extension("clustername", "cluster1");
         status.set_extension("resourceid", uid_of("cluster1", "web"));
         status.data = Some(br#"{"conditions":[]}"#.to_vec());
         p.handle(&host, Identity::anonymous(), status.clone()).unwrap();
-        assert_eq!(fake.recorded().kv.get("status/cluster1/web").unwrap(), br#"{"conditions":[]}"#);
+        assert_eq!(
+            fake.recorded().kv.get("status/cluster1/web").unwrap(),
+            br#"{"conditions":[]}"#
+        );
         status.set_extension("resourceid", "nope");
-        assert!(matches!(p.handle(&host, Identity::anonymous(), status), Err(SourceError::NotFound(_))));
+        assert!(matches!(
+            p.handle(&host, Identity::anonymous(), status),
+            Err(SourceError::NotFound(_))
+        ));
     }
 
     #[test]

@@ -329,7 +329,10 @@ impl Config {
             for (i, grant) in plugin.grants.iter().enumerate() {
                 if conductor_plugin_sdk::Capability::parse(grant).is_none() {
                     let known: Vec<&str> = conductor_plugin_sdk::Capability::ALL.iter().map(|c| c.name()).collect();
-                    return fail(&format!("plugins.{name}.grants[{i}]"), format!("unknown capability {grant:?} (known: {known:?})"));
+                    return fail(
+                        &format!("plugins.{name}.grants[{i}]"),
+                        format!("unknown capability {grant:?} (known: {known:?})"),
+                    );
                 }
             }
             if plugin.pool_size == 0 {

@@ -58,7 +58,11 @@ impl Capabilities {
             Ok(())
         } else {
             tracing::warn!(plugin = %self.plugin, capability = capability.name(), "call to an ungranted capability refused");
-            Err(format!("capability {:?} is not granted to plugin {:?}", capability.name(), self.plugin))
+            Err(format!(
+                "capability {:?} is not granted to plugin {:?}",
+                capability.name(),
+                self.plugin
+            ))
         }
     }
 

@@ -29,7 +29,9 @@ pub enum LoadError {
     Open(String),
     #[error("incompatible plugin: {0}")]
     Incompatible(String),
-    #[error("the plugin needs capabilities that are not granted: {missing:?} (granted: {granted:?}); add them to `grants` if you trust it")]
+    #[error(
+        "the plugin needs capabilities that are not granted: {missing:?} (granted: {granted:?}); add them to `grants` if you trust it"
+    )]
     Ungranted { missing: Vec<String>, granted: Vec<String> },
     #[error("invalid description: {0}")]
     Description(String),
@@ -67,7 +69,11 @@ pub fn check(description: &Description, grants: &BTreeSet<Capability>) -> Result
         match Capability::parse(name) {
             Some(c) if grants.contains(&c) => {}
             Some(_) => missing.push(name.clone()),
-            None => return Err(LoadError::Incompatible(format!("needs capability {name:?}, which this host does not have"))),
+            None => {
+                return Err(LoadError::Incompatible(format!(
+                    "needs capability {name:?}, which this host does not have"
+                )));
+            }
         }
     }
     if !missing.is_empty() {
@@ -131,8 +137,14 @@ impl PluginSource {
                 native::NativeRuntime::load(file, Arc::clone(&capabilities), config.pool_size, config_json).await?,
             ),
             PluginKind::Component => Arc::new(
-                wasm::WasmRuntime::load(file, Arc::clone(&capabilities), config.pool_size, &config.limits, config_json)
-                    .await?,
+                wasm::WasmRuntime::load(
+                    file,
+                    Arc::clone(&capabilities),
+                    config.pool_size,
+                    &config.limits,
+                    config_json,
+                )
+                .await?,
             ),
             PluginKind::Memory => return Err(LoadError::Open("the memory source is built in".into())),
         };
@@ -229,8 +241,14 @@ mod tests {
     fn sdk_versions_must_share_major_and_minor() {
         let grants = [Capability::Emit].into();
         assert!(check(&description("0.1.7", &["emit"]), &grants).is_ok());
-        assert!(matches!(check(&description("0.2.0", &[]), &grants), Err(LoadError::Incompatible(_))));
-        assert!(matches!(check(&description("1.0.0", &[]), &grants), Err(LoadError::Incompatible(_))));
+        assert!(matches!(
+            check(&description("0.2.0", &[]), &grants),
+            Err(LoadError::Incompatible(_))
+        ));
+        assert!(matches!(
+            check(&description("1.0.0", &[]), &grants),
+            Err(LoadError::Incompatible(_))
+        ));
     }
 
     #[test]
@@ -241,6 +259,9 @@ mod tests {
             LoadError::Ungranted { missing, .. } => assert_eq!(missing, ["kv", "timer"]),
             other => panic!("{other}"),
         }
-        assert!(matches!(check(&description("0.1.0", &["teleport"]), &grants), Err(LoadError::Incompatible(_))));
+        assert!(matches!(
+            check(&description("0.1.0", &["teleport"]), &grants),
+            Err(LoadError::Incompatible(_))
+        ));
     }
 }

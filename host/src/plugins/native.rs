@@ -26,10 +26,15 @@ fn open(path: &Path) -> Result<&'static PluginApi, LoadError> {
     // Never unloaded: leak the handle.
     let library: &'static libloading::Library = Box::leak(Box::new(library));
     // SAFETY: the symbol's type is the one `export_plugin!` defines.
-    let entry = unsafe { library.get::<unsafe extern "C" fn() -> *const PluginApi>(ENTRY_SYMBOL) }
-        .map_err(|e| LoadError::Incompatible(format!("no {} entry point: {e}", String::from_utf8_lossy(&ENTRY_SYMBOL[..ENTRY_SYMBOL.len() - 1]))))?;
+    let entry = unsafe { library.get::<unsafe extern "C" fn() -> *const PluginApi>(ENTRY_SYMBOL) }.map_err(|e| {
+        LoadError::Incompatible(format!(
+            "no {} entry point: {e}",
+            String::from_utf8_lossy(&ENTRY_SYMBOL[..ENTRY_SYMBOL.len() - 1])
+        ))
+    })?;
     // SAFETY: the entry point returns a pointer to a static table.
-    let api = unsafe { entry().as_ref() }.ok_or_else(|| LoadError::Incompatible("the entry point returned null".into()))?;
+    let api =
+        unsafe { entry().as_ref() }.ok_or_else(|| LoadError::Incompatible("the entry point returned null".into()))?;
     if api.abi_version != ABI_VERSION {
         return Err(LoadError::Incompatible(format!(
             "native ABI version {} (this host speaks {ABI_VERSION})",
@@ -125,7 +130,12 @@ pub struct NativeRuntime {
 }
 
 impl NativeRuntime {
-    pub async fn load(path: &Path, capabilities: Arc<Capabilities>, pool_size: usize, config_json: String) -> Result<Self, LoadError> {
+    pub async fn load(
+        path: &Path,
+        capabilities: Arc<Capabilities>,
+        pool_size: usize,
+        config_json: String,
+    ) -> Result<Self, LoadError> {
         let description = describe(path)?;
         let api = open(path)?;
         // The host's table and context live as long as the library: leaked with it.
@@ -197,7 +207,10 @@ impl Runtime for NativeRuntime {
                 let joined = tokio::task::spawn_blocking(move || (call(&instance, &bytes), instance)).await;
                 match joined {
                     Ok((result, instance)) => (result, Some(instance)),
-                    Err(e) => (Err(SourceError::Internal(format!("plugin call did not finish: {e}"))), None),
+                    Err(e) => (
+                        Err(SourceError::Internal(format!("plugin call did not finish: {e}"))),
+                        None,
+                    ),
                 }
             })
             .await?

@@ -30,7 +30,11 @@ impl<T: Send + 'static, E> Pool<T, E> {
     /// Runs `call` with an idle instance (or a new one). The call hands the instance back to
     /// keep it, or `None` to have it replaced.
     pub async fn with<R>(&self, call: impl AsyncFnOnce(T) -> (R, Option<T>)) -> Result<R, E> {
-        let _permit = self.permits.acquire().await.expect("the pool's semaphore is never closed");
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .expect("the pool's semaphore is never closed");
         let idle = self.idle.lock().pop();
         let instance = match idle {
             Some(i) => i,

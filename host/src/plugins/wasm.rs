@@ -65,9 +65,14 @@ fn engine() -> &'static Engine {
 /// Compiled components by file, so inspecting and loading (and reloading an unchanged file)
 /// compile once.
 fn compile(file: &Path) -> Result<Component, LoadError> {
-    static CACHE: OnceLock<Mutex<HashMap<(PathBuf, SystemTime, u64), Component>>> = OnceLock::new();
+    type Key = (PathBuf, SystemTime, u64);
+    static CACHE: OnceLock<Mutex<HashMap<Key, Component>>> = OnceLock::new();
     let meta = std::fs::metadata(file).map_err(|e| LoadError::Open(format!("{}: {e}", file.display())))?;
-    let key = (file.to_owned(), meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len());
+    let key = (
+        file.to_owned(),
+        meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        meta.len(),
+    );
     let cache = CACHE.get_or_init(Mutex::default);
     if let Some(c) = cache.lock().get(&key) {
         return Ok(c.clone());
@@ -89,7 +94,9 @@ fn imported_capabilities(component: &Component) -> Result<Vec<String>, LoadError
                 caps.push(interface.to_owned());
             }
         } else if !name.starts_with("wasi:") {
-            return Err(LoadError::Incompatible(format!("imports {name:?}, which this host does not provide")));
+            return Err(LoadError::Incompatible(format!(
+                "imports {name:?}, which this host does not provide"
+            )));
         }
     }
     Ok(caps)
@@ -125,7 +132,9 @@ impl State {
     }
 
     fn caps(&self) -> &Capabilities {
-        self.capabilities.as_deref().expect("capabilities are linked only with a plugin's state")
+        self.capabilities
+            .as_deref()
+            .expect("capabilities are linked only with a plugin's state")
     }
 }
 
@@ -332,6 +341,8 @@ impl WasmRuntime {
     }
 }
 
+// The generated `plugin-error` (with its Kubernetes status) is large; it lives only for a call.
+#[allow(clippy::result_large_err)]
 #[async_trait]
 impl Runtime for WasmRuntime {
     fn description(&self) -> &Description {
@@ -350,7 +361,9 @@ impl Runtime for WasmRuntime {
                             data_type: options.data_type,
                         };
                         source.call_list(&mut instance.store, &options).await.map(|r| {
-                            r.map(|events| PluginReply::Listed(events.into_iter().map(convert::from_wit_event).collect()))
+                            r.map(|events| {
+                                PluginReply::Listed(events.into_iter().map(convert::from_wit_event).collect())
+                            })
                         })
                     }
                     PluginRequest::Handle(identity, event) => {

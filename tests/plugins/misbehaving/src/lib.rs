@@ -29,13 +29,15 @@ impl Plugin for Misbehaving {
     }
 
     fn list(&mut self, _host: &Host, options: ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
-        let dt = conductor_plugin_sdk::ocm::DataType::parse(&options.data_type).map_err(|e| SourceError::Invalid(e.to_string()))?;
+        let dt = conductor_plugin_sdk::ocm::DataType::parse(&options.data_type)
+            .map_err(|e| SourceError::Invalid(e.to_string()))?;
         let mut e = CloudEvent::new("chaos-1", "chaos", format!("{}.spec.create_request", options.data_type));
         e.set_extension("clustername", options.cluster_name.as_str());
         e.set_extension("resourceid", "chaos-work");
         e.set_extension("originalsource", "");
         e.set_resource_version(&dt, 1);
-        e.set_json_data(&serde_json::json!({"manifests": []})).map_err(|e| SourceError::Internal(e.to_string()))?;
+        e.set_json_data(&serde_json::json!({"manifests": []}))
+            .map_err(|e| SourceError::Internal(e.to_string()))?;
         Ok(vec![e])
     }
 
@@ -66,7 +68,9 @@ fn trap() -> Result<(), SourceError> {
 
 #[cfg(not(target_arch = "wasm32"))]
 fn trap() -> Result<(), SourceError> {
-    Err(SourceError::Invalid("traps are only exercised in components".to_owned()))
+    Err(SourceError::Invalid(
+        "traps are only exercised in components".to_owned(),
+    ))
 }
 
 conductor_plugin_sdk::export_plugin!(Misbehaving);

@@ -1,0 +1,336 @@
+//! Plugins, against the real binary: the example source loaded as a WebAssembly component and as
+//! a native library behaves the same for agents; bad plugins fail alone; plugins reload under
+//! live streams.
+
+use std::time::{Duration, Instant};
+
+use conductor_blackbox_tests::events::{self, attr, attr_str};
+use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
+use conductor_blackbox_tests::{
+    CloudEventServiceClient, Conductor, Form, LEASES, WORKS, conductor_bin, plugin_artifact, publish, subscribe,
+};
+use tonic::Code;
+use tonic::transport::Channel;
+
+/// Configuration for the example plugin, loaded in `form`, next to a memory source for leases.
+fn static_works(form: Form, file: &std::path::Path, grants: &str) -> String {
+    format!(
+        r#"
+[plugins.static]
+kind = "{kind}"
+file = "{file}"
+grants = [{grants}]
+pool_size = 2
+[plugins.static.config]
+announce_after_ms = 300
+[plugins.static.config.clusters.cluster1.web]
+generation = 3
+manifests = [{{ apiVersion = "v1", kind = "ConfigMap", metadata = {{ name = "web", namespace = "default" }} }}]
+[plugins.static.config.clusters.cluster2.db]
+manifests = []
+
+[plugins.leases]
+kind = "memory"
+config = {{ data_types = ["{LEASES}"] }}
+[routes]
+leases = "leases"
+"#,
+        kind = form.kind(),
+        file = file.display(),
+    )
+}
+
+const ALL_GRANTS: &str = r#""emit", "log", "timer", "kv", "config""#;
+
+async fn status_update(
+    client: &mut CloudEventServiceClient<Channel>,
+    id: &str,
+    original: &str,
+) -> Result<(), tonic::Status> {
+    let e = events::with_id(
+        events::agent_event(
+            &format!("{WORKS}.status.update_request"),
+            "cluster1",
+            original,
+            Some(serde_json::json!({"conditions": [{"type": "Applied", "status": "True"}]})),
+        ),
+        id,
+    );
+    publish(client, e).await
+}
+
+/// The memory source still answers: a lease create reaches its subscriber.
+async fn memory_source_serves(client: &mut CloudEventServiceClient<Channel>, id: &str) {
+    let mut sub = subscribe(client, "cluster9", LEASES).await.unwrap();
+    publish(client, events::create(LEASES, "cluster9", id, id))
+        .await
+        .unwrap();
+    assert_eq!(attr_str(&sub.next_event().await.unwrap(), "ce-resourceid"), Some(id));
+}
+
+#[tokio::test]
+async fn the_example_behaves_the_same_as_component_and_native_library() {
+    for form in Form::BOTH {
+        let file = plugin_artifact("static-works", form);
+        let c = Conductor::start(&static_works(form, &file, ALL_GRANTS)).unwrap();
+        let mut client = c.client().await.unwrap();
+        let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+
+        // Resync: the plugin lists cluster1's work.
+        publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+            .await
+            .unwrap();
+        let work = sub.next_event().await.unwrap();
+        assert_eq!(work.r#type, format!("{WORKS}.spec.resync_response"), "{form:?}");
+        assert_eq!(work.source, "static", "{form:?}");
+        assert_eq!(attr(&work, "ce-resourceversion"), Some(&Attr::CeInteger(3)), "{form:?}");
+        let meta: serde_json::Value = serde_json::from_str(attr_str(&work, "ce-metadata").unwrap()).unwrap();
+        assert_eq!(meta["name"], "web", "{form:?}");
+        let id = attr_str(&work, "ce-resourceid").unwrap().to_owned();
+
+        // The announce timer emits the work to subscribers (the plugin's own event).
+        let announced = sub.next_event().await.unwrap();
+        assert_eq!(announced.r#type, format!("{WORKS}.spec.update_request"), "{form:?}");
+        assert_eq!(attr_str(&announced, "ce-resourceid"), Some(id.as_str()));
+
+        // Status goes to the plugin by originalsource; unknown works are NotFound for the agent.
+        status_update(&mut client, &id, "static").await.unwrap();
+        let s = status_update(&mut client, "no-such-work", "static").await.unwrap_err();
+        assert_eq!(s.code(), Code::FailedPrecondition, "{form:?}");
+        let body: serde_json::Value = serde_json::from_str(s.message()).unwrap();
+        assert_eq!(body["ErrStatus"]["reason"], "NotFound", "{form:?}");
+        assert_eq!(body["ErrStatus"]["code"], 404, "{form:?}");
+        let logs = c.logs();
+        assert!(
+            logs.contains("status of cluster1/web stored"),
+            "{form:?}: plugin log missing:\n{logs}"
+        );
+        assert!(
+            logs.contains("\"plugin\":\"static\""),
+            "{form:?}: log not attributed to the plugin"
+        );
+    }
+}
+
+fn chaos(form: Form, call_timeout: &str) -> String {
+    format!(
+        r#"
+[plugins.chaos]
+kind = "{kind}"
+file = "{file}"
+pool_size = 2
+limits = {{ memory = "32MiB", call_timeout = "{call_timeout}" }}
+
+[plugins.leases]
+kind = "memory"
+config = {{ data_types = ["{LEASES}"] }}
+[routes]
+leases = "leases"
+"#,
+        kind = form.kind(),
+        file = plugin_artifact("misbehaving-plugin", form).display(),
+    )
+}
+
+#[tokio::test]
+async fn a_misbehaving_component_fails_only_its_own_calls() {
+    let c = Conductor::start(&chaos(Form::Component, "1s")).unwrap();
+    let mut client = c.client().await.unwrap();
+    for (mode, expect) in [
+        ("panic", "trapped"),
+        ("trap", "trapped"),
+        ("alloc", "trapped"),
+        ("loop", "call timeout"),
+    ] {
+        let started = Instant::now();
+        // The other source serves while the bad call runs.
+        let bad = {
+            let mut client = client.clone();
+            tokio::spawn(async move { status_update(&mut client, mode, "chaos").await })
+        };
+        memory_source_serves(&mut client, &format!("during-{mode}")).await;
+        let s = bad.await.unwrap().unwrap_err();
+        assert_eq!(s.code(), Code::FailedPrecondition, "{mode}: {s:?}");
+        let body: serde_json::Value = serde_json::from_str(s.message()).unwrap();
+        assert_eq!(body["ErrStatus"]["code"], 500, "{mode}");
+        let message = body["ErrStatus"]["message"].as_str().unwrap();
+        assert!(message.contains(expect), "{mode}: {message}");
+        if mode == "loop" {
+            let took = started.elapsed();
+            assert!(
+                took >= Duration::from_millis(900) && took < Duration::from_secs(10),
+                "{took:?}"
+            );
+        }
+        // After: the plugin itself still serves (a fresh instance), and so does the other source.
+        status_update(&mut client, "ok", "chaos").await.unwrap();
+        memory_source_serves(&mut client, &format!("after-{mode}")).await;
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_native_plugin_is_caught() {
+    let c = Conductor::start(&chaos(Form::Native, "1s")).unwrap();
+    let mut client = c.client().await.unwrap();
+    let s = status_update(&mut client, "panic", "chaos").await.unwrap_err();
+    let body: serde_json::Value = serde_json::from_str(s.message()).unwrap();
+    assert_eq!(body["ErrStatus"]["code"], 500);
+    assert!(
+        body["ErrStatus"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("panicked on purpose"),
+        "{body}"
+    );
+    status_update(&mut client, "ok", "chaos").await.unwrap();
+    memory_source_serves(&mut client, "after-native-panic").await;
+}
+
+/// `conductor check-config` on a configuration with one plugin: (success, stderr).
+fn check_config(text: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("conductor.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = std::process::Command::new(conductor_bin())
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn incompatible_and_ungranted_plugins_are_refused_at_load() {
+    for form in Form::BOTH {
+        let file = plugin_artifact("wrong-version-plugin", form);
+        let (ok, err) = check_config(&format!(
+            "[plugins.future]\nkind = \"{}\"\nfile = \"{}\"\n",
+            form.kind(),
+            file.display()
+        ));
+        assert!(!ok, "{form:?}");
+        assert!(
+            err.contains("plugins.future") && err.contains("incompatible plugin"),
+            "{form:?}: {err}"
+        );
+
+        let file = plugin_artifact("static-works", form);
+        let (ok, err) = check_config(&static_works(form, &file, r#""emit", "log", "config""#));
+        assert!(!ok, "{form:?}");
+        assert!(err.contains("plugins.static"), "{form:?}: {err}");
+        assert!(
+            err.contains("not granted") && err.contains("kv") && err.contains("timer"),
+            "{form:?}: {err}"
+        );
+
+        let (ok, err) = check_config(&static_works(form, &file, ALL_GRANTS));
+        assert!(ok, "{form:?}: {err}");
+    }
+    let (ok, err) = check_config("[plugins.x]\nkind = \"component\"\nfile = \"/nonexistent.wasm\"\n");
+    assert!(
+        !ok && err.contains("plugins.x") && err.contains("/nonexistent.wasm"),
+        "{err}"
+    );
+}
+
+#[test]
+fn plugins_inspect_and_list_say_what_would_load() {
+    for form in Form::BOTH {
+        let file = plugin_artifact("static-works", form);
+        let out = std::process::Command::new(conductor_bin())
+            .args(["plugins", "inspect"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{form:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("name:          static-works"), "{text}");
+        assert!(text.contains("sources:       static"), "{text}");
+        assert!(text.contains("capabilities:  emit, log, timer, kv, config"), "{text}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("conductor.toml");
+    let mut config = static_works(
+        Form::Native,
+        &plugin_artifact("static-works", Form::Native),
+        r#""emit""#,
+    );
+    config = config.replace(
+        "[plugins.leases]",
+        &format!(
+            "[plugins.future]\nkind = \"component\"\nfile = \"{}\"\n\n[plugins.leases]",
+            plugin_artifact("wrong-version-plugin", Form::Component).display()
+        ),
+    );
+    std::fs::write(&path, config).unwrap();
+    let out = std::process::Command::new(conductor_bin())
+        .args(["plugins", "list", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("static: would NOT load") && text.contains("not granted"),
+        "{text}"
+    );
+    assert!(
+        text.contains("future: would NOT load") && text.contains("9.0.0"),
+        "{text}"
+    );
+    assert!(text.contains("leases: built-in"), "{text}");
+}
+
+#[tokio::test]
+async fn a_replaced_plugin_is_reloaded_without_dropping_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plugin.wasm");
+    std::fs::copy(plugin_artifact("static-works", Form::Component), &file).unwrap();
+    let config = static_works(Form::Component, &file, ALL_GRANTS).replace("announce_after_ms = 300", "");
+    let c = Conductor::start(&config).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    assert_eq!(sub.next_event().await.unwrap().source, "static");
+
+    // A broken file: the reload fails, the running plugin stays.
+    std::fs::write(&file, b"not a component").unwrap();
+    let (code, _) = conductor_blackbox_tests::http_post(c.admin_addr.as_deref().unwrap(), "/reload")
+        .await
+        .unwrap();
+    assert_eq!(code, 202);
+    wait_for_log(&c, "reload failed").await;
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    assert_eq!(sub.next_event().await.unwrap().source, "static");
+
+    // Another plugin in its place, signalled with SIGHUP: the same stream sees the new behaviour.
+    std::fs::copy(plugin_artifact("misbehaving-plugin", Form::Component), &file).unwrap();
+    std::process::Command::new("kill")
+        .args(["-HUP", &c.pid().to_string()])
+        .status()
+        .unwrap();
+    wait_for_log(&c, "plugins reloaded").await;
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    let e = sub.next_event().await.unwrap();
+    assert_eq!(e.source, "chaos");
+    assert_eq!(attr_str(&e, "ce-resourceid"), Some("chaos-work"));
+}
+
+async fn wait_for_log(c: &Conductor, needle: &str) {
+    for _ in 0..200 {
+        if c.logs().contains(needle) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no {needle:?} in the logs:\n{}", c.logs());
+}
