@@ -1,0 +1,141 @@
+//! The cost of one plugin call — an agent's status update handed to the example source — with a
+//! 1 KiB and a 100 KiB payload, for the three ways a plugin runs: a WebAssembly component, a
+//! native library, and the same plugin code called in-process (no ABI at all). See BENCHMARKS.md.
+//!
+//! ```sh
+//! cargo build --profile plugin --target wasm32-wasip2 -p static-works
+//! cargo build --release -p static-works
+//! cargo bench -p conductor --bench plugin_call
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use conductor::broker::Fanout;
+use conductor::config::{Config, PluginConfig};
+use conductor::plugins::PluginSource;
+use conductor::registry::Source;
+use conductor::telemetry::Metrics;
+use conductor_plugin_sdk::fakes::FakeHost;
+use conductor_plugin_sdk::ocm::data_types::MANIFEST_BUNDLES;
+use conductor_plugin_sdk::{CloudEvent, Identity, Plugin};
+use serde_json::json;
+use static_works::StaticWorks;
+
+fn target_dir() -> PathBuf {
+    // target/release/deps/plugin_call-… → target/
+    let exe = std::env::current_exe().expect("bench path");
+    exe.ancestors().nth(3).expect("target dir").to_owned()
+}
+
+fn plugin_config(kind: &str, file: &std::path::Path) -> PluginConfig {
+    let text = format!(
+        r#"
+[plugins.static]
+kind = "{kind}"
+file = "{file}"
+grants = ["emit", "log", "timer", "kv", "config"]
+pool_size = 1
+[plugins.static.config.clusters.cluster1.web]
+manifests = []
+"#,
+        file = file.display()
+    );
+    Config::parse(&text).expect("valid config").plugins.remove("static").expect("the plugin")
+}
+
+fn config_json() -> serde_json::Value {
+    json!({ "clusters": { "cluster1": { "web": { "manifests": [] } } } })
+}
+
+/// A status update for the served work, with `size` bytes of JSON data.
+fn status_event(work_id: &str, size: usize) -> CloudEvent {
+    let mut e = CloudEvent::new("bench", "cluster1-work-agent", format!("{MANIFEST_BUNDLES}.status.update_request"));
+    e.set_extension("clustername", "cluster1");
+    e.set_extension("originalsource", "static");
+    e.set_extension("resourceid", work_id);
+    let pad = "x".repeat(size.saturating_sub(40));
+    e.data = Some(serde_json::to_vec(&json!({ "conditions": [], "pad": pad })).expect("json"));
+    e
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+async fn measure<F, Fut>(iterations: usize, mut call: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for _ in 0..iterations / 10 {
+        call().await; // warm up
+    }
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let started = Instant::now();
+        call().await;
+        samples.push(started.elapsed());
+    }
+    median(samples)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let target = target_dir();
+        let component = target.join("wasm32-wasip2/plugin/static_works.wasm");
+        let native = target.join("release/libstatic_works.so");
+        let sink = Fanout::new(Metrics::new(), 16, 0);
+        let identity = Identity::anonymous();
+
+        // The work id the plugin serves, from its own list.
+        let fake = FakeHost::new(config_json());
+        let host = fake.host();
+        let mut in_process = StaticWorks::init(&host, config_json()).expect("init");
+        let listed = in_process
+            .list(&host, conductor_plugin_sdk::ListOptions { cluster_name: "cluster1".into(), data_type: MANIFEST_BUNDLES.into() })
+            .expect("list");
+        let work_id = listed[0].extension_str("resourceid").expect("id").to_owned();
+
+        let mut loaded = Vec::new();
+        for (name, kind, file) in [("component", "component", &component), ("native", "native", &native)] {
+            let source = PluginSource::load("static", &plugin_config(kind, file), file, sink.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e} (build the plugin first, see the header)"));
+            loaded.push((name, source));
+        }
+
+        println!("plugin call: one status update handled by static-works (median of N calls)");
+        for (size, iterations) in [(1024usize, 5000usize), (100 * 1024, 1000)] {
+            let event = status_event(&work_id, size);
+            let ours = measure(iterations, || {
+                let e = event.clone();
+                let r = in_process.handle(&host, identity.clone(), e);
+                async move { r.expect("in-process call") }
+            })
+            .await;
+            let mut row = vec![("in-process", ours)];
+            for (name, source) in &loaded {
+                let source: &Arc<PluginSource> = source;
+                let t = measure(iterations, || {
+                    let e = event.clone();
+                    let identity = identity.clone();
+                    async move { source.handle(&identity, e).await.expect("plugin call") }
+                })
+                .await;
+                row.push((name, t));
+            }
+            let line: Vec<String> = row
+                .iter()
+                .map(|(name, t)| format!("{name} {:>9.2} µs ({:.1}×)", t.as_secs_f64() * 1e6, t.as_secs_f64() / ours.as_secs_f64()))
+                .collect();
+            println!("  {:>6} B payload, {iterations} calls: {}", size, line.join("   "));
+        }
+    });
+}
