@@ -12,6 +12,15 @@ use conductor_blackbox_tests::{
 use tonic::Code;
 use tonic::transport::Channel;
 
+/// A memory source for leases beside the plugin under test, to show the host serves it.
+const LEASES_SOURCE: &str = r#"
+[plugins.leases]
+kind = "memory"
+config = { data_types = ["coordination.k8s.io.v1.leases"] }
+[routes]
+leases = "leases"
+"#;
+
 /// Configuration for the example plugin, loaded in `form`, next to a memory source for leases.
 fn static_works(form: Form, file: &std::path::Path, grants: &str) -> String {
     format!(
@@ -29,12 +38,7 @@ manifests = [{{ apiVersion = "v1", kind = "ConfigMap", metadata = {{ name = "web
 [plugins.static.config.clusters.cluster2.db]
 manifests = []
 
-[plugins.leases]
-kind = "memory"
-config = {{ data_types = ["{LEASES}"] }}
-[routes]
-leases = "leases"
-"#,
+{LEASES_SOURCE}"#,
         kind = form.kind(),
         file = file.display(),
     )
@@ -121,12 +125,7 @@ file = "{file}"
 pool_size = 2
 limits = {{ memory = "32MiB", call_timeout = "{call_timeout}" }}
 
-[plugins.leases]
-kind = "memory"
-config = {{ data_types = ["{LEASES}"] }}
-[routes]
-leases = "leases"
-"#,
+{LEASES_SOURCE}"#,
         kind = form.kind(),
         file = plugin_artifact("misbehaving-plugin", form).display(),
     )
@@ -286,43 +285,48 @@ fn plugins_inspect_and_list_say_what_would_load() {
 
 #[tokio::test]
 async fn a_replaced_plugin_is_reloaded_without_dropping_streams() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("plugin.wasm");
-    std::fs::copy(plugin_artifact("static-works", Form::Component), &file).unwrap();
-    let config = static_works(Form::Component, &file, ALL_GRANTS).replace("announce_after_ms = 300", "");
-    let c = Conductor::start(&config).unwrap();
-    let mut client = c.client().await.unwrap();
-    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
-    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
-        .await
-        .unwrap();
-    assert_eq!(sub.next_event().await.unwrap().source, "static");
+    for form in Form::BOTH {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(match form {
+            Form::Component => "plugin.wasm",
+            Form::Native => "plugin.so",
+        });
+        std::fs::copy(plugin_artifact("static-works", form), &file).unwrap();
+        let config = static_works(form, &file, ALL_GRANTS).replace("announce_after_ms = 300", "");
+        let c = Conductor::start(&config).unwrap();
+        let mut client = c.client().await.unwrap();
+        let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+        publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+            .await
+            .unwrap();
+        assert_eq!(sub.next_event().await.unwrap().source, "static", "{form:?}");
 
-    // A broken file: the reload fails, the running plugin stays.
-    std::fs::write(&file, b"not a component").unwrap();
-    let (code, _) = conductor_blackbox_tests::http_post(c.admin_addr.as_deref().unwrap(), "/reload")
-        .await
-        .unwrap();
-    assert_eq!(code, 202);
-    wait_for_log(&c, "reload failed").await;
-    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
-        .await
-        .unwrap();
-    assert_eq!(sub.next_event().await.unwrap().source, "static");
+        // A broken file: the reload fails, the running plugin stays.
+        std::fs::write(&file, b"not a plugin").unwrap();
+        let (code, _) = conductor_blackbox_tests::http_post(c.admin_addr.as_deref().unwrap(), "/reload")
+            .await
+            .unwrap();
+        assert_eq!(code, 202);
+        wait_for_log(&c, "reload failed").await;
+        publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+            .await
+            .unwrap();
+        assert_eq!(sub.next_event().await.unwrap().source, "static", "{form:?}");
 
-    // Another plugin in its place, signalled with SIGHUP: the same stream sees the new behaviour.
-    std::fs::copy(plugin_artifact("misbehaving-plugin", Form::Component), &file).unwrap();
-    std::process::Command::new("kill")
-        .args(["-HUP", &c.pid().to_string()])
-        .status()
-        .unwrap();
-    wait_for_log(&c, "plugins reloaded").await;
-    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
-        .await
-        .unwrap();
-    let e = sub.next_event().await.unwrap();
-    assert_eq!(e.source, "chaos");
-    assert_eq!(attr_str(&e, "ce-resourceid"), Some("chaos-work"));
+        // Another plugin in its place, signalled with SIGHUP: the same stream sees the new behaviour.
+        std::fs::copy(plugin_artifact("misbehaving-plugin", form), &file).unwrap();
+        std::process::Command::new("kill")
+            .args(["-HUP", &c.pid().to_string()])
+            .status()
+            .unwrap();
+        wait_for_log(&c, "plugins reloaded").await;
+        publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+            .await
+            .unwrap();
+        let e = sub.next_event().await.unwrap();
+        assert_eq!(e.source, "chaos", "{form:?}");
+        assert_eq!(attr_str(&e, "ce-resourceid"), Some("chaos-work"));
+    }
 }
 
 async fn wait_for_log(c: &Conductor, needle: &str) {

@@ -42,7 +42,11 @@ manifests = []
 "#,
         file = file.display()
     );
-    Config::parse(&text).expect("valid config").plugins.remove("static").expect("the plugin")
+    Config::parse(&text)
+        .expect("valid config")
+        .plugins
+        .remove("static")
+        .expect("the plugin")
 }
 
 fn config_json() -> serde_json::Value {
@@ -51,7 +55,11 @@ fn config_json() -> serde_json::Value {
 
 /// A status update for the served work, with `size` bytes of JSON data.
 fn status_event(work_id: &str, size: usize) -> CloudEvent {
-    let mut e = CloudEvent::new("bench", "cluster1-work-agent", format!("{MANIFEST_BUNDLES}.status.update_request"));
+    let mut e = CloudEvent::new(
+        "bench",
+        "cluster1-work-agent",
+        format!("{MANIFEST_BUNDLES}.status.update_request"),
+    );
     e.set_extension("clustername", "cluster1");
     e.set_extension("originalsource", "static");
     e.set_extension("resourceid", work_id);
@@ -86,7 +94,10 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     rt.block_on(async {
         let target = target_dir();
         let component = target.join("wasm32-wasip2/plugin/static_works.wasm");
@@ -99,7 +110,13 @@ fn main() {
         let host = fake.host();
         let mut in_process = StaticWorks::init(&host, config_json()).expect("init");
         let listed = in_process
-            .list(&host, conductor_plugin_sdk::ListOptions { cluster_name: "cluster1".into(), data_type: MANIFEST_BUNDLES.into() })
+            .list(
+                &host,
+                conductor_plugin_sdk::ListOptions {
+                    cluster_name: "cluster1".into(),
+                    data_type: MANIFEST_BUNDLES.into(),
+                },
+            )
             .expect("list");
         let work_id = listed[0].extension_str("resourceid").expect("id").to_owned();
 
@@ -133,7 +150,13 @@ fn main() {
             }
             let line: Vec<String> = row
                 .iter()
-                .map(|(name, t)| format!("{name} {:>9.2} µs ({:.1}×)", t.as_secs_f64() * 1e6, t.as_secs_f64() / ours.as_secs_f64()))
+                .map(|(name, t)| {
+                    format!(
+                        "{name} {:>9.2} µs ({:.1}×)",
+                        t.as_secs_f64() * 1e6,
+                        t.as_secs_f64() / ours.as_secs_f64()
+                    )
+                })
                 .collect();
             println!("  {:>6} B payload, {iterations} calls: {}", size, line.join("   "));
         }

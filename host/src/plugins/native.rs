@@ -18,11 +18,30 @@ use super::capabilities::Capabilities;
 use super::pool::{MakeInstance, Pool};
 use super::{LoadError, Runtime};
 
+/// A private copy of the library named by its contents. The dynamic loader hands out an already
+/// loaded library again for the same path, so without this a replaced file would never reload.
+fn private_copy(path: &Path) -> Result<std::path::PathBuf, LoadError> {
+    use std::hash::{Hash, Hasher};
+    let bytes = std::fs::read(path).map_err(|e| LoadError::Open(format!("{}: {e}", path.display())))?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    let dir = std::env::temp_dir().join(format!("conductor-plugins-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| LoadError::Open(format!("{}: {e}", dir.display())))?;
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("plugin");
+    let copy = dir.join(format!("{stem}-{:016x}.so", hasher.finish()));
+    if !copy.exists() {
+        std::fs::write(&copy, &bytes).map_err(|e| LoadError::Open(format!("{}: {e}", copy.display())))?;
+    }
+    Ok(copy)
+}
+
 /// The plugin's side of the ABI, from a library that stays loaded.
 fn open(path: &Path) -> Result<&'static PluginApi, LoadError> {
+    let copy = private_copy(path)?;
     // SAFETY: loading runs the library's initialisers; plugins are trusted code the operator
     // installed, as any native library is.
-    let library = unsafe { libloading::Library::new(path) }.map_err(|e| LoadError::Open(e.to_string()))?;
+    let library =
+        unsafe { libloading::Library::new(&copy) }.map_err(|e| LoadError::Open(format!("{}: {e}", path.display())))?;
     // Never unloaded: leak the handle.
     let library: &'static libloading::Library = Box::leak(Box::new(library));
     // SAFETY: the symbol's type is the one `export_plugin!` defines.
