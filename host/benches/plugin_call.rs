@@ -120,8 +120,13 @@ fn main() {
             .expect("list");
         let work_id = listed[0].extension_str("resourceid").expect("id").to_owned();
 
+        // PLUGIN_FORMS=native (or component) measures one form only, e.g. under a profiler.
+        let forms = std::env::var("PLUGIN_FORMS").unwrap_or_else(|_| "component,native".into());
         let mut loaded = Vec::new();
         for (name, kind, file) in [("component", "component", &component), ("native", "native", &native)] {
+            if !forms.split(',').any(|f| f == name) {
+                continue;
+            }
             let source = PluginSource::load("static", &plugin_config(kind, file), file, sink.clone())
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e} (build the plugin first, see the header)"));

@@ -82,15 +82,7 @@ pub struct Adapter;
 
 impl Adapter {
     pub fn describe<P: Plugin>() -> t::Description {
-        let d = P::describe();
-        t::Description {
-            name: d.name,
-            version: d.version,
-            sdk_version: d.sdk_version,
-            sources: d.sources,
-            data_types: d.data_types,
-            capabilities: d.capabilities,
-        }
+        to_wit_description(P::describe())
     }
 
     pub fn init<P: Plugin>(config: String) -> Result<(), t::PluginError> {

@@ -124,7 +124,7 @@ pub enum HostRequest {
     SetTimer(String, u64, bool),
     CancelTimer(String),
     KvGet(String),
-    KvSet(String, Vec<u8>),
+    KvSet(String, #[serde(with = "serde_bytes")] Vec<u8>),
     KvDelete(String),
     Config,
 }
@@ -133,7 +133,7 @@ pub enum HostRequest {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum HostResponse {
     Emitted(Result<u32, String>),
-    Value(Option<Vec<u8>>),
+    Value(#[serde(with = "serde_bytes")] Option<Vec<u8>>),
     Deleted(bool),
     Config(String),
     Done,

@@ -2,7 +2,8 @@
 //! (wit-bindgen) and the host (wasmtime's bindgen) generate the same shapes in different crates;
 //! this macro writes the conversions once for both.
 
-/// Defines `to_wit_event`, `from_wit_event`, `to_wit_error` and `from_wit_error` in the calling
+/// Defines `to_wit_event`/`from_wit_event`, `to_wit_description`/`from_wit_description` and
+/// `to_wit_error`/`from_wit_error` in the calling
 /// module for the WIT `types` interface generated at `$t`.
 #[doc(hidden)]
 #[macro_export]
@@ -80,6 +81,28 @@ macro_rules! __wit_conversions {
                     })
                     .collect(),
                 data: e.data,
+            }
+        }
+
+        pub fn to_wit_description(d: $crate::Description) -> __wit_types::Description {
+            __wit_types::Description {
+                name: d.name,
+                version: d.version,
+                sdk_version: d.sdk_version,
+                sources: d.sources,
+                data_types: d.data_types,
+                capabilities: d.capabilities,
+            }
+        }
+
+        pub fn from_wit_description(d: __wit_types::Description) -> $crate::Description {
+            $crate::Description {
+                name: d.name,
+                version: d.version,
+                sdk_version: d.sdk_version,
+                sources: d.sources,
+                data_types: d.data_types,
+                capabilities: d.capabilities,
             }
         }
 

@@ -1,7 +1,7 @@
 //! Native plugins: shared libraries exporting the SDK's C ABI (`conductor_plugin_v1`), loaded
 //! with libloading. The library's ABI version is checked before anything else; libraries are
 //! never unloaded (their code may still be on a stack, and Rust `cdylib`s do not support
-//! unloading cleanly). Calls run on blocking threads, one instance per call.
+//! unloading cleanly). Calls run in place on the calling task, one instance per call.
 
 use std::ffi::{CStr, c_void};
 use std::path::Path;
@@ -222,15 +222,10 @@ impl Runtime for NativeRuntime {
         let bytes = abi::encode(&request);
         self.pool
             .with(async |instance: Instance| {
-                // Plugin code may block: it runs off the async workers, the instance with it.
-                let joined = tokio::task::spawn_blocking(move || (call(&instance, &bytes), instance)).await;
-                match joined {
-                    Ok((result, instance)) => (result, Some(instance)),
-                    Err(e) => (
-                        Err(SourceError::Internal(format!("plugin call did not finish: {e}"))),
-                        None,
-                    ),
-                }
+                // Called in place, as component calls are: a hand-off to a blocking thread per
+                // call cost more than the call itself (BENCHMARKS.md). Native code is trusted.
+                let result = call(&instance, &bytes);
+                (result, Some(instance))
             })
             .await?
     }

@@ -208,17 +208,6 @@ fn linker(capabilities: &Capabilities) -> Result<Linker<State>, LoadError> {
     Ok(linker)
 }
 
-fn description_of(d: types::Description) -> Description {
-    Description {
-        name: d.name,
-        version: d.version,
-        sdk_version: d.sdk_version,
-        sources: d.sources,
-        data_types: d.data_types,
-        capabilities: d.capabilities,
-    }
-}
-
 /// Reads a component's description: instantiated with WASI only (its capability imports trap),
 /// `describe` called, nothing else.
 pub async fn describe(file: &Path) -> Result<Description, LoadError> {
@@ -239,7 +228,7 @@ pub async fn describe(file: &Path) -> Result<Description, LoadError> {
         .call_describe(&mut store)
         .await
         .map_err(|e| LoadError::Incompatible(format!("describe failed: {e:#}")))?;
-    Ok(description_of(d))
+    Ok(convert::from_wit_description(d))
 }
 
 fn ticks(timeout: Duration) -> u64 {
@@ -322,7 +311,7 @@ impl WasmRuntime {
             .await
             .map_err(|e| LoadError::Incompatible(format!("describe failed: {e:#}")))?;
         Ok(Self {
-            description: description_of(description),
+            description: convert::from_wit_description(description),
             pool: Pool::new(pool_size, first, make),
             call_ticks,
             call_timeout: limits.call_timeout.0,
