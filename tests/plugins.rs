@@ -319,7 +319,7 @@ async fn a_replaced_plugin_is_reloaded_without_dropping_streams() {
             .args(["-HUP", &c.pid().to_string()])
             .status()
             .unwrap();
-        wait_for_log(&c, "plugins reloaded").await;
+        wait_for_log(&c, r#""message":"plugins reloaded""#).await;
         publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
             .await
             .unwrap();
@@ -331,7 +331,7 @@ async fn a_replaced_plugin_is_reloaded_without_dropping_streams() {
 
 async fn wait_for_log(c: &Conductor, needle: &str) {
     for _ in 0..200 {
-        if c.logs().contains(needle) {
+        if c.logs().lines().any(|l| l.contains(needle)) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::broker::{Broker, EventSink, Fanout};
 use crate::config::{ConfigError, LoadedConfig, PluginConfig, PluginKind};
+use crate::database::EmbeddedPostgres;
 use crate::plugins::PluginSource;
 use crate::proto::SERVICE_NAME;
 use crate::registry::{Registry, Source};
@@ -55,6 +56,7 @@ pub async fn reload(loaded: &LoadedConfig, broker: &Broker) {
     let sink: Arc<dyn EventSink> = broker.fanout().clone();
     let current = broker.registry();
     let mut sources = Vec::new();
+    let mut kept = 0;
     for (name, plugin) in &loaded.config.plugins {
         let running = current.plugins().iter().find(|p| p.name() == name).cloned();
         let next = match (plugin.kind, running) {
@@ -64,6 +66,7 @@ pub async fn reload(loaded: &LoadedConfig, broker: &Broker) {
                 Err(e) => match running {
                     Some(running) => {
                         tracing::error!(plugin = %name, error = %e, "reload failed; the running plugin stays");
+                        kept += 1;
                         running
                     }
                     None => {
@@ -78,7 +81,11 @@ pub async fn reload(loaded: &LoadedConfig, broker: &Broker) {
     match Registry::new(sources, &loaded.config.routes) {
         Ok(registry) => {
             broker.set_registry(Arc::new(registry));
-            tracing::info!("plugins reloaded");
+            if kept == 0 {
+                tracing::info!("plugins reloaded");
+            } else {
+                tracing::warn!(kept, "plugins reloaded, but some kept their running version");
+            }
         }
         Err(e) => tracing::error!(error = %e, "reload failed; the running plugins stay"),
     }
@@ -119,6 +126,7 @@ pub async fn run(loaded: LoadedConfig) -> anyhow::Result<()> {
 /// with OK, and returns once the open calls have finished.
 pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let config = &loaded.config;
+    let databases = start_embedded_databases(&loaded).await?;
     let metrics = Metrics::new();
     let fanout = Fanout::new(
         metrics.clone(),
@@ -190,6 +198,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     if let Some(task) = admin_task {
         let _ = task.await;
     }
+    stop_embedded_databases(databases).await;
     tracing::info!("stopped");
     result
 }
@@ -198,6 +207,33 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
 async fn set_health(health: &tonic_health::server::HealthReporter, status: tonic_health::ServingStatus) {
     for service in ["", SERVICE_NAME] {
         health.set_service_status(service, status).await;
+    }
+}
+
+/// Starts every `embedded` database (initialising its folder and loading Maestro's schema when
+/// new); a failure names the database's key.
+async fn start_embedded_databases(loaded: &LoadedConfig) -> Result<Vec<EmbeddedPostgres>, ConfigError> {
+    let mut started = Vec::new();
+    for (name, db) in &loaded.config.databases {
+        let Some(embedded) = &db.embedded else { continue };
+        let mut embedded = embedded.clone();
+        embedded.data_dir = loaded.resolve(&embedded.data_dir);
+        let pg = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&embedded))
+            .await
+            .map_err(|e| loaded.error(format!("databases.{name}.embedded"), e.to_string()))?
+            .map_err(|e| loaded.error(format!("databases.{name}.embedded"), e.to_string()))?;
+        tracing::info!(database = %name, url = %pg.url(), data_dir = %pg.data_dir().display(), "embedded database ready");
+        started.push(pg);
+    }
+    Ok(started)
+}
+
+async fn stop_embedded_databases(databases: Vec<EmbeddedPostgres>) {
+    for mut pg in databases {
+        let stopped = tokio::task::spawn_blocking(move || pg.stop()).await;
+        if let Ok(Err(e)) = stopped {
+            tracing::warn!(error = %e, "embedded database did not stop cleanly");
+        }
     }
 }
 

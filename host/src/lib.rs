@@ -9,11 +9,13 @@
 //! - [`grpc`] is the `io.cloudevents.v1.CloudEventService` server and its options;
 //! - [`plugins`] loads source plugins (WebAssembly components, native libraries);
 //! - [`sources`] holds the built-in sources;
+//! - [`database`] runs the embedded development PostgreSQL;
 //! - [`config`] reads `conductor.toml`; [`telemetry`] logs, metrics and health.
 
 pub mod app;
 pub mod broker;
 pub mod config;
+pub mod database;
 pub mod grpc;
 pub mod plugins;
 pub mod proto;

@@ -33,6 +33,36 @@ pub struct Config {
     /// Source name → the plugin that serves it.
     #[serde(default)]
     pub routes: BTreeMap<String, String>,
+    /// Databases by name (PostgreSQL), for the plugins that use them.
+    #[serde(default)]
+    pub databases: BTreeMap<String, DatabaseConfig>,
+}
+
+/// A PostgreSQL database: a URL, or an embedded development server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// `postgres://user:password@host:port/database`.
+    pub url: Option<String>,
+    /// Run a local PostgreSQL from the machine's binaries, with Maestro's schema (development).
+    pub embedded: Option<EmbeddedDatabase>,
+}
+
+/// An embedded development PostgreSQL.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddedDatabase {
+    /// The data folder, relative to the configuration file; created and initialised when new.
+    pub data_dir: PathBuf,
+    /// The port on 127.0.0.1.
+    #[serde(default = "default_embedded_port")]
+    pub port: u16,
+    /// Where `initdb`, `pg_ctl` and `psql` are; the newest `/usr/lib/postgresql/*/bin` if unset.
+    pub bin_dir: Option<PathBuf>,
+}
+
+fn default_embedded_port() -> u16 {
+    55432
 }
 
 /// The gRPC listener agents connect to.
@@ -219,11 +249,15 @@ pub struct LoadedConfig {
 impl LoadedConfig {
     /// A plugin's file, resolved against the folder of the configuration file.
     pub fn plugin_file(&self, plugin: &PluginConfig) -> Option<PathBuf> {
-        let file = plugin.file.as_ref()?;
-        Some(match self.path.parent() {
-            Some(dir) if file.is_relative() => dir.join(file),
-            _ => file.clone(),
-        })
+        plugin.file.as_deref().map(|f| self.resolve(f))
+    }
+
+    /// A path from the configuration, resolved against the folder of the configuration file.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        match self.path.parent() {
+            Some(dir) if path.is_relative() => dir.join(path),
+            _ => path.to_owned(),
+        }
     }
 
     /// An error about `key` in this file.
@@ -345,6 +379,26 @@ impl Config {
                 return fail(&key("limits.call_timeout"), "must be at least 10ms".into());
             }
         }
+        for (name, db) in &self.databases {
+            match (&db.url, &db.embedded) {
+                (Some(_), Some(_)) | (None, None) => {
+                    return fail(
+                        &format!("databases.{name}"),
+                        "set exactly one of `url` and `embedded`".into(),
+                    );
+                }
+                (Some(url), None) if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) => {
+                    return fail(
+                        &format!("databases.{name}.url"),
+                        "must start with postgres:// or postgresql://".into(),
+                    );
+                }
+                (None, Some(e)) if e.port == 0 => {
+                    return fail(&format!("databases.{name}.embedded.port"), "must not be 0".into());
+                }
+                _ => {}
+            }
+        }
         for (source, plugin) in &self.routes {
             let key = format!("routes.{source}");
             if source.is_empty() || source.contains("::") {
@@ -413,6 +467,19 @@ mod tests {
         assert_eq!(key, "broker.heartbeat_interval");
         let (key, _) = check("[log]\nformat = \"xml\"\n").unwrap_err();
         assert_eq!(key, "log.format");
+    }
+
+    #[test]
+    fn databases_take_a_url_or_an_embedded_server() {
+        let c = check("[databases.m]\nembedded = { data_dir = \"pg\" }\n").unwrap();
+        assert_eq!(c.databases["m"].embedded.as_ref().unwrap().port, 55432);
+        assert!(check("[databases.m]\nurl = \"postgres://u@h/db\"\n").is_ok());
+        let (key, _) = check("[databases.m]\n").unwrap_err();
+        assert_eq!(key, "databases.m");
+        let (key, _) = check("[databases.m]\nurl = \"mysql://x\"\n").unwrap_err();
+        assert_eq!(key, "databases.m.url");
+        let (key, _) = check("[databases.m]\nurl = \"postgres://x\"\nembedded = { data_dir = \"pg\" }\n").unwrap_err();
+        assert_eq!(key, "databases.m");
     }
 
     #[test]

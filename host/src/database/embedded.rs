@@ -1,0 +1,226 @@
+//! `embedded`: a local PostgreSQL for development, run from the machine's PostgreSQL binaries in a
+//! data folder of its own, with Maestro's schema loaded, and stopped when conductor stops.
+//!
+//! The schema (`host/schema/maestro-schema.sql`, from the Maestro database contract) is loaded
+//! only into a database this host created itself: conductor never migrates a real Maestro
+//! database.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::config::EmbeddedDatabase;
+
+/// Maestro's schema as Maestro's migrations leave it (test and development fixture).
+pub const MAESTRO_SCHEMA: &str = include_str!("../../schema/maestro-schema.sql");
+/// The database the embedded server holds.
+const DATABASE: &str = "maestro";
+
+/// Why the embedded database did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedError {
+    #[error("no PostgreSQL binaries found (looked in {0}); install PostgreSQL or set bin_dir")]
+    NoBinaries(String),
+    #[error("{step} failed: {detail}")]
+    Step { step: String, detail: String },
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+}
+
+/// A running embedded PostgreSQL. Stopped on [`EmbeddedPostgres::stop`] or drop.
+pub struct EmbeddedPostgres {
+    bin: PathBuf,
+    data: PathBuf,
+    port: u16,
+    /// Run the server's commands as `postgres` (PostgreSQL refuses to run as root).
+    as_postgres: bool,
+    running: bool,
+}
+
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .map(|uids| uids.split_whitespace().next() == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// The newest `/usr/lib/postgresql/<version>/bin`, or `bin_dir` when given.
+fn find_binaries(bin_dir: Option<&Path>) -> Result<PathBuf, EmbeddedError> {
+    if let Some(dir) = bin_dir {
+        return Ok(dir.to_owned());
+    }
+    let root = Path::new("/usr/lib/postgresql");
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("pg_ctl").exists().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .map(|(_, bin)| bin)
+        .ok_or_else(|| EmbeddedError::NoBinaries(root.display().to_string()))
+}
+
+impl EmbeddedPostgres {
+    /// Initialises the data folder if it is new, starts the server on 127.0.0.1:`port`, creates
+    /// the `maestro` database and loads the schema into it if it has none.
+    pub fn start(config: &EmbeddedDatabase) -> Result<Self, EmbeddedError> {
+        let bin = find_binaries(config.bin_dir.as_deref())?;
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| EmbeddedError::Io(config.data_dir.display().to_string(), e))?;
+        let data = std::fs::canonicalize(&config.data_dir)
+            .map_err(|e| EmbeddedError::Io(config.data_dir.display().to_string(), e))?;
+        let mut pg = Self {
+            bin,
+            data,
+            port: config.port,
+            as_postgres: running_as_root(),
+            running: false,
+        };
+        if pg.as_postgres {
+            pg.run(
+                "chown",
+                Command::new("chown").arg("-R").arg("postgres:postgres").arg(&pg.data),
+            )?;
+        }
+        if !pg.data.join("PG_VERSION").exists() {
+            let mut initdb = pg.server_command("initdb");
+            initdb
+                .arg("-D")
+                .arg(&pg.data)
+                .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
+            pg.run("initdb", &mut initdb)?;
+        }
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            pg.port,
+            pg.data.display()
+        );
+        let mut start = pg.server_command("pg_ctl");
+        start
+            .arg("-D")
+            .arg(&pg.data)
+            .args(["-o", &options, "-l"])
+            .arg(pg.data.join("server.log"))
+            .args(["-w", "start"]);
+        pg.run("pg_ctl start", &mut start)?;
+        pg.running = true;
+        let exists = pg.psql(
+            "postgres",
+            &[
+                "-tAc",
+                &format!("SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"),
+            ],
+        )?;
+        if exists.trim() != "1" {
+            pg.psql("postgres", &["-c", &format!("CREATE DATABASE {DATABASE}")])?;
+        }
+        let has_schema = pg.psql(
+            DATABASE,
+            &["-tAc", "SELECT to_regclass('public.migrations') IS NOT NULL"],
+        )?;
+        if has_schema.trim() != "t" {
+            pg.psql(DATABASE, &["-v", "ON_ERROR_STOP=1", "-q", "-c", MAESTRO_SCHEMA])?;
+            tracing::info!(
+                database = DATABASE,
+                "loaded Maestro's schema into the embedded database"
+            );
+        }
+        Ok(pg)
+    }
+
+    /// `postgres://postgres@127.0.0.1:<port>/maestro`.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{DATABASE}", self.port)
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
+    /// Stops the server (fast shutdown: open sessions are ended).
+    pub fn stop(&mut self) -> Result<(), EmbeddedError> {
+        if !self.running {
+            return Ok(());
+        }
+        let mut stop = self.server_command("pg_ctl");
+        stop.arg("-D").arg(&self.data).args(["-m", "fast", "-w", "stop"]);
+        self.run("pg_ctl stop", &mut stop)?;
+        self.running = false;
+        tracing::info!(data_dir = %self.data.display(), "embedded database stopped");
+        Ok(())
+    }
+
+    /// A server binary, run as `postgres` when we are root.
+    fn server_command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(path);
+            c
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn psql(&self, database: &str, args: &[&str]) -> Result<String, EmbeddedError> {
+        let psql = [self.bin.join("psql"), PathBuf::from("psql")]
+            .into_iter()
+            .find(|p| p.is_absolute() && p.exists())
+            .unwrap_or_else(|| PathBuf::from("psql"));
+        let mut c = Command::new(psql);
+        c.args([
+            "-X",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            database,
+        ])
+        .args(args);
+        let out = self.run("psql", &mut c)?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn run(&self, step: &str, command: &mut Command) -> Result<Output, EmbeddedError> {
+        let out = command.output().map_err(|e| EmbeddedError::Io(step.to_owned(), e))?;
+        if out.status.success() {
+            return Ok(out);
+        }
+        let mut detail = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        if step.starts_with("pg_ctl") {
+            // The server's own log says why it did not start.
+            if let Ok(log) = std::fs::read_to_string(self.data.join("server.log")) {
+                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                detail = format!(
+                    "{detail}; server log: {}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                );
+            }
+        }
+        Err(EmbeddedError::Step {
+            step: step.to_owned(),
+            detail,
+        })
+    }
+}
+
+impl Drop for EmbeddedPostgres {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop() {
+            tracing::warn!(error = %e, "embedded database did not stop cleanly");
+        }
+    }
+}
