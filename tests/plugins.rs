@@ -148,6 +148,11 @@ async fn a_misbehaving_component_fails_only_its_own_calls() {
             tokio::spawn(async move { status_update(&mut client, mode, "chaos").await })
         };
         memory_source_serves(&mut client, &format!("during-{mode}")).await;
+        if mode == "loop" {
+            // The pool (pool_size = 2) serves the same plugin's other callers meanwhile.
+            status_update(&mut client, "ok", "chaos").await.unwrap();
+            assert!(!bad.is_finished(), "the looping call is still running");
+        }
         let s = bad.await.unwrap().unwrap_err();
         assert_eq!(s.code(), Code::FailedPrecondition, "{mode}: {s:?}");
         let body: serde_json::Value = serde_json::from_str(s.message()).unwrap();
@@ -327,6 +332,31 @@ async fn a_replaced_plugin_is_reloaded_without_dropping_streams() {
         assert_eq!(e.source, "chaos", "{form:?}");
         assert_eq!(attr_str(&e, "ce-resourceid"), Some("chaos-work"));
     }
+}
+
+#[tokio::test]
+async fn kv_state_survives_a_reload() {
+    let file = plugin_artifact("static-works", Form::Component);
+    let config = static_works(Form::Component, &file, ALL_GRANTS).replace("announce_after_ms = 300", "");
+    let c = Conductor::start(&config).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    let id = attr_str(&sub.next_event().await.unwrap(), "ce-resourceid")
+        .unwrap()
+        .to_owned();
+    status_update(&mut client, &id, "static").await.unwrap();
+    wait_for_log(&c, "status of cluster1/web stored").await;
+    let (code, _) = conductor_blackbox_tests::http_post(c.admin_addr.as_deref().unwrap(), "/reload")
+        .await
+        .unwrap();
+    assert_eq!(code, 202);
+    wait_for_log(&c, r#""message":"plugins reloaded""#).await;
+    // The reloaded plugin finds the status its predecessor stored.
+    status_update(&mut client, &id, "static").await.unwrap();
+    wait_for_log(&c, "status of cluster1/web unchanged").await;
 }
 
 async fn wait_for_log(c: &Conductor, needle: &str) {

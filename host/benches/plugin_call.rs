@@ -127,9 +127,15 @@ fn main() {
             if !forms.split(',').any(|f| f == name) {
                 continue;
             }
-            let source = PluginSource::load("static", &plugin_config(kind, file), file, sink.clone())
-                .await
-                .unwrap_or_else(|e| panic!("{name}: {e} (build the plugin first, see the header)"));
+            let source = PluginSource::load(
+                "static",
+                &plugin_config(kind, file),
+                file,
+                sink.clone(),
+                Default::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e} (build the plugin first, see the header)"));
             loaded.push((name, source));
         }
 

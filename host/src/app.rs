@@ -10,11 +10,21 @@ use tokio_util::sync::CancellationToken;
 use crate::broker::{Broker, EventSink, Fanout};
 use crate::config::{ConfigError, LoadedConfig, PluginConfig, PluginKind};
 use crate::database::EmbeddedPostgres;
-use crate::plugins::PluginSource;
+use crate::plugins::{KvStore, PluginSource};
 use crate::proto::SERVICE_NAME;
 use crate::registry::{Registry, Source};
 use crate::sources::MemorySource;
 use crate::telemetry::{Metrics, admin};
+
+/// Every plugin's `kv` state by plugin name, for the life of the process (it survives reloads).
+#[derive(Clone, Default)]
+pub struct KvStores(Arc<parking_lot::Mutex<std::collections::HashMap<String, KvStore>>>);
+
+impl KvStores {
+    fn of(&self, plugin: &str) -> KvStore {
+        Arc::clone(self.0.lock().entry(plugin.to_owned()).or_default())
+    }
+}
 
 /// Loads one configured plugin; errors name the plugin's key.
 async fn load_source(
@@ -22,6 +32,7 @@ async fn load_source(
     name: &str,
     plugin: &PluginConfig,
     sink: &Arc<dyn EventSink>,
+    kv: &KvStores,
 ) -> Result<Arc<dyn Source>, ConfigError> {
     let config = &loaded.config;
     match plugin.kind {
@@ -33,7 +44,7 @@ async fn load_source(
         }
         PluginKind::Component | PluginKind::Native => {
             let file = loaded.plugin_file(plugin).expect("validated: plugins have files");
-            let source = PluginSource::load(name, plugin, &file, Arc::clone(sink))
+            let source = PluginSource::load(name, plugin, &file, Arc::clone(sink), kv.of(name))
                 .await
                 .map_err(|e| loaded.error(format!("plugins.{name}"), format!("{}: {e}", file.display())))?;
             Ok(source)
@@ -42,17 +53,21 @@ async fn load_source(
 }
 
 /// Loads every configured plugin and builds the registry over them.
-pub async fn build_registry(loaded: &LoadedConfig, sink: Arc<dyn EventSink>) -> Result<Registry, ConfigError> {
+pub async fn build_registry(
+    loaded: &LoadedConfig,
+    sink: Arc<dyn EventSink>,
+    kv: &KvStores,
+) -> Result<Registry, ConfigError> {
     let mut sources = Vec::new();
     for (name, plugin) in &loaded.config.plugins {
-        sources.push(load_source(loaded, name, plugin, &sink).await?);
+        sources.push(load_source(loaded, name, plugin, &sink, kv).await?);
     }
     Registry::new(sources, &loaded.config.routes).map_err(|e| loaded.error("routes", e.to_string()))
 }
 
 /// Reloads the plugin files: every component or native plugin that loads again replaces the
 /// running one; one that fails keeps the running one and says why. Subscriptions stay up.
-pub async fn reload(loaded: &LoadedConfig, broker: &Broker) {
+pub async fn reload(loaded: &LoadedConfig, broker: &Broker, kv: &KvStores) {
     let sink: Arc<dyn EventSink> = broker.fanout().clone();
     let current = broker.registry();
     let mut sources = Vec::new();
@@ -61,7 +76,7 @@ pub async fn reload(loaded: &LoadedConfig, broker: &Broker) {
         let running = current.plugins().iter().find(|p| p.name() == name).cloned();
         let next = match (plugin.kind, running) {
             (PluginKind::Memory, Some(running)) => running,
-            (_, running) => match load_source(loaded, name, plugin, &sink).await {
+            (_, running) => match load_source(loaded, name, plugin, &sink, kv).await {
                 Ok(fresh) => fresh,
                 Err(e) => match running {
                     Some(running) => {
@@ -93,7 +108,7 @@ pub async fn reload(loaded: &LoadedConfig, broker: &Broker) {
 
 /// A summary of what a configuration would run, for `check-config` and `plugins list`.
 pub async fn describe(loaded: &LoadedConfig) -> Result<String, ConfigError> {
-    let registry = build_registry(loaded, Fanout::new(Metrics::new(), 1, 0)).await?;
+    let registry = build_registry(loaded, Fanout::new(Metrics::new(), 1, 0), &KvStores::default()).await?;
     let c = &loaded.config;
     let mut out = format!(
         "{}: ok\n  gRPC: {} ({}), receive limit {} bytes\n  heartbeat: {}\n",
@@ -133,7 +148,8 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         config.broker.subscriber_queue_size,
         config.broker.remembered_metadata,
     );
-    let registry = Arc::new(build_registry(&loaded, fanout.clone()).await?);
+    let kv = KvStores::default();
+    let registry = Arc::new(build_registry(&loaded, fanout.clone(), &kv).await?);
     let streams_end = CancellationToken::new();
     let broker = Arc::new(Broker::new(
         fanout,
@@ -188,7 +204,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         tokio::spawn(async move {
             while reload_rx.recv().await.is_some() {
                 tracing::info!("reloading plugins");
-                reload(&loaded, &broker).await;
+                reload(&loaded, &broker, &kv).await;
             }
         })
     };

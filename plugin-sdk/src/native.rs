@@ -5,6 +5,7 @@
 //!   host checks before anything else (the handshake).
 //! - Messages cross as bytes: [`PluginRequest`]/[`PluginResponse`] and
 //!   [`HostRequest`]/[`HostResponse`], encoded with postcard. No Rust types cross the boundary.
+//!   Byte payloads are `serde_bytes`, so postcard copies them as one block.
 //! - A [`Buffer`] is freed by the side that allocated it: the plugin's with `PluginApi::free`, the
 //!   host's with `HostApi::free`. Inputs are borrowed for the duration of a call.
 //! - Every entry point catches panics and answers with an error instead.

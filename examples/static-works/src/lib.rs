@@ -8,8 +8,9 @@
 //! ```
 //!
 //! - resync (`list`) answers with the cluster's works;
-//! - status updates from work agents are kept in the host's `kv` (shared by all instances) and
-//!   logged; a status for a work it does not serve is `NotFound`;
+//! - status updates from work agents are kept in the host's `kv` (shared by all instances and
+//!   kept across reloads) and logged, an identical one as unchanged; a status for a work it does
+//!   not serve is `NotFound`;
 //! - with `announce_after_ms`, a timer emits every work once to the subscribed agents.
 //!
 //! The same source builds as a WebAssembly component (`--target wasm32-wasip2`) and as a native
@@ -166,7 +167,12 @@ impl Plugin for StaticWorks {
             .by_id(cluster, id)
             .ok_or_else(|| SourceError::NotFound(format!("manifestworks {id} not found in {cluster}")))?;
         let status = event.data.clone().unwrap_or_default();
-        host.kv_set(&format!("status/{cluster}/{}", work.name), &status);
+        let key = format!("status/{cluster}/{}", work.name);
+        if host.kv_get(&key).as_deref() == Some(status.as_slice()) {
+            host.info(&format!("status of {cluster}/{} unchanged", work.name));
+            return Ok(());
+        }
+        host.kv_set(&key, &status);
         host.info(&format!(
             "status of {cluster}/{} stored ({} bytes)",
             work.name,
@@ -249,6 +255,8 @@ mod tests {
             fake.recorded().kv.get("status/cluster1/web").unwrap(),
             br#"{"conditions":[]}"#
         );
+        p.handle(&host, Identity::anonymous(), status.clone()).unwrap();
+        assert!(fake.recorded().logs.last().unwrap().1.ends_with("unchanged"));
         status.set_extension("resourceid", "nope");
         assert!(matches!(
             p.handle(&host, Identity::anonymous(), status),

@@ -12,12 +12,16 @@ use tokio::sync::mpsc;
 
 use crate::broker::EventSink;
 
+/// A plugin's `kv` state. It belongs to the plugin's name, not to one loaded copy, so it
+/// survives reloads.
+pub type KvStore = Arc<Mutex<HashMap<String, Vec<u8>>>>;
+
 /// What the host does for one plugin, shared by all its instances.
 pub struct Capabilities {
     plugin: String,
     grants: BTreeSet<Capability>,
     sink: Arc<dyn EventSink>,
-    kv: Mutex<HashMap<String, Vec<u8>>>,
+    kv: KvStore,
     config_json: String,
     timers: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     /// Where fired timers go: the plugin's event loop calls `on_event` with them.
@@ -32,12 +36,13 @@ impl Capabilities {
         sink: Arc<dyn EventSink>,
         config_json: String,
         events: mpsc::UnboundedSender<HostEvent>,
+        kv: KvStore,
     ) -> Arc<Self> {
         Arc::new(Self {
             plugin: plugin.to_owned(),
             grants,
             sink,
-            kv: Mutex::default(),
+            kv,
             config_json,
             timers: Mutex::default(),
             events,

@@ -21,6 +21,7 @@ use crate::broker::EventSink;
 use crate::config::{PluginConfig, PluginKind};
 use crate::registry::{ListOptions, Source};
 use capabilities::Capabilities;
+pub use capabilities::KvStore;
 
 /// Why a plugin did not load.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -119,19 +120,21 @@ pub struct PluginSource {
 
 impl PluginSource {
     /// Loads the plugin `name` from `file`: reads its description, checks it against the grants,
-    /// starts its first instance (`init`) and its event loop (timers).
+    /// starts its first instance (`init`) and its event loop (timers). `kv` is the plugin's state,
+    /// kept by the caller across reloads.
     pub async fn load(
         name: &str,
         config: &PluginConfig,
         file: &Path,
         sink: Arc<dyn EventSink>,
+        kv: KvStore,
     ) -> Result<Arc<Self>, LoadError> {
         let grants = grants(config);
         let description = inspect(config.kind, file).await?;
         let data_types = check(&description, &grants)?;
         let config_json = serde_json::to_string(&config.config).unwrap_or_else(|_| "{}".to_owned());
         let (events_tx, mut events_rx) = mpsc::unbounded_channel::<HostEvent>();
-        let capabilities = Capabilities::new(name, grants, sink, config_json.clone(), events_tx);
+        let capabilities = Capabilities::new(name, grants, sink, config_json.clone(), events_tx, kv);
         let runtime: Arc<dyn Runtime> = match config.kind {
             PluginKind::Native => Arc::new(
                 native::NativeRuntime::load(file, Arc::clone(&capabilities), config.pool_size, config_json).await?,
