@@ -1,5 +1,7 @@
-//! Databases named in `conductor.toml`: a PostgreSQL URL, or an embedded development database.
+//! Databases named in `conductor.toml`: a PostgreSQL URL, or an embedded development database;
+//! pools, Maestro's advisory-lock keys, startup checks and LISTEN streams.
 
 pub mod embedded;
+pub mod postgres;
 
 pub use embedded::EmbeddedPostgres;

@@ -1,0 +1,171 @@
+//! PostgreSQL for the plugins that share a database with another system (Maestro): pools,
+//! Maestro's advisory-lock keys, the startup checks, and LISTEN as a resumable stream of
+//! notifications that says when it reconnected, so a plugin can catch up on what it missed.
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The last migration of the Maestro schema this host understands (`maestro-db.md` §1.1).
+pub const MAESTRO_LAST_MIGRATION: &str = "202412181141";
+
+/// Why a database is not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("cannot connect: {0}")]
+    Connect(#[source] sqlx::Error),
+    #[error(
+        "the database has no Maestro schema (migration {MAESTRO_LAST_MIGRATION} not found); run Maestro's migration first"
+    )]
+    NoSchema,
+    #[error("the role cannot LISTEN: {0}")]
+    Listen(#[source] sqlx::Error),
+    #[error("{0}")]
+    Query(#[from] sqlx::Error),
+}
+
+/// FNV-1a, 32 bits, reinterpreted as `int4`: Maestro's advisory-lock key of a string.
+pub fn advisory_key(s: &str) -> i32 {
+    let mut hash: u32 = 2_166_136_261;
+    for b in s.bytes() {
+        hash ^= u32::from(b);
+        hash = hash.wrapping_mul(16_777_619);
+    }
+    hash as i32
+}
+
+/// The two-`int4` advisory lock Maestro takes for `id` of `lock_type` (`events`, `resources`,
+/// `resource_status`, …). The `bigint` form is a different lock space: always bind both keys.
+pub fn advisory_keys(id: &str, lock_type: &str) -> (i32, i32) {
+    (advisory_key(id), advisory_key(lock_type))
+}
+
+/// A pool on `url`, with this process named in `pg_stat_activity`.
+pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, DbError> {
+    let options: PgConnectOptions = url.parse().map_err(DbError::Connect)?;
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options.application_name("conductor"))
+        .await
+        .map_err(DbError::Connect)
+}
+
+/// Checks that the database has Maestro's schema and that the role can LISTEN.
+pub async fn check_maestro(pool: &PgPool) -> Result<(), DbError> {
+    let has_table: bool = sqlx::query_scalar("SELECT to_regclass('public.migrations') IS NOT NULL")
+        .fetch_one(pool)
+        .await?;
+    if !has_table {
+        return Err(DbError::NoSchema);
+    }
+    let found: Option<String> = sqlx::query_scalar("SELECT id FROM migrations WHERE id = $1")
+        .bind(MAESTRO_LAST_MIGRATION)
+        .fetch_optional(pool)
+        .await?;
+    if found.is_none() {
+        return Err(DbError::NoSchema);
+    }
+    let mut listener = PgListener::connect_with(pool).await.map_err(DbError::Listen)?;
+    listener.listen("conductor_probe").await.map_err(DbError::Listen)?;
+    listener.unlisten_all().await.map_err(DbError::Listen)?;
+    Ok(())
+}
+
+/// What a LISTEN stream delivers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbEvent {
+    Notification {
+        channel: String,
+        payload: String,
+    },
+    /// The listening connection was lost and is back: notifications sent meanwhile are gone,
+    /// so catch up from the tables.
+    Reconnected,
+}
+
+/// Listens on `channels` until `stop`, sending what arrives to `events`. A lost connection is
+/// re-established with backoff (100 ms doubling to 10 s, logged each time), then `Reconnected`
+/// is sent.
+pub fn listen(
+    pool: PgPool,
+    channels: Vec<String>,
+    events: mpsc::Sender<DbEvent>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut backoff = Duration::from_millis(100);
+        let mut first = true;
+        loop {
+            let attempt = async {
+                let mut listener = PgListener::connect_with(&pool).await?;
+                listener.listen_all(channels.iter().map(String::as_str)).await?;
+                Ok::<_, sqlx::Error>(listener)
+            };
+            let mut listener = tokio::select! {
+                _ = stop.cancelled() => return,
+                r = attempt => match r {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::warn!(error = %e, retry_in = ?backoff, "LISTEN failed; retrying");
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            _ = tokio::time::sleep(backoff) => {}
+                        }
+                        backoff = (backoff * 2).min(Duration::from_secs(10));
+                        continue;
+                    }
+                },
+            };
+            backoff = Duration::from_millis(100);
+            if !first {
+                tracing::info!(?channels, "LISTEN connection re-established");
+                if events.send(DbEvent::Reconnected).await.is_err() {
+                    return;
+                }
+            }
+            first = false;
+            loop {
+                let next = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    n = listener.try_recv() => n,
+                };
+                match next {
+                    Ok(Some(n)) => {
+                        let event = DbEvent::Notification {
+                            channel: n.channel().to_owned(),
+                            payload: n.payload().to_owned(),
+                        };
+                        if events.send(event).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) | Err(_) => {
+                        tracing::warn!(?channels, "LISTEN connection lost; reconnecting");
+                        break;
+                    }
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advisory_keys_match_maestros() {
+        // maestro-db.md §4.1, computed by Maestro's Go code.
+        assert_eq!(advisory_key("events"), 316_203_908);
+        assert_eq!(advisory_key("resources"), 1_893_056_498);
+        assert_eq!(advisory_key("resource_status"), -1_890_629_248);
+        assert_eq!(advisory_key("instances"), 105_446_707);
+        assert_eq!(advisory_key("migrations"), 457_026_696);
+        assert_eq!(advisory_key("maestro-instances-liveness-check"), -63_087_106);
+        assert_eq!(advisory_key("maestro-undelivered-check"), -534_849_769);
+        assert_eq!(advisory_key("maestro-stale-delete-check"), -1_780_146_569);
+    }
+}
