@@ -2,7 +2,8 @@
 # Prepare everything the conductor test suite needs beyond the Rust toolchain:
 #   - a Python venv with grpcio + grpcio-tools (second gRPC implementation for interop tests),
 #   - Python stubs generated from proto/cloudevent.proto,
-#   - the wasm32-wasip2 Rust target.
+#   - the wasm32-wasip2 Rust target,
+#   - PostgreSQL's server binaries (installed with apt-get when missing).
 # Idempotent; slow things are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/conductor.
 # Prints CONDUCTOR_PYTHON=..., CONDUCTOR_PYSTUBS=... and CONDUCTOR_GRPCURL=... at the end (eval-able) and writes
 # them as export lines to $CACHE/test-env.sh.
@@ -77,6 +78,19 @@ else
 fi
 (cd "$STUBS" && "$PY" -c 'import cloudevent_pb2, cloudevent_pb2_grpc') \
     || { log "generated stubs do not import"; exit 1; }
+
+# --- PostgreSQL server binaries (the embedded-database and PostgreSQL tests run a real server) ---
+if ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && command -v psql >/dev/null 2>&1; then
+    log "PostgreSQL binaries present"
+elif command -v apt-get >/dev/null 2>&1; then
+    log "installing PostgreSQL via apt-get"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+    # The package starts a cluster of its own; the tests run their own servers.
+    (service postgresql stop || true) >/dev/null 2>&1
+else
+    log "PostgreSQL binaries not found and apt-get is unavailable"; exit 1
+fi
 
 # --- Rust target --------------------------------------------------------------------------
 cd "$ROOT"  # so a rust-toolchain file, if any, selects the toolchain
