@@ -1,0 +1,152 @@
+//! `resources.payload` and `resources.status` hold a CloudEvent in structured JSON mode, with one
+//! change: the `metadata` extension, a JSON string on the wire, is stored as a JSON object
+//! (`maestro-db.md` §2). These convert both ways.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use conductor_plugin_sdk::ocm::extensions::METADATA;
+use conductor_plugin_sdk::{CloudEvent, ExtensionValue};
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PayloadError {
+    #[error("stored event is not a JSON object")]
+    NotAnObject,
+    #[error("stored event has no string {0:?}")]
+    Missing(&'static str),
+    #[error("stored event has an invalid time {0:?}")]
+    Time(String),
+    #[error("stored event data is not JSON: {0}")]
+    Data(String),
+}
+
+const CORE: [&str; 9] = [
+    "specversion",
+    "id",
+    "source",
+    "type",
+    "time",
+    "datacontenttype",
+    "dataschema",
+    "subject",
+    "data",
+];
+
+fn format_time(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+/// The stored form of an event: structured JSON with `metadata` as an object.
+pub fn to_json_map(event: &CloudEvent) -> Result<Value, PayloadError> {
+    let mut m = Map::new();
+    m.insert("specversion".into(), event.spec_version.clone().into());
+    m.insert("id".into(), event.id.clone().into());
+    m.insert("source".into(), event.source.clone().into());
+    m.insert("type".into(), event.ty.clone().into());
+    if let Some(t) = &event.time {
+        m.insert("time".into(), format_time(t).into());
+    }
+    for (key, value) in [
+        ("datacontenttype", &event.data_content_type),
+        ("dataschema", &event.data_schema),
+        ("subject", &event.subject),
+    ] {
+        if let Some(v) = value {
+            m.insert(key.into(), v.clone().into());
+        }
+    }
+    if let Some(data) = &event.data {
+        let data: Value = serde_json::from_slice(data).map_err(|e| PayloadError::Data(e.to_string()))?;
+        m.insert("data".into(), data);
+    }
+    for (name, value) in &event.extensions {
+        let v = match value {
+            ExtensionValue::String(s) if name == METADATA => {
+                serde_json::from_str(s).unwrap_or_else(|_| s.clone().into())
+            }
+            ExtensionValue::String(s) | ExtensionValue::Uri(s) | ExtensionValue::UriRef(s) => s.clone().into(),
+            ExtensionValue::Integer(i) => (*i).into(),
+            ExtensionValue::Boolean(b) => (*b).into(),
+            ExtensionValue::Timestamp(t) => format_time(t).into(),
+            ExtensionValue::Bytes(b) => Value::Array(b.iter().map(|x| Value::from(*x)).collect()),
+        };
+        m.insert(name.clone(), v);
+    }
+    Ok(Value::Object(m))
+}
+
+/// An event from its stored form: `metadata` back to a JSON string, numbers as integers,
+/// other JSON values as strings.
+pub fn from_json_map(stored: &Value) -> Result<CloudEvent, PayloadError> {
+    let m = stored.as_object().ok_or(PayloadError::NotAnObject)?;
+    let text = |key: &'static str| m.get(key).and_then(Value::as_str).map(str::to_owned);
+    let mut e = CloudEvent::new(
+        text("id").ok_or(PayloadError::Missing("id"))?,
+        text("source").ok_or(PayloadError::Missing("source"))?,
+        text("type").ok_or(PayloadError::Missing("type"))?,
+    );
+    e.spec_version = text("specversion").ok_or(PayloadError::Missing("specversion"))?;
+    e.data_content_type = text("datacontenttype");
+    e.data_schema = text("dataschema");
+    e.subject = text("subject");
+    if let Some(t) = text("time") {
+        e.time = Some(
+            DateTime::parse_from_rfc3339(&t)
+                .map_err(|_| PayloadError::Time(t.clone()))?
+                .with_timezone(&Utc),
+        );
+    }
+    if let Some(data) = m.get("data").filter(|d| !d.is_null()) {
+        e.data = Some(serde_json::to_vec(data).map_err(|err| PayloadError::Data(err.to_string()))?);
+    }
+    for (key, value) in m.iter().filter(|(k, _)| !CORE.contains(&k.as_str())) {
+        let v = match value {
+            Value::String(s) => ExtensionValue::String(s.clone()),
+            Value::Bool(b) => ExtensionValue::Boolean(*b),
+            Value::Number(n) => match n.as_i64().and_then(|i| i32::try_from(i).ok()) {
+                Some(i) => ExtensionValue::Integer(i),
+                None => ExtensionValue::String(n.to_string()),
+            },
+            Value::Null => continue,
+            other => ExtensionValue::String(other.to_string()),
+        };
+        e.extensions.insert(key.clone(), v);
+    }
+    Ok(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stored_spec() -> Value {
+        json!({
+            "specversion": "1.0", "id": "e-1", "source": "source-work-client",
+            "type": "io.open-cluster-management.works.v1alpha1.manifestbundles.spec.create_request",
+            "time": "2025-06-01T12:00:00Z", "datacontenttype": "application/json",
+            "data": {"manifests": [{"kind": "ConfigMap"}]},
+            "metadata": {"name": "nginx", "namespace": "cluster1"},
+            "resourceid": "r-1", "clustername": "cluster1", "resourceversion": 2, "originalsource": "", "logtracing": "{}"
+        })
+    }
+
+    #[test]
+    fn metadata_is_an_object_in_the_database_and_a_string_on_the_wire() {
+        let e = from_json_map(&stored_spec()).unwrap();
+        let meta: Value = serde_json::from_str(e.extension_str("metadata").unwrap()).unwrap();
+        assert_eq!(meta["name"], "nginx");
+        assert_eq!(e.extension("resourceversion"), Some(&ExtensionValue::Integer(2)));
+        assert_eq!(e.data_json::<Value>().unwrap()["manifests"][0]["kind"], "ConfigMap");
+        let back = to_json_map(&e).unwrap();
+        assert_eq!(back, stored_spec());
+    }
+
+    #[test]
+    fn malformed_stored_events_are_errors() {
+        assert_eq!(from_json_map(&json!([])), Err(PayloadError::NotAnObject));
+        assert_eq!(from_json_map(&json!({"id": "x"})), Err(PayloadError::Missing("source")));
+        let mut bad = stored_spec();
+        bad["time"] = "yesterday".into();
+        assert!(matches!(from_json_map(&bad), Err(PayloadError::Time(_))));
+    }
+}
