@@ -7,6 +7,7 @@
 pub mod payload;
 pub mod sequence;
 pub mod spec;
+pub mod sql;
 pub mod status;
 
 /// The source name agents see on Maestro's resources (hard-coded upstream, independent of

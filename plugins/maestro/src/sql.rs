@@ -1,0 +1,41 @@
+//! The statements the maestro source runs on Maestro's database (`maestro-db.md` §12), written
+//! once here. Column-targeted writes only on `resources`; nothing ever touches `server_instances`
+//! or `event_instances`; no migrations.
+
+/// Try-lock an `events` row (key1 = FNV-1a of the event id, key2 = FNV-1a of `events`); held
+/// until the transaction ends.
+pub const TRY_LOCK: &str = "SELECT pg_try_advisory_xact_lock($1, $2)";
+/// Blocking lock (for `resource_status`).
+pub const LOCK: &str = "SELECT pg_advisory_xact_lock($1, $2)";
+
+/// An event row: `source`, `source_id`, `event_type`, whether reconciled.
+pub const READ_EVENT: &str = "SELECT source, source_id, event_type, reconciled_date IS NOT NULL \
+     FROM events WHERE id = $1 AND deleted_at IS NULL LIMIT 1";
+pub const MARK_RECONCILED: &str = "UPDATE events SET reconciled_date = $1, updated_at = $1 WHERE id = $2";
+pub const PURGE_RECONCILED: &str = "DELETE FROM events WHERE reconciled_date IS NOT NULL";
+pub const UNRECONCILED: &str = "SELECT id FROM events WHERE reconciled_date IS NULL AND deleted_at IS NULL";
+
+/// The columns of [`crate::spec::ResourceRow`], JSON as text.
+macro_rules! resource_columns {
+    () => {
+        "id, consumer_name, version, source, payload::text, status::text, created_at, deleted_at"
+    };
+}
+/// One resource, unscoped (soft-deleted rows too).
+pub const READ_RESOURCE: &str = concat!("SELECT ", resource_columns!(), " FROM resources WHERE id = $1 LIMIT 1");
+/// A consumer's resources for resync: unscoped, no source filter.
+pub const LIST_RESOURCES: &str = concat!(
+    "SELECT ",
+    resource_columns!(),
+    " FROM resources WHERE consumer_name = $1"
+);
+
+pub const UPDATE_STATUS: &str = "UPDATE resources SET status = $1::json, updated_at = $2 WHERE id = $3";
+pub const HARD_DELETE: &str = "DELETE FROM resources WHERE id = $1";
+pub const INSERT_STATUS_UPDATE: &str = "INSERT INTO status_events \
+     (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) \
+     VALUES ($1, $2, $2, NULL, $3, '', '', NULL, NULL, 'StatusUpdate', NULL)";
+pub const INSERT_STATUS_DELETE: &str = "INSERT INTO status_events \
+     (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) \
+     VALUES ($1, $2, $2, NULL, $3, $4, '', $5::json, $6::json, 'StatusDelete', NULL)";
+pub const NOTIFY_STATUS: &str = "SELECT pg_notify('status_events', $1)";
