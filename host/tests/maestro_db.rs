@@ -2,10 +2,9 @@
 //! schema, driven the way Maestro drives it (rows + events + NOTIFY): the database half of
 //! `maestro-db.md` §10.5 scenarios 2, 5, 6, 7, 10 and 11.
 
-use std::os::unix::fs::PermissionsExt;
+mod common;
 
 use chrono::{DateTime, Utc};
-use conductor::config::EmbeddedDatabase;
 use conductor::database::EmbeddedPostgres;
 use conductor::database::postgres::{self, advisory_keys};
 use conductor_plugin_sdk::CloudEvent;
@@ -17,22 +16,7 @@ use serde_json::{Value, json};
 use sqlx::{PgPool, Row};
 
 async fn database() -> (tempfile::TempDir, EmbeddedPostgres, PgPool) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let config = EmbeddedDatabase {
-        data_dir: dir.path().join("pg"),
-        port,
-        bin_dir: None,
-    };
-    let pg = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&config))
-        .await
-        .unwrap()
-        .unwrap();
+    let (dir, pg) = tokio::task::spawn_blocking(common::start_embedded).await.unwrap();
     let pool = postgres::connect(&pg.url(), 4).await.unwrap();
     postgres::check_maestro(&pool).await.unwrap();
     (dir, pg, pool)

@@ -2,36 +2,17 @@
 //! binaries): Maestro's schema check, advisory locks in Maestro's two-int4 key space, and LISTEN
 //! surviving the loss of its connection.
 
-use std::os::unix::fs::PermissionsExt;
+mod common;
+
 use std::time::Duration;
 
-use conductor::config::EmbeddedDatabase;
-use conductor::database::EmbeddedPostgres;
 use conductor::database::postgres::{self, DbError, DbEvent};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-fn start_embedded() -> (tempfile::TempDir, EmbeddedPostgres) {
-    let dir = tempfile::tempdir().unwrap();
-    // The server runs as `postgres` when the tests run as root: let it reach its folder.
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let pg = EmbeddedPostgres::start(&EmbeddedDatabase {
-        data_dir: dir.path().join("pg"),
-        port,
-        bin_dir: None,
-    })
-    .expect("the embedded PostgreSQL starts");
-    (dir, pg)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn maestro_schema_check_locks_and_listen_against_real_postgres() {
-    let (_dir, pg) = start_embedded();
+    let (_dir, pg) = common::start_embedded();
     let pool = postgres::connect(&pg.url(), 4).await.unwrap();
     postgres::check_maestro(&pool)
         .await
