@@ -297,14 +297,7 @@ async fn a_replaced_plugin_is_reloaded_without_dropping_streams() {
             Form::Native => "plugin.so",
         });
         std::fs::copy(plugin_artifact("static-works", form), &file).unwrap();
-        let config = static_works(form, &file, ALL_GRANTS).replace("announce_after_ms = 300", "");
-        let c = Conductor::start(&config).unwrap();
-        let mut client = c.client().await.unwrap();
-        let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
-        publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
-            .await
-            .unwrap();
-        assert_eq!(sub.next_event().await.unwrap().source, "static", "{form:?}");
+        let (c, mut client, mut sub, _) = start_static_works(form, &file).await;
 
         // A broken file: the reload fails, the running plugin stays.
         std::fs::write(&file, b"not a plugin").unwrap();
@@ -337,16 +330,7 @@ async fn a_replaced_plugin_is_reloaded_without_dropping_streams() {
 #[tokio::test]
 async fn kv_state_survives_a_reload() {
     let file = plugin_artifact("static-works", Form::Component);
-    let config = static_works(Form::Component, &file, ALL_GRANTS).replace("announce_after_ms = 300", "");
-    let c = Conductor::start(&config).unwrap();
-    let mut client = c.client().await.unwrap();
-    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
-    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
-        .await
-        .unwrap();
-    let id = attr_str(&sub.next_event().await.unwrap(), "ce-resourceid")
-        .unwrap()
-        .to_owned();
+    let (c, mut client, _sub, id) = start_static_works(Form::Component, &file).await;
     status_update(&mut client, &id, "static").await.unwrap();
     wait_for_log(&c, "status of cluster1/web stored").await;
     let (code, _) = conductor_blackbox_tests::http_post(c.admin_addr.as_deref().unwrap(), "/reload")
@@ -357,6 +341,30 @@ async fn kv_state_survives_a_reload() {
     // The reloaded plugin finds the status its predecessor stored.
     status_update(&mut client, &id, "static").await.unwrap();
     wait_for_log(&c, "status of cluster1/web unchanged").await;
+}
+
+/// Starts static-works (no announce timer) from `file`, subscribes to cluster1's works and
+/// resyncs: returns the conductor, the client, the subscription and the served work's id.
+async fn start_static_works(
+    form: Form,
+    file: &std::path::Path,
+) -> (
+    Conductor,
+    CloudEventServiceClient<Channel>,
+    conductor_blackbox_tests::Sub,
+    String,
+) {
+    let config = static_works(form, file, ALL_GRANTS).replace("announce_after_ms = 300", "");
+    let c = Conductor::start(&config).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    let work = sub.next_event().await.unwrap();
+    assert_eq!(work.source, "static", "{form:?}");
+    let id = attr_str(&work, "ce-resourceid").unwrap().to_owned();
+    (c, client, sub, id)
 }
 
 async fn wait_for_log(c: &Conductor, needle: &str) {

@@ -126,11 +126,7 @@ async fn handle_status(pool: &PgPool, event: &CloudEvent) -> Decision {
                 .execute(&mut *tx)
                 .await
                 .unwrap();
-            sqlx::query(sql::NOTIFY_STATUS)
-                .bind(&status_event_id)
-                .execute(&mut *tx)
-                .await
-                .unwrap();
+            notify_status(&mut tx, &status_event_id).await;
         }
         Decision::Delete { status } => {
             let row = found.unwrap();
@@ -144,17 +140,21 @@ async fn handle_status(pool: &PgPool, event: &CloudEvent) -> Decision {
                 .execute(&mut *tx)
                 .await
                 .unwrap();
-            sqlx::query(sql::NOTIFY_STATUS)
-                .bind(&status_event_id)
-                .execute(&mut *tx)
-                .await
-                .unwrap();
+            notify_status(&mut tx, &status_event_id).await;
             sqlx::query(sql::HARD_DELETE).bind(&id).execute(&mut *tx).await.unwrap();
         }
         Decision::UnknownResource | Decision::Skip(_) => {}
     }
     tx.commit().await.unwrap();
     decision
+}
+
+async fn notify_status(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>, status_event_id: &str) {
+    sqlx::query(sql::NOTIFY_STATUS)
+        .bind(status_event_id.to_owned())
+        .execute(&mut **tx)
+        .await
+        .unwrap();
 }
 
 async fn count(pool: &PgPool, sql: &'static str) -> i64 {

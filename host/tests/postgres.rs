@@ -10,6 +10,26 @@ use conductor::database::postgres::{self, DbError, DbEvent};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// NOTIFYs `events` with `payload` until something arrives (a NOTIFY sent before the LISTEN is in
+/// place is lost), and returns what arrived.
+async fn notify_until_received(
+    pool: &sqlx::PgPool,
+    rx: &mut mpsc::Receiver<DbEvent>,
+    payload: &'static str,
+) -> Option<DbEvent> {
+    for _ in 0..100 {
+        sqlx::query("SELECT pg_notify('events', $1)")
+            .bind(payload)
+            .execute(pool)
+            .await
+            .unwrap();
+        if let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(100), rx.recv()).await {
+            return Some(e);
+        }
+    }
+    None
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn maestro_schema_check_locks_and_listen_against_real_postgres() {
     let (_dir, pg) = common::start_embedded();
@@ -66,18 +86,7 @@ async fn maestro_schema_check_locks_and_listen_against_real_postgres() {
             .expect("an event in time")
             .expect("open")
     };
-    // Until the LISTEN is in place, a NOTIFY is lost: keep notifying until one arrives.
-    let mut first = None;
-    for _ in 0..100 {
-        sqlx::query("SELECT pg_notify('events', 'id-1')")
-            .execute(&pool)
-            .await
-            .unwrap();
-        if let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(100), rx.recv()).await {
-            first = Some(e);
-            break;
-        }
-    }
+    let first = notify_until_received(&pool, &mut rx, "id-1").await;
     assert_eq!(
         first,
         Some(DbEvent::Notification {
@@ -94,17 +103,7 @@ async fn maestro_schema_check_locks_and_listen_against_real_postgres() {
     .unwrap();
     assert!(killed >= 1, "the listening session was found");
     assert_eq!(next(&mut rx).await, DbEvent::Reconnected);
-    let mut after = None;
-    for _ in 0..100 {
-        sqlx::query("SELECT pg_notify('events', 'id-2')")
-            .execute(&pool)
-            .await
-            .unwrap();
-        if let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(100), rx.recv()).await {
-            after = Some(e);
-            break;
-        }
-    }
+    let after = notify_until_received(&pool, &mut rx, "id-2").await;
     assert_eq!(
         after,
         Some(DbEvent::Notification {

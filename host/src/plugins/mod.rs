@@ -130,18 +130,34 @@ impl PluginSource {
         kv: KvStore,
     ) -> Result<Arc<Self>, LoadError> {
         let grants = grants(config);
-        let description = inspect(config.kind, file).await?;
+        // Each file is opened (native) or compiled and described (component) once.
+        let (description, native_api) = match config.kind {
+            PluginKind::Native => {
+                let (api, description) = native::load_library(file)?;
+                (description, Some(api))
+            }
+            PluginKind::Component => (wasm::describe(file).await?, None),
+            PluginKind::Memory => return Err(LoadError::Open("the memory source is built in".into())),
+        };
         let data_types = check(&description, &grants)?;
         let config_json = serde_json::to_string(&config.config).unwrap_or_else(|_| "{}".to_owned());
         let (events_tx, mut events_rx) = mpsc::unbounded_channel::<HostEvent>();
         let capabilities = Capabilities::new(name, grants, sink, config_json.clone(), events_tx, kv);
-        let runtime: Arc<dyn Runtime> = match config.kind {
-            PluginKind::Native => Arc::new(
-                native::NativeRuntime::load(file, Arc::clone(&capabilities), config.pool_size, config_json).await?,
+        let runtime: Arc<dyn Runtime> = match native_api {
+            Some(api) => Arc::new(
+                native::NativeRuntime::load(
+                    api,
+                    description,
+                    Arc::clone(&capabilities),
+                    config.pool_size,
+                    config_json,
+                )
+                .await?,
             ),
-            PluginKind::Component => Arc::new(
+            None => Arc::new(
                 wasm::WasmRuntime::load(
                     file,
+                    description,
                     Arc::clone(&capabilities),
                     config.pool_size,
                     &config.limits,
@@ -149,7 +165,6 @@ impl PluginSource {
                 )
                 .await?,
             ),
-            PluginKind::Memory => return Err(LoadError::Open("the memory source is built in".into())),
         };
         let events = {
             let runtime = Arc::clone(&runtime);
@@ -166,9 +181,9 @@ impl PluginSource {
             plugin = name,
             file = %file.display(),
             kind = ?config.kind,
-            version = %description.version,
-            sources = ?description.sources,
-            data_types = ?description.data_types,
+            version = %runtime.description().version,
+            sources = ?runtime.description().sources,
+            data_types = ?runtime.description().data_types,
             "plugin loaded"
         );
         Ok(Arc::new(Self {

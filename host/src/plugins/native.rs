@@ -63,9 +63,18 @@ fn open(path: &Path) -> Result<&'static PluginApi, LoadError> {
     Ok(api)
 }
 
+/// Loads a plugin library (once) and reads its description, without creating an instance.
+pub fn load_library(path: &Path) -> Result<(&'static PluginApi, Description), LoadError> {
+    let api = open(path)?;
+    Ok((api, describe_api(api)?))
+}
+
 /// Reads a plugin's description without creating an instance.
 pub fn describe(path: &Path) -> Result<Description, LoadError> {
-    let api = open(path)?;
+    load_library(path).map(|(_, description)| description)
+}
+
+fn describe_api(api: &'static PluginApi) -> Result<Description, LoadError> {
     // SAFETY: the API table is valid; the buffer is read, then freed by the plugin.
     let description = unsafe {
         let sdk = CStr::from_ptr(api.sdk_version).to_string_lossy().into_owned();
@@ -149,14 +158,14 @@ pub struct NativeRuntime {
 }
 
 impl NativeRuntime {
+    /// Starts the first instance of a library opened by [`load_library`].
     pub async fn load(
-        path: &Path,
+        api: &'static PluginApi,
+        description: Description,
         capabilities: Arc<Capabilities>,
         pool_size: usize,
         config_json: String,
     ) -> Result<Self, LoadError> {
-        let description = describe(path)?;
-        let api = open(path)?;
         // The host's table and context live as long as the library: leaked with it.
         let context: &'static HostContext = Box::leak(Box::new(HostContext { capabilities }));
         let host_api: &'static HostApi = Box::leak(Box::new(HostApi {

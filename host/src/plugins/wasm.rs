@@ -249,8 +249,11 @@ pub struct WasmRuntime {
 }
 
 impl WasmRuntime {
+    /// Starts the first instance of the component in `file`, whose `description` the caller
+    /// already read (and checked) with [`describe`].
     pub async fn load(
         file: &Path,
+        description: Description,
         capabilities: Arc<Capabilities>,
         pool_size: usize,
         limits: &PluginLimits,
@@ -302,16 +305,9 @@ impl WasmRuntime {
                 Ok(Instance { store, plugin })
             })
         });
-        let mut first = make().await.map_err(LoadError::Init)?;
-        first.store.set_epoch_deadline(call_ticks);
-        let description = first
-            .plugin
-            .conductor_plugin_source()
-            .call_describe(&mut first.store)
-            .await
-            .map_err(|e| LoadError::Incompatible(format!("describe failed: {e:#}")))?;
+        let first = make().await.map_err(LoadError::Init)?;
         Ok(Self {
-            description: convert::from_wit_description(description),
+            description,
             pool: Pool::new(pool_size, first, make),
             call_ticks,
             call_timeout: limits.call_timeout.0,
