@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::broker::{Broker, EventSink, Fanout};
 use crate::config::{ConfigError, LoadedConfig, PluginConfig, PluginKind};
-use crate::database::EmbeddedPostgres;
+use crate::database::{Databases, EmbeddedPostgres};
 use crate::plugins::{KvStore, PluginSource};
 use crate::proto::SERVICE_NAME;
 use crate::registry::{Registry, Source};
@@ -33,6 +33,7 @@ async fn load_source(
     plugin: &PluginConfig,
     sink: &Arc<dyn EventSink>,
     kv: &KvStores,
+    databases: &Arc<Databases>,
 ) -> Result<Arc<dyn Source>, ConfigError> {
     let config = &loaded.config;
     match plugin.kind {
@@ -44,9 +45,16 @@ async fn load_source(
         }
         PluginKind::Component | PluginKind::Native => {
             let file = loaded.plugin_file(plugin).expect("validated: plugins have files");
-            let source = PluginSource::load(name, plugin, &file, Arc::clone(sink), kv.of(name))
-                .await
-                .map_err(|e| loaded.error(format!("plugins.{name}"), format!("{}: {e}", file.display())))?;
+            let source = PluginSource::load(
+                name,
+                plugin,
+                &file,
+                Arc::clone(sink),
+                kv.of(name),
+                Arc::clone(databases),
+            )
+            .await
+            .map_err(|e| loaded.error(format!("plugins.{name}"), format!("{}: {e}", file.display())))?;
             Ok(source)
         }
     }
@@ -57,17 +65,18 @@ pub async fn build_registry(
     loaded: &LoadedConfig,
     sink: Arc<dyn EventSink>,
     kv: &KvStores,
+    databases: &Arc<Databases>,
 ) -> Result<Registry, ConfigError> {
     let mut sources = Vec::new();
     for (name, plugin) in &loaded.config.plugins {
-        sources.push(load_source(loaded, name, plugin, &sink, kv).await?);
+        sources.push(load_source(loaded, name, plugin, &sink, kv, databases).await?);
     }
     Registry::new(sources, &loaded.config.routes).map_err(|e| loaded.error("routes", e.to_string()))
 }
 
 /// Reloads the plugin files: every component or native plugin that loads again replaces the
 /// running one; one that fails keeps the running one and says why. Subscriptions stay up.
-pub async fn reload(loaded: &LoadedConfig, broker: &Broker, kv: &KvStores) {
+pub async fn reload(loaded: &LoadedConfig, broker: &Broker, kv: &KvStores, databases: &Arc<Databases>) {
     let sink: Arc<dyn EventSink> = broker.fanout().clone();
     let current = broker.registry();
     let mut sources = Vec::new();
@@ -76,7 +85,7 @@ pub async fn reload(loaded: &LoadedConfig, broker: &Broker, kv: &KvStores) {
         let running = current.plugins().iter().find(|p| p.name() == name).cloned();
         let next = match (plugin.kind, running) {
             (PluginKind::Memory, Some(running)) => running,
-            (_, running) => match load_source(loaded, name, plugin, &sink, kv).await {
+            (_, running) => match load_source(loaded, name, plugin, &sink, kv, databases).await {
                 Ok(fresh) => fresh,
                 Err(e) => match running {
                     Some(running) => {
@@ -108,7 +117,22 @@ pub async fn reload(loaded: &LoadedConfig, broker: &Broker, kv: &KvStores) {
 
 /// A summary of what a configuration would run, for `check-config` and `plugins list`.
 pub async fn describe(loaded: &LoadedConfig) -> Result<String, ConfigError> {
-    let registry = build_registry(loaded, Fanout::new(Metrics::new(), 1, 0), &KvStores::default()).await?;
+    let embedded = start_embedded_databases(loaded).await?;
+    let databases = open_databases(loaded, &embedded, Metrics::new(), Arc::default());
+    let registry = match databases {
+        Ok(databases) => {
+            build_registry(
+                loaded,
+                Fanout::new(Metrics::new(), 1, 0),
+                &KvStores::default(),
+                &databases,
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
+    stop_embedded_databases(embedded).await;
+    let registry = registry?;
     let c = &loaded.config;
     let mut out = format!(
         "{}: ok\n  gRPC: {} ({}), receive limit {} bytes\n  heartbeat: {}\n",
@@ -141,15 +165,28 @@ pub async fn run(loaded: LoadedConfig) -> anyhow::Result<()> {
 /// with OK, and returns once the open calls have finished.
 pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let config = &loaded.config;
-    let databases = start_embedded_databases(&loaded).await?;
+    let embedded = start_embedded_databases(&loaded).await?;
     let metrics = Metrics::new();
-    let fanout = Fanout::new(
-        metrics.clone(),
-        config.broker.subscriber_queue_size,
-        config.broker.remembered_metadata,
-    );
-    let kv = KvStores::default();
-    let registry = Arc::new(build_registry(&loaded, fanout.clone(), &kv).await?);
+    let readiness = Arc::new(admin::Readiness::default());
+    let started = async {
+        let databases = open_databases(&loaded, &embedded, metrics.clone(), Arc::clone(&readiness))?;
+        let fanout = Fanout::new(
+            metrics.clone(),
+            config.broker.subscriber_queue_size,
+            config.broker.remembered_metadata,
+        );
+        let kv = KvStores::default();
+        let registry = Arc::new(build_registry(&loaded, fanout.clone(), &kv, &databases).await?);
+        Ok::<_, ConfigError>((databases, fanout, kv, registry))
+    }
+    .await;
+    let (databases, fanout, kv, registry) = match started {
+        Ok(started) => started,
+        Err(e) => {
+            stop_embedded_databases(embedded).await;
+            return Err(e.into());
+        }
+    };
     let streams_end = CancellationToken::new();
     let broker = Arc::new(Broker::new(
         fanout,
@@ -165,7 +202,6 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     let grpc_addr = listener.local_addr()?;
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, tonic_health::ServingStatus::Serving).await;
-    let readiness = Arc::new(admin::Readiness::default());
     let (reload_tx, mut reload_rx) = tokio::sync::mpsc::channel::<()>(4);
     tokio::spawn(reload_on_signal(reload_tx.clone()));
     let admin_stopped = CancellationToken::new();
@@ -204,17 +240,27 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         tokio::spawn(async move {
             while reload_rx.recv().await.is_some() {
                 tracing::info!("reloading plugins");
-                reload(&loaded, &broker, &kv).await;
+                reload(&loaded, &broker, &kv, &databases).await;
             }
         })
     };
-    let result = crate::grpc::serve(listener, &config.server, broker, metrics, health_service, stop).await;
+    let result = crate::grpc::serve(
+        listener,
+        &config.server,
+        Arc::clone(&broker),
+        metrics,
+        health_service,
+        stop,
+    )
+    .await;
     reloads.abort();
     admin_stopped.cancel();
     if let Some(task) = admin_task {
         let _ = task.await;
     }
-    stop_embedded_databases(databases).await;
+    // The plugins (and their database connections) go before the databases they use.
+    drop(broker);
+    stop_embedded_databases(embedded).await;
     tracing::info!("stopped");
     result
 }
@@ -228,7 +274,7 @@ async fn set_health(health: &tonic_health::server::HealthReporter, status: tonic
 
 /// Starts every `embedded` database (initialising its folder and loading Maestro's schema when
 /// new); a failure names the database's key.
-async fn start_embedded_databases(loaded: &LoadedConfig) -> Result<Vec<EmbeddedPostgres>, ConfigError> {
+async fn start_embedded_databases(loaded: &LoadedConfig) -> Result<Vec<(String, EmbeddedPostgres)>, ConfigError> {
     let mut started = Vec::new();
     for (name, db) in &loaded.config.databases {
         let Some(embedded) = &db.embedded else { continue };
@@ -239,13 +285,31 @@ async fn start_embedded_databases(loaded: &LoadedConfig) -> Result<Vec<EmbeddedP
             .map_err(|e| loaded.error(format!("databases.{name}.embedded"), e.to_string()))?
             .map_err(|e| loaded.error(format!("databases.{name}.embedded"), e.to_string()))?;
         tracing::info!(database = %name, url = %pg.url(), data_dir = %pg.data_dir().display(), "embedded database ready");
-        started.push(pg);
+        started.push((name.clone(), pg));
     }
     Ok(started)
 }
 
-async fn stop_embedded_databases(databases: Vec<EmbeddedPostgres>) {
-    for mut pg in databases {
+/// Pools for every configured database (connected on first use).
+fn open_databases(
+    loaded: &LoadedConfig,
+    embedded: &[(String, EmbeddedPostgres)],
+    metrics: Metrics,
+    readiness: Arc<admin::Readiness>,
+) -> Result<Arc<Databases>, ConfigError> {
+    let urls = embedded.iter().map(|(name, pg)| (name.clone(), pg.url())).collect();
+    Databases::new(
+        &loaded.config.databases,
+        &urls,
+        |p| loaded.resolve(p),
+        metrics,
+        readiness,
+    )
+    .map_err(|e| loaded.error(e.key, e.reason))
+}
+
+async fn stop_embedded_databases(databases: Vec<(String, EmbeddedPostgres)>) {
+    for (_, mut pg) in databases {
         let stopped = tokio::task::spawn_blocking(move || pg.stop()).await;
         if let Ok(Err(e)) = stopped {
             tracing::warn!(error = %e, "embedded database did not stop cleanly");

@@ -79,13 +79,14 @@ async fn maestro_schema_check_locks_and_listen_against_real_postgres() {
     // it reconnected, and later notifications arrive again.
     let (tx, mut rx) = mpsc::channel(16);
     let stop = CancellationToken::new();
-    let task = postgres::listen(pool.clone(), vec!["events".into()], tx, stop.clone());
+    let task = postgres::listen(pool.clone(), vec!["events".into()], None, tx, stop.clone());
     let next = async |rx: &mut mpsc::Receiver<DbEvent>| {
         tokio::time::timeout(Duration::from_secs(20), rx.recv())
             .await
             .expect("an event in time")
             .expect("open")
     };
+    assert_eq!(next(&mut rx).await, DbEvent::Listening { reconnected: false });
     let first = notify_until_received(&pool, &mut rx, "id-1").await;
     assert_eq!(
         first,
@@ -102,7 +103,8 @@ async fn maestro_schema_check_locks_and_listen_against_real_postgres() {
     .await
     .unwrap();
     assert!(killed >= 1, "the listening session was found");
-    assert_eq!(next(&mut rx).await, DbEvent::Reconnected);
+    assert!(matches!(next(&mut rx).await, DbEvent::Lost(_)));
+    assert_eq!(next(&mut rx).await, DbEvent::Listening { reconnected: true });
     let after = notify_until_received(&pool, &mut rx, "id-2").await;
     assert_eq!(
         after,

@@ -5,7 +5,8 @@
 use std::cell::RefCell;
 
 use crate::host::{Host, Level};
-use crate::plugin::{HostEvent, ListOptions, Plugin};
+use crate::pg::{PgError, PgReply, PgRequest};
+use crate::plugin::{ListOptions, Plugin};
 use crate::{CloudEvent, Identity, SourceError};
 
 #[allow(missing_docs, clippy::all)]
@@ -23,6 +24,7 @@ use bindings::conductor::plugin as wit;
 use wit::types as t;
 
 crate::__wit_conversions!(crate::component::bindings::conductor::plugin::types);
+crate::__wit_pg_conversions!(crate::component::bindings::conductor::plugin::pg);
 
 /// The imports, in the SDK's types. Each is referenced only when a plugin calls the matching
 /// `Host` method, so a component imports only what it uses.
@@ -59,6 +61,38 @@ pub mod imports {
     }
     pub fn config() -> String {
         wit::config::get()
+    }
+    pub fn pg(request: PgRequest) -> Result<PgReply, PgError> {
+        use wit::pg as p;
+        let values = |params: Vec<crate::PgValue>| params.iter().map(to_wit_value).collect::<Vec<_>>();
+        let reply = match request {
+            PgRequest::Query {
+                database,
+                transaction,
+                sql,
+                params,
+            } => p::query(&database, transaction, &sql, &values(params)).map(|r| PgReply::Rows(from_wit_rows(r))),
+            PgRequest::Execute {
+                database,
+                transaction,
+                sql,
+                params,
+            } => p::execute(&database, transaction, &sql, &values(params)).map(PgReply::Affected),
+            PgRequest::Begin { database } => p::begin(&database).map(PgReply::Begun),
+            PgRequest::Commit { transaction } => p::commit(transaction).map(|()| PgReply::Done),
+            PgRequest::Rollback { transaction } => {
+                p::rollback(transaction);
+                Ok(PgReply::Done)
+            }
+            PgRequest::AdvisoryLock {
+                transaction,
+                key,
+                lock_type,
+                wait,
+            } => p::advisory_lock(transaction, &key, &lock_type, wait).map(PgReply::Locked),
+            PgRequest::Listen { database, channel } => p::listen(&database, &channel).map(|()| PgReply::Done),
+        };
+        reply.map_err(from_wit_pg_error)
     }
 }
 
@@ -110,9 +144,7 @@ impl Adapter {
     }
 
     pub fn on_event<P: Plugin>(event: t::HostEvent) -> Result<(), t::PluginError> {
-        let event = match event {
-            t::HostEvent::Timer(name) => HostEvent::Timer(name),
-        };
+        let event = from_wit_host_event(event);
         with_instance::<P, _>(|p, host| p.on_event(host, event))
     }
 }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::CloudEvent;
 use crate::host::{Host, HostCalls, Level};
+use crate::pg::{PgError, PgReply, PgRequest};
 
 /// What a plugin did to its host.
 #[derive(Debug, Default)]
@@ -78,5 +79,10 @@ impl HostCalls for Shared {
     }
     fn config(&self) -> String {
         self.0.config.clone()
+    }
+    fn pg(&self, request: PgRequest) -> Result<PgReply, PgError> {
+        Err(PgError::new(format!(
+            "FakeHost has no database (got {request:?}); test database code against PostgreSQL"
+        )))
     }
 }

@@ -3,6 +3,7 @@
 //! library it calls the host through the C ABI; in unit tests it uses [`crate::fakes::FakeHost`].
 
 use crate::CloudEvent;
+use crate::pg::{Database, PgError, PgReply, PgRequest};
 
 /// Log levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -24,6 +25,7 @@ pub trait HostCalls: Send + Sync {
     fn kv_set(&self, key: &str, value: &[u8]);
     fn kv_delete(&self, key: &str) -> bool;
     fn config(&self) -> String;
+    fn pg(&self, request: PgRequest) -> Result<PgReply, PgError>;
 }
 
 /// The host, handed to every plugin call.
@@ -105,5 +107,14 @@ impl Host {
     /// The plugin's configuration table as JSON.
     pub fn config(&self) -> String {
         call!(self, config())
+    }
+
+    /// The PostgreSQL database `name` (one of the plugin's `databases` in `conductor.toml`).
+    pub fn pg(&self, name: &str) -> Database<'_> {
+        Database::new(self, name)
+    }
+
+    pub(crate) fn pg_call(&self, request: PgRequest) -> Result<PgReply, PgError> {
+        call!(self, pg(request))
     }
 }

@@ -6,15 +6,17 @@
 //! - [`CloudEvent`]: the event, with extensions typed as they travel on the OCM wire;
 //! - [`ocm`]: data and event types, the OCM extensions, the resync payload, hub encoders;
 //! - [`SourceError`] and [`Status`]: errors agents understand (`{"ErrStatus": …}`);
-//! - [`Identity`]: the authenticated caller of a request.
+//! - [`Identity`]: the authenticated caller of a request;
+//! - [`pg`]: PostgreSQL through the host (`Host::pg`).
 //!
-//! The contract itself is `wit/plugin.wit` (`conductor:plugin@0.1.0`).
+//! The contract itself is `wit/plugin.wit` (`conductor:plugin@0.2.0`).
 
 pub mod error;
 pub mod event;
 pub mod host;
 pub mod identity;
 pub mod ocm;
+pub mod pg;
 pub mod plugin;
 mod wit_convert;
 
@@ -29,6 +31,7 @@ pub use error::{SourceError, Status, StatusDetails};
 pub use event::{CloudEvent, ExtensionError, ExtensionValue, SPEC_VERSION, Timestamp};
 pub use host::{Host, Level};
 pub use identity::Identity;
+pub use pg::{PgError, PgRow, PgRows, PgValue, Transaction};
 pub use plugin::{Capability, Description, HostEvent, ListOptions, Plugin, SDK_VERSION};
 
 /// Exports a [`Plugin`] implementation: as the component's `source` interface when built for

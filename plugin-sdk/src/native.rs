@@ -16,6 +16,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde::{Deserialize, Serialize};
 
 use crate::host::{Host, HostCalls, Level};
+use crate::pg::{PgError, PgReply, PgRequest};
 use crate::plugin::{Description, HostEvent, ListOptions, Plugin, SDK_VERSION};
 use crate::{CloudEvent, Identity, SourceError};
 
@@ -24,7 +25,7 @@ pub const ABI_VERSION: u32 = 1;
 /// The symbol every native plugin exports.
 pub const ENTRY_SYMBOL: &[u8] = b"conductor_plugin_v1\0";
 /// `SDK_VERSION` as a C string, for [`PluginApi::sdk_version`].
-pub const SDK_VERSION_C: &[u8] = b"0.1.0\0";
+pub const SDK_VERSION_C: &[u8] = b"0.2.0\0";
 
 /// Bytes owned by the side that produced them.
 #[repr(C)]
@@ -128,6 +129,7 @@ pub enum HostRequest {
     KvSet(String, #[serde(with = "serde_bytes")] Vec<u8>),
     KvDelete(String),
     Config,
+    Pg(PgRequest),
 }
 
 /// Host → plugin answers.
@@ -137,6 +139,7 @@ pub enum HostResponse {
     Value(#[serde(with = "serde_bytes")] Option<Vec<u8>>),
     Deleted(bool),
     Config(String),
+    Pg(Result<PgReply, PgError>),
     Done,
 }
 
@@ -215,6 +218,12 @@ impl HostCalls for NativeHost {
         match self.call(&HostRequest::Config) {
             HostResponse::Config(c) => c,
             _ => "{}".to_owned(),
+        }
+    }
+    fn pg(&self, request: PgRequest) -> Result<PgReply, PgError> {
+        match self.call(&HostRequest::Pg(request)) {
+            HostResponse::Pg(r) => r,
+            _ => Err(PgError::new("the host gave no answer to a pg call")),
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::host::Host;
 use crate::{CloudEvent, Identity, SourceError};
 
 /// The version of the plugin contract (`conductor:plugin@…`) this SDK implements.
-pub const SDK_VERSION: &str = "0.1.0";
+pub const SDK_VERSION: &str = "0.2.0";
 
 /// What a plugin declares about itself; the host checks it before loading the plugin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,10 +37,12 @@ pub enum Capability {
     Kv,
     /// The plugin's configuration table.
     Config,
+    /// PostgreSQL: statements, transactions, advisory locks, LISTEN.
+    Pg,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 5] = [Self::Emit, Self::Log, Self::Timer, Self::Kv, Self::Config];
+    pub const ALL: [Capability; 6] = [Self::Emit, Self::Log, Self::Timer, Self::Kv, Self::Config, Self::Pg];
 
     /// The name used in descriptions, grants and WIT interface names.
     pub fn name(self) -> &'static str {
@@ -50,6 +52,7 @@ impl Capability {
             Self::Timer => "timer",
             Self::Kv => "kv",
             Self::Config => "config",
+            Self::Pg => "pg",
         }
     }
 
@@ -70,6 +73,19 @@ pub struct ListOptions {
 pub enum HostEvent {
     /// The named timer went off.
     Timer(String),
+    /// A NOTIFY on a channel the plugin listens on.
+    Notification {
+        database: String,
+        channel: String,
+        payload: String,
+    },
+    /// A LISTEN was (re-)established: notifications sent while it was down are lost, so catch
+    /// up from the tables. `reconnected` is false the first time.
+    Listening {
+        database: String,
+        channel: String,
+        reconnected: bool,
+    },
 }
 
 /// A source plugin. The host runs a pool of instances, each created by [`Plugin::init`]; calls

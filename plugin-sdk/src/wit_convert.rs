@@ -106,6 +106,48 @@ macro_rules! __wit_conversions {
             }
         }
 
+        pub fn to_wit_host_event(e: $crate::HostEvent) -> __wit_types::HostEvent {
+            use $crate::HostEvent as H;
+            match e {
+                H::Timer(name) => __wit_types::HostEvent::Timer(name),
+                H::Notification {
+                    database,
+                    channel,
+                    payload,
+                } => __wit_types::HostEvent::Notification(__wit_types::Notification {
+                    database,
+                    channel,
+                    payload,
+                }),
+                H::Listening {
+                    database,
+                    channel,
+                    reconnected,
+                } => __wit_types::HostEvent::Listening(__wit_types::Listening {
+                    database,
+                    channel,
+                    reconnected,
+                }),
+            }
+        }
+
+        pub fn from_wit_host_event(e: __wit_types::HostEvent) -> $crate::HostEvent {
+            use $crate::HostEvent as H;
+            match e {
+                __wit_types::HostEvent::Timer(name) => H::Timer(name),
+                __wit_types::HostEvent::Notification(n) => H::Notification {
+                    database: n.database,
+                    channel: n.channel,
+                    payload: n.payload,
+                },
+                __wit_types::HostEvent::Listening(l) => H::Listening {
+                    database: l.database,
+                    channel: l.channel,
+                    reconnected: l.reconnected,
+                },
+            }
+        }
+
         pub fn to_wit_error(e: $crate::SourceError) -> __wit_types::PluginError {
             use $crate::SourceError as E;
             match e {
@@ -155,6 +197,82 @@ macro_rules! __wit_conversions {
                 __wit_types::PluginError::Conflict(m) => E::Conflict(m),
                 __wit_types::PluginError::Invalid(m) => E::Invalid(m),
                 __wit_types::PluginError::Internal(m) => E::Internal(m),
+            }
+        }
+    };
+}
+
+/// Defines the conversions of the WIT `pg` interface generated at `$p`, next to
+/// [`__wit_conversions!`] (whose timestamp conversions they use).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __wit_pg_conversions {
+    ($p:path) => {
+        use $p as __wit_pg;
+
+        pub fn to_wit_value(v: &$crate::PgValue) -> __wit_pg::Value {
+            use $crate::PgValue as V;
+            match v {
+                V::Null => __wit_pg::Value::Null,
+                V::Bool(b) => __wit_pg::Value::Boolean(*b),
+                V::Int4(i) => __wit_pg::Value::Int4(*i),
+                V::Int8(i) => __wit_pg::Value::Int8(*i),
+                V::Float8(f) => __wit_pg::Value::Float8(*f),
+                V::Text(s) => __wit_pg::Value::Text(s.clone()),
+                V::Json(s) => __wit_pg::Value::Json(s.clone()),
+                V::Timestamp(t) => __wit_pg::Value::Timestamp(to_wit_time(*t)),
+                V::Bytea(b) => __wit_pg::Value::Bytea(b.clone()),
+            }
+        }
+
+        pub fn from_wit_value(v: __wit_pg::Value) -> $crate::PgValue {
+            use $crate::PgValue as V;
+            match v {
+                __wit_pg::Value::Null => V::Null,
+                __wit_pg::Value::Boolean(b) => V::Bool(b),
+                __wit_pg::Value::Int4(i) => V::Int4(i),
+                __wit_pg::Value::Int8(i) => V::Int8(i),
+                __wit_pg::Value::Float8(f) => V::Float8(f),
+                __wit_pg::Value::Text(s) => V::Text(s),
+                __wit_pg::Value::Json(s) => V::Json(s),
+                __wit_pg::Value::Timestamp(t) => V::Timestamp(from_wit_time(t)),
+                __wit_pg::Value::Bytea(b) => V::Bytea(b),
+            }
+        }
+
+        pub fn to_wit_rows(r: $crate::PgRows) -> __wit_pg::Rows {
+            __wit_pg::Rows {
+                columns: r.columns,
+                rows: r
+                    .rows
+                    .iter()
+                    .map(|row| row.iter().map(to_wit_value).collect())
+                    .collect(),
+            }
+        }
+
+        pub fn from_wit_rows(r: __wit_pg::Rows) -> $crate::PgRows {
+            $crate::PgRows {
+                columns: r.columns,
+                rows: r
+                    .rows
+                    .into_iter()
+                    .map(|row| row.into_iter().map(from_wit_value).collect())
+                    .collect(),
+            }
+        }
+
+        pub fn to_wit_pg_error(e: $crate::PgError) -> __wit_pg::Error {
+            __wit_pg::Error {
+                code: e.code,
+                message: e.message,
+            }
+        }
+
+        pub fn from_wit_pg_error(e: __wit_pg::Error) -> $crate::PgError {
+            $crate::PgError {
+                code: e.code,
+                message: e.message,
             }
         }
     };

@@ -182,8 +182,7 @@ impl Plugin for StaticWorks {
     }
 
     fn on_event(&mut self, host: &Host, event: HostEvent) -> Result<(), SourceError> {
-        let HostEvent::Timer(name) = event;
-        if name == ANNOUNCE {
+        if matches!(event, HostEvent::Timer(name) if name == ANNOUNCE) {
             let mut reached = 0;
             for w in &self.works {
                 reached += host

@@ -46,6 +46,45 @@ pub struct DatabaseConfig {
     pub url: Option<String>,
     /// Run a local PostgreSQL from the machine's binaries, with Maestro's schema (development).
     pub embedded: Option<EmbeddedDatabase>,
+    /// Connections in the pool (each open plugin transaction holds one; each LISTEN has its own
+    /// connection besides).
+    #[serde(default = "default_db_pool_size")]
+    pub pool_size: u32,
+    /// TLS to the server: `disable`, `prefer`, `require`, `verify-ca` or `verify-full`. Overrides
+    /// `sslmode` in the URL when set.
+    pub tls: Option<TlsMode>,
+    /// The CA certificate (PEM) that `verify-ca`/`verify-full` check the server against.
+    pub ca_file: Option<PathBuf>,
+    /// How long one statement (or a wait for an advisory lock) may take.
+    #[serde(default = "default_statement_timeout")]
+    pub statement_timeout: HumanDuration,
+    /// How long to wait for a connection (a new one, or a free one from the pool); keep it below
+    /// the plugins' `limits.call_timeout` so they see the database's error, not their timeout.
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout: HumanDuration,
+}
+
+fn default_connect_timeout() -> HumanDuration {
+    HumanDuration(Duration::from_secs(3))
+}
+
+fn default_db_pool_size() -> u32 {
+    10
+}
+
+fn default_statement_timeout() -> HumanDuration {
+    HumanDuration(Duration::from_secs(30))
+}
+
+/// PostgreSQL `sslmode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TlsMode {
+    Disable,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
 }
 
 /// An embedded development PostgreSQL.
@@ -177,6 +216,9 @@ pub struct PluginConfig {
     /// The host capabilities granted (`emit`, `log`, `timer`, `kv`, `config`); deny by default.
     #[serde(default)]
     pub grants: Vec<String>,
+    /// The databases (`[databases.<name>]`) the plugin may use through the `pg` capability.
+    #[serde(default)]
+    pub databases: Vec<String>,
     /// Instances serving calls at once.
     #[serde(default = "default_pool_size")]
     pub pool_size: usize,
@@ -372,6 +414,28 @@ impl Config {
             if plugin.pool_size == 0 {
                 return fail(&key("pool_size"), "must be at least 1".into());
             }
+            let grants_pg = plugin.grants.iter().any(|g| g == "pg");
+            for (i, db) in plugin.databases.iter().enumerate() {
+                if !self.databases.contains_key(db) {
+                    let known: Vec<&String> = self.databases.keys().collect();
+                    return fail(
+                        &format!("plugins.{name}.databases[{i}]"),
+                        format!("no database {db:?} in [databases] (configured: {known:?})"),
+                    );
+                }
+            }
+            match (grants_pg, plugin.databases.is_empty()) {
+                (true, true) => {
+                    return fail(
+                        &key("databases"),
+                        "the `pg` grant needs the databases the plugin may use, e.g. databases = [\"maestro\"]".into(),
+                    );
+                }
+                (false, false) => {
+                    return fail(&key("grants"), "databases are listed but `pg` is not granted".into());
+                }
+                _ => {}
+            }
             if plugin.limits.memory.0 < (1 << 20) {
                 return fail(&key("limits.memory"), "must be at least 1MiB".into());
             }
@@ -397,6 +461,15 @@ impl Config {
                     return fail(&format!("databases.{name}.embedded.port"), "must not be 0".into());
                 }
                 _ => {}
+            }
+            if db.pool_size == 0 {
+                return fail(&format!("databases.{name}.pool_size"), "must be at least 1".into());
+            }
+            if db.ca_file.is_some() && !matches!(db.tls, Some(TlsMode::VerifyCa | TlsMode::VerifyFull)) {
+                return fail(
+                    &format!("databases.{name}.ca_file"),
+                    "only used with tls = \"verify-ca\" or \"verify-full\"".into(),
+                );
             }
         }
         for (source, plugin) in &self.routes {
@@ -467,6 +540,26 @@ mod tests {
         assert_eq!(key, "broker.heartbeat_interval");
         let (key, _) = check("[log]\nformat = \"xml\"\n").unwrap_err();
         assert_eq!(key, "log.format");
+    }
+
+    #[test]
+    fn plugins_use_listed_databases_with_the_pg_grant() {
+        let db = "[databases.m]\nurl = \"postgres://u@h/db\"\ntls = \"verify-full\"\nca_file = \"ca.pem\"\n";
+        let plugin = "[plugins.p]\nkind = \"component\"\nfile = \"p.wasm\"\n";
+        let c = check(&format!("{db}{plugin}grants = [\"pg\"]\ndatabases = [\"m\"]\n")).unwrap();
+        assert_eq!(c.plugins["p"].databases, ["m"]);
+        assert_eq!(c.databases["m"].tls, Some(TlsMode::VerifyFull));
+        let (key, reason) = check(&format!("{db}{plugin}grants = [\"pg\"]\ndatabases = [\"x\"]\n")).unwrap_err();
+        assert_eq!(key, "plugins.p.databases[0]");
+        assert!(reason.contains("\"x\""), "{reason}");
+        let (key, _) = check(&format!("{db}{plugin}grants = [\"pg\"]\n")).unwrap_err();
+        assert_eq!(key, "plugins.p.databases");
+        let (key, _) = check(&format!("{db}{plugin}databases = [\"m\"]\n")).unwrap_err();
+        assert_eq!(key, "plugins.p.grants");
+        let (key, _) = check("[databases.m]\nurl = \"postgres://u@h/db\"\nca_file = \"ca.pem\"\n").unwrap_err();
+        assert_eq!(key, "databases.m.ca_file");
+        let (key, _) = check("[databases.m]\nurl = \"postgres://u@h/db\"\ntls = \"sometimes\"\n").unwrap_err();
+        assert_eq!(key, "databases.m.tls");
     }
 
     #[test]

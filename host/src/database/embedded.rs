@@ -100,20 +100,7 @@ impl EmbeddedPostgres {
                 .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
             pg.run("initdb", &mut initdb)?;
         }
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
-            pg.port,
-            pg.data.display()
-        );
-        let mut start = pg.server_command("pg_ctl");
-        start
-            .arg("-D")
-            .arg(&pg.data)
-            .args(["-o", &options, "-l"])
-            .arg(pg.data.join("server.log"))
-            .args(["-w", "start"]);
-        pg.run("pg_ctl start", &mut start)?;
-        pg.running = true;
+        pg.resume()?;
         let exists = pg.psql(
             "postgres",
             &[
@@ -145,6 +132,28 @@ impl EmbeddedPostgres {
 
     pub fn data_dir(&self) -> &Path {
         &self.data
+    }
+
+    /// Starts the server on its initialised folder (after [`EmbeddedPostgres::stop`]).
+    pub fn resume(&mut self) -> Result<(), EmbeddedError> {
+        if self.running {
+            return Ok(());
+        }
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.data.display()
+        );
+        let mut start = self.server_command("pg_ctl");
+        start
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-o", &options, "-l"])
+            .arg(self.data.join("server.log"))
+            .args(["-w", "start"]);
+        self.run("pg_ctl start", &mut start)?;
+        self.running = true;
+        Ok(())
     }
 
     /// Stops the server (fast shutdown: open sessions are ended).

@@ -2,6 +2,8 @@
 //! pools, Maestro's advisory-lock keys, startup checks and LISTEN streams.
 
 pub mod embedded;
+pub mod pools;
 pub mod postgres;
 
 pub use embedded::EmbeddedPostgres;
+pub use pools::Databases;

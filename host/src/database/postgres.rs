@@ -68,8 +68,9 @@ pub async fn check_maestro(pool: &PgPool) -> Result<(), DbError> {
     if found.is_none() {
         return Err(DbError::NoSchema);
     }
-    let mut listener = PgListener::connect_with(pool).await.map_err(DbError::Listen)?;
-    listener.listen("conductor_probe").await.map_err(DbError::Listen)?;
+    let mut listener = listener(pool, &["conductor_probe".to_owned()])
+        .await
+        .map_err(DbError::Listen)?;
     listener.unlisten_all().await.map_err(DbError::Listen)?;
     Ok(())
 }
@@ -81,53 +82,65 @@ pub enum DbEvent {
         channel: String,
         payload: String,
     },
-    /// The listening connection was lost and is back: notifications sent meanwhile are gone,
-    /// so catch up from the tables.
-    Reconnected,
+    /// The LISTEN is in place: the first time (`reconnected` false), and again after every lost
+    /// connection is re-established, when notifications sent meanwhile are gone, so catch up
+    /// from the tables.
+    Listening {
+        reconnected: bool,
+    },
+    /// The listening connection was lost (the reason); reconnecting with backoff.
+    Lost(String),
 }
 
-/// Listens on `channels` until `stop`, sending what arrives to `events`. A lost connection is
-/// re-established with backoff (100 ms doubling to 10 s, logged each time), then `Reconnected`
-/// is sent.
+/// Connects a listener and LISTENs on `channels`.
+pub async fn listener(pool: &PgPool, channels: &[String]) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen_all(channels.iter().map(String::as_str)).await?;
+    Ok(listener)
+}
+
+/// Listens on `channels` until `stop`, sending what arrives to `events`, starting with
+/// `connected` when the caller already holds a listening connection. A lost connection is
+/// re-established with backoff (100 ms doubling to 10 s, logged each time).
 pub fn listen(
     pool: PgPool,
     channels: Vec<String>,
+    connected: Option<PgListener>,
     events: mpsc::Sender<DbEvent>,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(100);
-        let mut first = true;
+        let mut reconnected = false;
+        let mut connected = connected;
         loop {
-            let attempt = async {
-                let mut listener = PgListener::connect_with(&pool).await?;
-                listener.listen_all(channels.iter().map(String::as_str)).await?;
-                Ok::<_, sqlx::Error>(listener)
-            };
-            let mut listener = tokio::select! {
-                _ = stop.cancelled() => return,
-                r = attempt => match r {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::warn!(error = %e, retry_in = ?backoff, "LISTEN failed; retrying");
-                        tokio::select! {
-                            _ = stop.cancelled() => return,
-                            _ = tokio::time::sleep(backoff) => {}
+            let mut listener = match connected.take() {
+                Some(l) => l,
+                None => tokio::select! {
+                    _ = stop.cancelled() => return,
+                    r = listener(&pool, &channels) => match r {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::warn!(?channels, error = %e, retry_in = ?backoff, "LISTEN failed; retrying");
+                            tokio::select! {
+                                _ = stop.cancelled() => return,
+                                _ = tokio::time::sleep(backoff) => {}
+                            }
+                            backoff = (backoff * 2).min(Duration::from_secs(10));
+                            continue;
                         }
-                        backoff = (backoff * 2).min(Duration::from_secs(10));
-                        continue;
-                    }
+                    },
                 },
             };
             backoff = Duration::from_millis(100);
-            if !first {
+            if reconnected {
                 tracing::info!(?channels, "LISTEN connection re-established");
-                if events.send(DbEvent::Reconnected).await.is_err() {
-                    return;
-                }
             }
-            first = false;
-            loop {
+            if events.send(DbEvent::Listening { reconnected }).await.is_err() {
+                return;
+            }
+            reconnected = true;
+            let reason = loop {
                 let next = tokio::select! {
                     _ = stop.cancelled() => return,
                     n = listener.try_recv() => n,
@@ -142,11 +155,13 @@ pub fn listen(
                             return;
                         }
                     }
-                    Ok(None) | Err(_) => {
-                        tracing::warn!(?channels, "LISTEN connection lost; reconnecting");
-                        break;
-                    }
+                    Ok(None) => break "connection closed".to_owned(),
+                    Err(e) => break e.to_string(),
                 }
+            };
+            tracing::warn!(?channels, %reason, "LISTEN connection lost; reconnecting");
+            if events.send(DbEvent::Lost(reason)).await.is_err() {
+                return;
             }
         }
     })

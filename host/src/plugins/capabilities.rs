@@ -1,4 +1,5 @@
-//! The host capabilities of one plugin: `emit`, `log`, `timer`, `kv`, `config`. Every call checks
+//! The host capabilities of one plugin: `emit`, `log`, `timer`, `kv`, `config`, `pg` (whose
+//! per-instance transactions live in [`super::pg::PgSession`]). Every call checks
 //! the plugin's grants (components cannot even link an ungranted import; native libraries are
 //! refused at load when they declare one, and this check stops any call that slips through).
 
@@ -6,11 +7,14 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use conductor_plugin_sdk::{Capability, CloudEvent, HostEvent, Level};
+use conductor_plugin_sdk::{Capability, CloudEvent, HostEvent, Level, PgError};
 use parking_lot::Mutex;
+use sqlx::PgPool;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::broker::EventSink;
+use crate::database::Databases;
 
 /// A plugin's `kv` state. It belongs to the plugin's name, not to one loaded copy, so it
 /// survives reloads.
@@ -27,6 +31,17 @@ pub struct Capabilities {
     /// Where fired timers go: the plugin's event loop calls `on_event` with them.
     events: mpsc::UnboundedSender<HostEvent>,
     runtime: tokio::runtime::Handle,
+    databases: Arc<Databases>,
+    /// The databases this plugin may use (`databases` in its table).
+    allowed_databases: BTreeSet<String>,
+    /// LISTEN registrations by (database, channel); cancelled when the plugin goes.
+    listeners: tokio::sync::Mutex<HashMap<(String, String), CancellationToken>>,
+}
+
+/// What a plugin may reach besides the broker: the host's databases, and those it may use.
+pub struct DatabaseAccess {
+    pub databases: Arc<Databases>,
+    pub allowed: BTreeSet<String>,
 }
 
 impl Capabilities {
@@ -37,6 +52,7 @@ impl Capabilities {
         config_json: String,
         events: mpsc::UnboundedSender<HostEvent>,
         kv: KvStore,
+        databases: DatabaseAccess,
     ) -> Arc<Self> {
         Arc::new(Self {
             plugin: plugin.to_owned(),
@@ -47,6 +63,9 @@ impl Capabilities {
             timers: Mutex::default(),
             events,
             runtime: tokio::runtime::Handle::current(),
+            databases: databases.databases,
+            allowed_databases: databases.allowed,
+            listeners: tokio::sync::Mutex::default(),
         })
     }
 
@@ -143,16 +162,56 @@ impl Capabilities {
         self.config_json.clone()
     }
 
-    /// Stops every timer (the plugin is being replaced or the host stops).
-    pub fn stop_timers(&self) {
+    /// The pool of `database`, if the plugin may use it.
+    pub fn pg_pool(&self, database: &str) -> Result<&PgPool, PgError> {
+        self.check(Capability::Pg).map_err(PgError::new)?;
+        if !self.allowed_databases.contains(database) {
+            return Err(PgError::new(format!(
+                "plugin {:?} may not use database {database:?} (its databases: {:?})",
+                self.plugin, self.allowed_databases
+            )));
+        }
+        self.databases
+            .pool(database)
+            .ok_or_else(|| PgError::new(format!("no database {database:?}")))
+    }
+
+    /// LISTENs on `channel` for the plugin, once however often it asks.
+    pub async fn pg_listen(&self, database: &str, channel: &str) -> Result<(), PgError> {
+        self.pg_pool(database)?;
+        let mut listeners = self.listeners.lock().await;
+        let key = (database.to_owned(), channel.to_owned());
+        if listeners.contains_key(&key) {
+            return Ok(());
+        }
+        let stop = self
+            .databases
+            .listen(&self.plugin, database, channel, self.events.clone())
+            .await
+            .map_err(PgError::new)?;
+        tracing::info!(plugin = %self.plugin, database, channel, "listening");
+        listeners.insert(key, stop);
+        Ok(())
+    }
+
+    /// Stops every timer and LISTEN (the plugin is being replaced or the host stops).
+    pub fn stop(&self) {
         for (_, task) in self.timers.lock().drain() {
             task.abort();
+        }
+        if let Ok(mut listeners) = self.listeners.try_lock() {
+            for (_, stop) in listeners.drain() {
+                stop.cancel();
+            }
         }
     }
 }
 
 impl Drop for Capabilities {
     fn drop(&mut self) {
-        self.stop_timers();
+        self.stop();
+        for stop in self.listeners.get_mut().values() {
+            stop.cancel();
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod capabilities;
 pub mod native;
+mod pg;
 mod pool;
 pub mod wasm;
 
@@ -19,9 +20,10 @@ use tokio::sync::mpsc;
 
 use crate::broker::EventSink;
 use crate::config::{PluginConfig, PluginKind};
+use crate::database::Databases;
 use crate::registry::{ListOptions, Source};
-use capabilities::Capabilities;
 pub use capabilities::KvStore;
+use capabilities::{Capabilities, DatabaseAccess};
 
 /// Why a plugin did not load.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -128,6 +130,7 @@ impl PluginSource {
         file: &Path,
         sink: Arc<dyn EventSink>,
         kv: KvStore,
+        databases: Arc<Databases>,
     ) -> Result<Arc<Self>, LoadError> {
         let grants = grants(config);
         // Each file is opened (native) or compiled and described (component) once.
@@ -142,7 +145,11 @@ impl PluginSource {
         let data_types = check(&description, &grants)?;
         let config_json = serde_json::to_string(&config.config).unwrap_or_else(|_| "{}".to_owned());
         let (events_tx, mut events_rx) = mpsc::unbounded_channel::<HostEvent>();
-        let capabilities = Capabilities::new(name, grants, sink, config_json.clone(), events_tx, kv);
+        let access = DatabaseAccess {
+            databases,
+            allowed: config.databases.iter().cloned().collect(),
+        };
+        let capabilities = Capabilities::new(name, grants, sink, config_json.clone(), events_tx, kv, access);
         let runtime: Arc<dyn Runtime> = match native_api {
             Some(api) => Arc::new(
                 native::NativeRuntime::load(
@@ -203,7 +210,7 @@ impl PluginSource {
 impl Drop for PluginSource {
     fn drop(&mut self) {
         self.events.abort();
-        self.capabilities.stop_timers();
+        self.capabilities.stop();
     }
 }
 
@@ -258,9 +265,9 @@ mod tests {
     #[test]
     fn sdk_versions_must_share_major_and_minor() {
         let grants = [Capability::Emit].into();
-        assert!(check(&description("0.1.7", &["emit"]), &grants).is_ok());
+        assert!(check(&description("0.2.7", &["emit"]), &grants).is_ok());
         assert!(matches!(
-            check(&description("0.2.0", &[]), &grants),
+            check(&description("0.1.0", &[]), &grants),
             Err(LoadError::Incompatible(_))
         ));
         assert!(matches!(
@@ -272,13 +279,13 @@ mod tests {
     #[test]
     fn capabilities_must_be_granted_and_known() {
         let grants = [Capability::Emit, Capability::Log].into();
-        let err = check(&description("0.1.0", &["emit", "kv", "timer"]), &grants).unwrap_err();
+        let err = check(&description("0.2.0", &["emit", "kv", "timer"]), &grants).unwrap_err();
         match err {
             LoadError::Ungranted { missing, .. } => assert_eq!(missing, ["kv", "timer"]),
             other => panic!("{other}"),
         }
         assert!(matches!(
-            check(&description("0.1.0", &["teleport"]), &grants),
+            check(&description("0.2.0", &["teleport"]), &grants),
             Err(LoadError::Incompatible(_))
         ));
     }

@@ -15,8 +15,11 @@ use conductor_plugin_sdk::native::{
 use conductor_plugin_sdk::{Description, SourceError};
 
 use super::capabilities::Capabilities;
+use super::pg::PgSession;
 use super::pool::{MakeInstance, Pool};
 use super::{LoadError, Runtime};
+use conductor_plugin_sdk::PgError;
+use conductor_plugin_sdk::pg::{PgReply, PgRequest};
 
 /// A private copy of the library named by its contents. The dynamic loader hands out an already
 /// loaded library again for the same path, so without this a replaced file would never reload.
@@ -89,9 +92,26 @@ fn describe_api(api: &'static PluginApi) -> Result<Description, LoadError> {
     Ok(description)
 }
 
-/// The host side of one plugin's `HostApi`: its capabilities behind the C callback.
+/// The host side of one plugin instance's `HostApi`: its capabilities behind the C callback,
+/// and its open database transactions.
 struct HostContext {
     capabilities: Arc<Capabilities>,
+    pg: tokio::sync::Mutex<PgSession>,
+}
+
+impl HostContext {
+    /// Answers a `pg` call from the plugin's (synchronous) call: the plugin runs in place on a
+    /// worker thread of the multi-threaded runtime, which lends the thread to blocking work.
+    fn pg(&self, request: PgRequest) -> Result<PgReply, PgError> {
+        let handle =
+            tokio::runtime::Handle::try_current().map_err(|_| PgError::new("pg called outside the host's runtime"))?;
+        if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread {
+            return Err(PgError::new("native plugins use pg only on the multi-threaded runtime"));
+        }
+        tokio::task::block_in_place(|| {
+            handle.block_on(async { self.pg.lock().await.call(&self.capabilities, request).await })
+        })
+    }
 }
 
 unsafe extern "C" fn host_call(ctx: *const c_void, request: *const u8, len: usize) -> Buffer {
@@ -121,6 +141,7 @@ unsafe extern "C" fn host_call(ctx: *const c_void, request: *const u8, len: usiz
             }
             Ok(HostRequest::KvDelete(key)) => HostResponse::Deleted(caps.kv_delete(&key)),
             Ok(HostRequest::Config) => HostResponse::Config(caps.config()),
+            Ok(HostRequest::Pg(request)) => HostResponse::Pg(ctx.pg(request)),
             Err(e) => {
                 tracing::warn!(plugin = %caps.plugin(), error = %e, "malformed host call");
                 HostResponse::Done
@@ -136,10 +157,44 @@ unsafe extern "C" fn host_free(buffer: Buffer) {
     drop(unsafe { buffer.into_vec() });
 }
 
-/// One plugin instance.
+/// One plugin instance, with the host table and context it was given.
 struct Instance {
     api: &'static PluginApi,
     ptr: *mut c_void,
+    host: InstanceHost,
+}
+
+/// The `HostApi` of one instance and the context it points to (boxed: their addresses are fixed).
+struct InstanceHost {
+    context: Box<HostContext>,
+    api: Box<HostApi>,
+}
+
+// SAFETY: `api.ctx` points into `context`, owned alongside and never moved (boxed); the context
+// is `Send + Sync` (an `Arc` and a mutex), and the table holds only that pointer and functions.
+unsafe impl Send for InstanceHost {}
+unsafe impl Sync for InstanceHost {}
+
+impl InstanceHost {
+    fn new(capabilities: Arc<Capabilities>) -> Self {
+        let context = Box::new(HostContext {
+            capabilities,
+            pg: tokio::sync::Mutex::default(),
+        });
+        let api = Box::new(HostApi {
+            abi_version: ABI_VERSION,
+            ctx: (&*context as *const HostContext).cast(),
+            call: host_call,
+            free: host_free,
+        });
+        Self { context, api }
+    }
+
+    /// Rolls back what the last call left open.
+    async fn end_call(&self) {
+        let plugin = self.context.capabilities.plugin();
+        self.context.pg.lock().await.end_call(plugin).await;
+    }
 }
 
 // SAFETY: an instance is used by one call at a time (the pool hands it out exclusively).
@@ -166,22 +221,16 @@ impl NativeRuntime {
         pool_size: usize,
         config_json: String,
     ) -> Result<Self, LoadError> {
-        // The host's table and context live as long as the library: leaked with it.
-        let context: &'static HostContext = Box::leak(Box::new(HostContext { capabilities }));
-        let host_api: &'static HostApi = Box::leak(Box::new(HostApi {
-            abi_version: ABI_VERSION,
-            ctx: (context as *const HostContext).cast(),
-            call: host_call,
-            free: host_free,
-        }));
-        let host_api_addr = host_api as *const HostApi as usize;
         let config = Arc::new(config_json.into_bytes());
         let make: MakeInstance<Instance, SourceError> = Arc::new(move || {
             let config = Arc::clone(&config);
+            let host = InstanceHost::new(Arc::clone(&capabilities));
             Box::pin(async move {
-                tokio::task::spawn_blocking(move || create(api, host_api_addr as *const HostApi, &config))
-                    .await
-                    .map_err(|e| SourceError::Internal(format!("plugin init did not finish: {e}")))?
+                let made = create(api, host, &config);
+                if let Ok(instance) = &made {
+                    instance.host.end_call().await;
+                }
+                made
             })
         });
         let first = make().await.map_err(LoadError::Init)?;
@@ -192,12 +241,12 @@ impl NativeRuntime {
     }
 }
 
-fn create(api: &'static PluginApi, host: *const HostApi, config: &[u8]) -> Result<Instance, SourceError> {
+fn create(api: &'static PluginApi, host: InstanceHost, config: &[u8]) -> Result<Instance, SourceError> {
     let mut ptr: *mut c_void = std::ptr::null_mut();
-    // SAFETY: the host table is static; the config is borrowed for the call; the returned
-    // buffer is read, then freed by the plugin.
+    // SAFETY: the host table lives in the instance; the config is borrowed for the call; the
+    // returned buffer is read, then freed by the plugin.
     unsafe {
-        let out = (api.create)(host, config.as_ptr(), config.len(), &mut ptr);
+        let out = (api.create)(&*host.api, config.as_ptr(), config.len(), &mut ptr);
         let failed = out.len > 0;
         let error = failed.then(|| abi::decode::<SourceError>(out.as_slice()));
         (api.free)(out);
@@ -205,7 +254,7 @@ fn create(api: &'static PluginApi, host: *const HostApi, config: &[u8]) -> Resul
             Some(Ok(e)) => Err(e),
             Some(Err(e)) => Err(SourceError::Internal(e)),
             None if ptr.is_null() => Err(SourceError::Internal("the plugin created no instance".into())),
-            None => Ok(Instance { api, ptr }),
+            None => Ok(Instance { api, ptr, host }),
         }
     }
 }
@@ -234,6 +283,7 @@ impl Runtime for NativeRuntime {
                 // Called in place, as component calls are: a hand-off to a blocking thread per
                 // call cost more than the call itself (BENCHMARKS.md). Native code is trusted.
                 let result = call(&instance, &bytes);
+                instance.host.end_call().await;
                 (result, Some(instance))
             })
             .await?

@@ -16,9 +16,11 @@ use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::capabilities::Capabilities;
+use super::pg::PgSession;
 use super::pool::{MakeInstance, Pool};
 use super::{LoadError, Runtime};
 use crate::config::PluginLimits;
+use conductor_plugin_sdk::pg::{PgReply, PgRequest};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -30,10 +32,11 @@ mod bindings {
 }
 
 use bindings::SourcePlugin;
-use bindings::conductor::plugin::{config, emit, kv, log, timer, types};
+use bindings::conductor::plugin::{config, emit, kv, log, pg, timer, types};
 
 mod convert {
     conductor_plugin_sdk::__wit_conversions!(super::types);
+    conductor_plugin_sdk::__wit_pg_conversions!(super::pg);
 }
 
 /// The epoch advances this often; call deadlines are counted in these ticks.
@@ -107,6 +110,7 @@ struct State {
     table: ResourceTable,
     limits: StoreLimits,
     capabilities: Option<Arc<Capabilities>>,
+    pg: PgSession,
 }
 
 impl WasiView for State {
@@ -128,6 +132,7 @@ impl State {
                 .trap_on_grow_failure(true)
                 .build(),
             capabilities,
+            pg: PgSession::default(),
         }
     }
 
@@ -186,6 +191,109 @@ impl config::Host for State {
     }
 }
 
+impl State {
+    async fn pg(&mut self, request: PgRequest) -> Result<PgReply, pg::Error> {
+        let caps = Arc::clone(
+            self.capabilities
+                .as_ref()
+                .expect("pg is linked only with a plugin's state"),
+        );
+        self.pg.call(&caps, request).await.map_err(convert::to_wit_pg_error)
+    }
+}
+
+fn reply_error(reply: PgReply) -> pg::Error {
+    convert::to_wit_pg_error(conductor_plugin_sdk::PgError::new(format!(
+        "unexpected reply {reply:?}"
+    )))
+}
+
+impl pg::Host for State {
+    async fn query(
+        &mut self,
+        database: String,
+        transaction: Option<u64>,
+        sql: String,
+        params: Vec<pg::Value>,
+    ) -> Result<pg::Rows, pg::Error> {
+        let params = params.into_iter().map(convert::from_wit_value).collect();
+        match self
+            .pg(PgRequest::Query {
+                database,
+                transaction,
+                sql,
+                params,
+            })
+            .await?
+        {
+            PgReply::Rows(rows) => Ok(convert::to_wit_rows(rows)),
+            other => Err(reply_error(other)),
+        }
+    }
+
+    async fn execute(
+        &mut self,
+        database: String,
+        transaction: Option<u64>,
+        sql: String,
+        params: Vec<pg::Value>,
+    ) -> Result<u64, pg::Error> {
+        let params = params.into_iter().map(convert::from_wit_value).collect();
+        match self
+            .pg(PgRequest::Execute {
+                database,
+                transaction,
+                sql,
+                params,
+            })
+            .await?
+        {
+            PgReply::Affected(n) => Ok(n),
+            other => Err(reply_error(other)),
+        }
+    }
+
+    async fn begin(&mut self, database: String) -> Result<u64, pg::Error> {
+        match self.pg(PgRequest::Begin { database }).await? {
+            PgReply::Begun(id) => Ok(id),
+            other => Err(reply_error(other)),
+        }
+    }
+
+    async fn commit(&mut self, transaction: u64) -> Result<(), pg::Error> {
+        self.pg(PgRequest::Commit { transaction }).await.map(drop)
+    }
+
+    async fn rollback(&mut self, transaction: u64) {
+        let _ = self.pg(PgRequest::Rollback { transaction }).await;
+    }
+
+    async fn advisory_lock(
+        &mut self,
+        transaction: u64,
+        key: String,
+        lock_type: String,
+        wait: bool,
+    ) -> Result<bool, pg::Error> {
+        match self
+            .pg(PgRequest::AdvisoryLock {
+                transaction,
+                key,
+                lock_type,
+                wait,
+            })
+            .await?
+        {
+            PgReply::Locked(taken) => Ok(taken),
+            other => Err(reply_error(other)),
+        }
+    }
+
+    async fn listen(&mut self, database: String, channel: String) -> Result<(), pg::Error> {
+        self.pg(PgRequest::Listen { database, channel }).await.map(drop)
+    }
+}
+
 /// A linker with WASI and exactly the granted conductor capabilities.
 fn linker(capabilities: &Capabilities) -> Result<Linker<State>, LoadError> {
     let wasm = |e: wasmtime::Error| LoadError::Incompatible(format!("{e:#}"));
@@ -202,6 +310,7 @@ fn linker(capabilities: &Capabilities) -> Result<Linker<State>, LoadError> {
             Capability::Timer => timer::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
             Capability::Kv => kv::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
             Capability::Config => config::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
+            Capability::Pg => pg::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
         }
         .map_err(wasm)?;
     }
@@ -296,12 +405,14 @@ impl WasmRuntime {
                     .instantiate_async(&mut store)
                     .await
                     .map_err(|e| SourceError::Internal(format!("instantiating the plugin failed: {e:#}")))?;
-                plugin
+                let init = plugin
                     .conductor_plugin_source()
                     .call_init(&mut store, &config_json)
                     .await
-                    .map_err(|e| SourceError::Internal(format!("plugin init trapped: {e:#}")))?
-                    .map_err(convert::from_wit_error)?;
+                    .map_err(|e| SourceError::Internal(format!("plugin init trapped: {e:#}")));
+                let name = store.data().caps().plugin().to_owned();
+                store.data_mut().pg.end_call(&name).await;
+                init?.map_err(convert::from_wit_error)?;
                 Ok(Instance { store, plugin })
             })
         });
@@ -361,11 +472,12 @@ impl Runtime for WasmRuntime {
                             .await
                             .map(|r| r.map(|()| PluginReply::Done))
                     }
-                    PluginRequest::OnEvent(conductor_plugin_sdk::HostEvent::Timer(name)) => source
-                        .call_on_event(&mut instance.store, &types::HostEvent::Timer(name))
+                    PluginRequest::OnEvent(event) => source
+                        .call_on_event(&mut instance.store, &convert::to_wit_host_event(event))
                         .await
                         .map(|r| r.map(|()| PluginReply::Done)),
                 };
+                instance.store.data_mut().pg.end_call(&self.name).await;
                 match outcome {
                     Ok(answer) => (answer.map_err(convert::from_wit_error), Some(instance)),
                     Err(trap) => (Err(self.trapped(trap)), None),

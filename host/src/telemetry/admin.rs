@@ -1,8 +1,10 @@
 //! The admin HTTP endpoint: `/metrics` (Prometheus), `/healthz` (the process is alive),
-//! `/readyz` (the gRPC listener is serving and not shutting down) and `POST /reload` (reload the
+//! `/readyz` (the gRPC listener is serving and not shutting down, and no database LISTEN connection
+//! is down) and `POST /reload` (reload the
 //! plugin files, as SIGHUP does).
 
 use std::{
+    collections::BTreeMap,
     net::SocketAddr,
     sync::{
         Arc,
@@ -21,10 +23,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::Metrics;
 
-/// Whether the process should receive traffic.
+/// Whether the process should receive traffic: it is serving, and nothing it depends on (a
+/// database LISTEN connection) is down.
 #[derive(Debug, Default)]
 pub struct Readiness {
     serving: AtomicBool,
+    /// What is down, by name, with the reason.
+    down: parking_lot::Mutex<BTreeMap<String, String>>,
 }
 
 impl Readiness {
@@ -34,6 +39,27 @@ impl Readiness {
 
     pub fn is_serving(&self) -> bool {
         self.serving.load(Ordering::SeqCst)
+    }
+
+    /// Marks `what` down (with the reason) or up again (`None`).
+    pub fn set_down(&self, what: &str, reason: Option<String>) {
+        let mut down = self.down.lock();
+        match reason {
+            Some(reason) => down.insert(what.to_owned(), reason),
+            None => down.remove(what),
+        };
+    }
+
+    /// `Ok` when ready, else why not.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.is_serving() {
+            return Err("not serving".to_owned());
+        }
+        let down = self.down.lock();
+        if down.is_empty() {
+            return Ok(());
+        }
+        Err(down.iter().map(|(what, why)| format!("{what}: {why}\n")).collect())
     }
 }
 
@@ -82,10 +108,9 @@ async fn request_reload(State(state): State<AdminState>) -> (StatusCode, &'stati
     }
 }
 
-async fn ready(State(state): State<AdminState>) -> (StatusCode, &'static str) {
-    if state.readiness.is_serving() {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not serving")
+async fn ready(State(state): State<AdminState>) -> (StatusCode, String) {
+    match state.readiness.check() {
+        Ok(()) => (StatusCode::OK, "ok".to_owned()),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }

@@ -18,6 +18,8 @@ pub struct Metrics {
     sent: IntCounterVec,
     processed: IntCounterVec,
     duration: HistogramVec,
+    listener_up: IntGaugeVec,
+    listener_lost: IntCounterVec,
 }
 
 fn opts(name: &str, help: &str) -> Opts {
@@ -66,9 +68,27 @@ impl Metrics {
             &per_code,
         )
         .expect("valid metric");
+        let listener_up = IntGaugeVec::new(
+            Opts::new(
+                "conductor_database_listener_up",
+                "Whether the LISTEN connection of a plugin's database channel is up (1) or reconnecting (0).",
+            ),
+            &["database", "channel"],
+        )
+        .expect("valid metric");
+        let listener_lost = IntCounterVec::new(
+            Opts::new(
+                "conductor_database_listener_lost_total",
+                "Times a LISTEN connection was lost (notifications may have been missed; the plugin catches up).",
+            ),
+            &["database", "channel"],
+        )
+        .expect("valid metric");
         let registry = Registry::new();
         for c in [
-            Box::new(subscribers.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(listener_up.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(listener_lost.clone()),
+            Box::new(subscribers.clone()),
             Box::new(called.clone()),
             Box::new(received.clone()),
             Box::new(sent.clone()),
@@ -85,7 +105,24 @@ impl Metrics {
             sent,
             processed,
             duration,
+            listener_up,
+            listener_lost,
         }
+    }
+
+    /// A LISTEN connection came up (`true`) or was lost (`false`).
+    pub fn listener(&self, database: &str, channel: &str, up: bool) {
+        self.listener_up
+            .with_label_values(&[database, channel])
+            .set(i64::from(up));
+        if !up {
+            self.listener_lost.with_label_values(&[database, channel]).inc();
+        }
+    }
+
+    /// A LISTEN was given up (its plugin was unloaded).
+    pub fn listener_removed(&self, database: &str, channel: &str) {
+        let _ = self.listener_up.remove_label_values(&[database, channel]);
     }
 
     /// A Publish whose event decoded: counts it as called and received.

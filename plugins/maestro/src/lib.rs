@@ -1,14 +1,23 @@
-//! The `maestro` source: Maestro's resources, read from and written to Maestro's PostgreSQL as
-//! `../shared/spec/maestro-db.md` describes. This crate holds the contract logic — how rows become
-//! spec events, how an agent's status is judged and stored — as pure functions over the SDK
-//! types, so it is tested without a database. The plugin wiring (the host's `pg` capability,
-//! LISTEN on `events`, the advisory locks) builds on it.
+//! The `maestro` source plugin: Maestro's resources, read from and written to Maestro's
+//! PostgreSQL as `../shared/spec/maestro-db.md` describes, through the host's `pg` capability.
+//!
+//! - [`payload`], [`spec`], [`status`], [`sequence`]: the contract logic (how rows become spec
+//!   events, how an agent's status is judged), pure functions unit-tested without a database;
+//! - [`sql`] and [`store`]: the statements, and running them through the host;
+//! - [`plugin`]: the flows (LISTEN on `events`, catch-up, status writes, resync).
+//!
+//! Built as a WebAssembly component (the shipped form) or a native library.
 
+pub mod duration;
 pub mod payload;
+pub mod plugin;
 pub mod sequence;
 pub mod spec;
 pub mod sql;
 pub mod status;
+pub mod store;
+
+conductor_plugin_sdk::export_plugin!(plugin::Maestro);
 
 /// The source name agents see on Maestro's resources (hard-coded upstream, independent of
 /// Maestro's own `--source-id`).

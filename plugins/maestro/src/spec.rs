@@ -31,14 +31,11 @@ pub enum Read {
     List,
 }
 
-/// The spec event for `row`: the stored event, with `source = maestro`, `resourceid` = row id,
-/// integer `resourceversion` = row version, `clustername` = consumer; while soft-deleted,
-/// `deletiontimestamp` = `deleted_at` and no data.
-pub fn spec_event(row: &ResourceRow, action: &str, read: Read) -> Result<CloudEvent, PayloadError> {
+/// The row's payload as Maestro's `Get` returns it: the work's metadata stamped with the row's
+/// `creationTimestamp` and, while soft-deleted, `deletionTimestamp` (RFC 3339).
+pub fn stamped_payload(row: &ResourceRow) -> Value {
     let mut payload = row.payload.clone();
-    if read == Read::Get
-        && let Some(meta) = payload.get_mut(METADATA).and_then(Value::as_object_mut)
-    {
+    if let Some(meta) = payload.get_mut(METADATA).and_then(Value::as_object_mut) {
         let stamp = |t: &DateTime<Utc>| Value::from(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
         if let Some(t) = &row.created_at {
             meta.insert("creationTimestamp".into(), stamp(t));
@@ -47,6 +44,17 @@ pub fn spec_event(row: &ResourceRow, action: &str, read: Read) -> Result<CloudEv
             meta.insert("deletionTimestamp".into(), stamp(t));
         }
     }
+    payload
+}
+
+/// The spec event for `row`: the stored event, with `source = maestro`, `resourceid` = row id,
+/// integer `resourceversion` = row version, `clustername` = consumer; while soft-deleted,
+/// `deletiontimestamp` = `deleted_at` and no data.
+pub fn spec_event(row: &ResourceRow, action: &str, read: Read) -> Result<CloudEvent, PayloadError> {
+    let payload = match read {
+        Read::Get => stamped_payload(row),
+        Read::List => row.payload.clone(),
+    };
     let mut e = from_json_map(&payload)?;
     let dt = DataType::parse(data_types::MANIFEST_BUNDLES).expect("a valid data type");
     e.ty = dt.event_type(SubResource::Spec, action);

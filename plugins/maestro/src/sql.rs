@@ -9,11 +9,18 @@ pub const TRY_LOCK: &str = "SELECT pg_try_advisory_xact_lock($1, $2)";
 pub const LOCK: &str = "SELECT pg_advisory_xact_lock($1, $2)";
 
 /// An event row: `source`, `source_id`, `event_type`, whether reconciled.
-pub const READ_EVENT: &str = "SELECT source, source_id, event_type, reconciled_date IS NOT NULL \
+pub const READ_EVENT: &str = "SELECT source, source_id, event_type, reconciled_date IS NOT NULL AS reconciled \
      FROM events WHERE id = $1 AND deleted_at IS NULL LIMIT 1";
 pub const MARK_RECONCILED: &str = "UPDATE events SET reconciled_date = $1, updated_at = $1 WHERE id = $2";
 pub const PURGE_RECONCILED: &str = "DELETE FROM events WHERE reconciled_date IS NOT NULL";
 pub const UNRECONCILED: &str = "SELECT id FROM events WHERE reconciled_date IS NULL AND deleted_at IS NULL";
+/// After a lost LISTEN: the unreconciled events, and those written since `$1` (another replica
+/// may have reconciled them for its own agents while this one was not listening).
+pub const UNRECONCILED_OR_SINCE: &str = "SELECT id FROM events WHERE deleted_at IS NULL \
+     AND (reconciled_date IS NULL OR created_at >= $1) ORDER BY created_at";
+/// Maestro's schema is in place: its migrations table holds the last migration.
+pub const SCHEMA_PRESENT: &str = "SELECT to_regclass('public.migrations') IS NOT NULL AS present";
+pub const LAST_MIGRATION: &str = "SELECT id FROM migrations WHERE id = $1";
 
 /// The columns of [`crate::spec::ResourceRow`], JSON as text.
 macro_rules! resource_columns {

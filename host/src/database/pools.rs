@@ -1,0 +1,164 @@
+//! The databases named in `conductor.toml`, by name: a pool each, and the LISTEN connections the
+//! plugins ask for, whose health shows in the logs, the metrics and `/readyz`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use conductor_plugin_sdk::HostEvent;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgSslMode};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::postgres::{self, DbEvent};
+use crate::config::{DatabaseConfig, TlsMode};
+use crate::telemetry::Metrics;
+use crate::telemetry::admin::Readiness;
+
+/// The configured databases.
+pub struct Databases {
+    pools: BTreeMap<String, PgPool>,
+    metrics: Metrics,
+    readiness: Arc<Readiness>,
+}
+
+/// Why a database's settings are unusable: the key under `databases.<name>` and the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("{reason}")]
+pub struct DatabaseConfigError {
+    pub key: String,
+    pub reason: String,
+}
+
+/// The connection options of `config`, reaching `url`.
+fn connect_options(name: &str, config: &DatabaseConfig, url: &str) -> Result<PgConnectOptions, DatabaseConfigError> {
+    let mut options: PgConnectOptions = url.parse().map_err(|e| DatabaseConfigError {
+        key: format!("databases.{name}.url"),
+        reason: format!("invalid URL: {e}"),
+    })?;
+    if let Some(mode) = config.tls {
+        options = options.ssl_mode(match mode {
+            TlsMode::Disable => PgSslMode::Disable,
+            TlsMode::Prefer => PgSslMode::Prefer,
+            TlsMode::Require => PgSslMode::Require,
+            TlsMode::VerifyCa => PgSslMode::VerifyCa,
+            TlsMode::VerifyFull => PgSslMode::VerifyFull,
+        });
+    }
+    if let Some(ca) = &config.ca_file {
+        options = options.ssl_root_cert(ca);
+    }
+    let timeout_ms = config.statement_timeout.0.as_millis().to_string();
+    Ok(options
+        .application_name("conductor")
+        .options([("statement_timeout", timeout_ms.as_str())]))
+}
+
+impl Databases {
+    /// Pools for `configs` (connected on first use). `urls` has the URL of each embedded database;
+    /// `resolve` makes configured paths relative to the configuration file.
+    pub fn new(
+        configs: &BTreeMap<String, DatabaseConfig>,
+        urls: &BTreeMap<String, String>,
+        resolve: impl Fn(&Path) -> std::path::PathBuf,
+        metrics: Metrics,
+        readiness: Arc<Readiness>,
+    ) -> Result<Arc<Self>, DatabaseConfigError> {
+        let mut pools = BTreeMap::new();
+        for (name, config) in configs {
+            let url = config
+                .url
+                .as_ref()
+                .or_else(|| urls.get(name))
+                .ok_or_else(|| DatabaseConfigError {
+                    key: format!("databases.{name}"),
+                    reason: "the embedded database did not start".to_owned(),
+                })?;
+            let mut config = config.clone();
+            config.ca_file = config.ca_file.as_deref().map(&resolve);
+            let options = connect_options(name, &config, url)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(config.pool_size)
+                .acquire_timeout(config.connect_timeout.0)
+                .connect_lazy_with(options);
+            pools.insert(name.clone(), pool);
+        }
+        Ok(Arc::new(Self {
+            pools,
+            metrics,
+            readiness,
+        }))
+    }
+
+    /// No databases (a host that runs none).
+    pub fn none() -> Arc<Self> {
+        Arc::new(Self {
+            pools: BTreeMap::new(),
+            metrics: Metrics::new(),
+            readiness: Arc::default(),
+        })
+    }
+
+    pub fn pool(&self, name: &str) -> Option<&PgPool> {
+        self.pools.get(name)
+    }
+
+    /// LISTENs on `channel` of `database` for `plugin`: the first connection is made now (so an
+    /// unreachable database or a role that cannot LISTEN is an error here), then notifications
+    /// and every (re)connect go to `events` until the returned token is cancelled.
+    pub async fn listen(
+        &self,
+        plugin: &str,
+        database: &str,
+        channel: &str,
+        events: mpsc::UnboundedSender<HostEvent>,
+    ) -> Result<CancellationToken, String> {
+        let pool = self
+            .pool(database)
+            .ok_or_else(|| format!("no database {database:?}"))?
+            .clone();
+        let channels = vec![channel.to_owned()];
+        let first = postgres::listener(&pool, &channels)
+            .await
+            .map_err(|e| format!("cannot LISTEN on {channel:?} in database {database:?}: {e}"))?;
+        let stop = CancellationToken::new();
+        let (tx, mut rx) = mpsc::channel(256);
+        let task = postgres::listen(pool, channels, Some(first), tx, stop.clone());
+        let (metrics, readiness) = (self.metrics.clone(), Arc::clone(&self.readiness));
+        let (plugin, database, channel) = (plugin.to_owned(), database.to_owned(), channel.to_owned());
+        let what = format!("database {database:?} LISTEN {channel:?} (plugin {plugin})");
+        tokio::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                let forward = match event {
+                    DbEvent::Notification { channel, payload } => HostEvent::Notification {
+                        database: database.clone(),
+                        channel,
+                        payload,
+                    },
+                    DbEvent::Listening { reconnected } => {
+                        metrics.listener(&database, &channel, true);
+                        readiness.set_down(&what, None);
+                        HostEvent::Listening {
+                            database: database.clone(),
+                            channel: channel.clone(),
+                            reconnected,
+                        }
+                    }
+                    DbEvent::Lost(reason) => {
+                        tracing::warn!(%plugin, %database, %channel, %reason, "database LISTEN connection lost; reconnecting");
+                        metrics.listener(&database, &channel, false);
+                        readiness.set_down(&what, Some(format!("connection lost ({reason}); reconnecting")));
+                        continue;
+                    }
+                };
+                if events.send(forward).is_err() {
+                    break;
+                }
+            }
+            task.abort();
+            metrics.listener_removed(&database, &channel);
+            readiness.set_down(&what, None);
+        });
+        Ok(stop)
+    }
+}

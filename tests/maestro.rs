@@ -1,0 +1,380 @@
+//! The maestro source against a real PostgreSQL holding Maestro's schema, driven the way Maestro
+//! drives it, with a Subscribe/Publish client playing the work agent: the black-box scenarios of
+//! `maestro-db.md` §10.5 (scenario 1, the consumer row of a joined cluster, belongs to the consumer
+//! controller).
+
+#[path = "support/maestro.rs"]
+mod support;
+
+use std::time::Duration;
+
+use conductor_blackbox_tests::events::{self, attr, attr_str};
+use conductor_blackbox_tests::proto::cloud_event::Data;
+use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
+use conductor_blackbox_tests::{Conductor, Sub, WORKS, conductor_bin, proto, publish, subscribe};
+use serde_json::{Value, json};
+use support::{MaestroDb, config, eventually, status_update};
+use tonic::Code;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The next event on `sub` for which `pick` holds (earlier deliveries may repeat: sending a spec
+/// again is harmless, the agent orders by resourceversion).
+async fn next_where(sub: &mut Sub, what: &str, pick: impl Fn(&proto::CloudEvent) -> bool) -> proto::CloudEvent {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let e = tokio::time::timeout(left, sub.next_event())
+            .await
+            .unwrap_or_else(|_| panic!("no {what} within {WAIT:?}"))
+            .unwrap();
+        if pick(&e) {
+            return e;
+        }
+    }
+}
+
+fn version(e: &proto::CloudEvent) -> Option<i32> {
+    match attr(e, "ce-resourceversion") {
+        Some(Attr::CeInteger(v)) => Some(*v),
+        _ => None,
+    }
+}
+
+fn data(e: &proto::CloudEvent) -> Option<Value> {
+    match &e.data {
+        Some(Data::BinaryData(b)) => Some(serde_json::from_slice(b).unwrap()),
+        _ => None,
+    }
+}
+
+fn is_spec_of(e: &proto::CloudEvent, id: &str, v: i32) -> bool {
+    attr_str(e, "ce-resourceid") == Some(id) && version(e) == Some(v)
+}
+
+/// §10.5 scenarios 2, 3 (no NOTIFY), 4, 5 and 11: create, update, a missed notification, soft
+/// delete and the agent's confirmation, as the agent sees them and as the database shows them.
+#[tokio::test(flavor = "multi_thread")]
+async fn spec_events_reach_the_agent_and_the_agents_deletion_removes_the_resource() {
+    let db = MaestroDb::start().await;
+    let c = Conductor::start(&config(&db.url(), "1s")).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+
+    // 2: a resource row + event + NOTIFY → the spec, then reconciled, with no lock left behind.
+    let (id, created) = db.create("cluster1", "nginx", true).await;
+    let e = next_where(&mut sub, "the created spec", |e| is_spec_of(e, &id, 1)).await;
+    assert_eq!(e.source, "maestro");
+    assert_eq!(e.r#type, format!("{WORKS}.spec.create_request"));
+    assert_eq!(attr_str(&e, "ce-clustername"), Some("cluster1"));
+    let meta: Value = serde_json::from_str(attr_str(&e, "ce-metadata").unwrap()).unwrap();
+    assert_eq!(meta["name"], "nginx");
+    assert!(meta["creationTimestamp"].is_string(), "{meta}");
+    assert_eq!(data(&e).unwrap()["manifests"][0]["spec"]["replicas"], 1);
+    assert!(attr(&e, "ce-deletiontimestamp").is_none());
+    eventually(WAIT, "the create event reconciled", async || {
+        db.reconciled(&created).await
+    })
+    .await;
+    assert_eq!(db.advisory_locks().await, 0, "the events try-lock is released");
+
+    // 4: Maestro's update (version + 1) → the new spec.
+    let updated = db.update(&id, 2).await;
+    let e = next_where(&mut sub, "the updated spec", |e| is_spec_of(e, &id, 2)).await;
+    assert_eq!(e.r#type, format!("{WORKS}.spec.update_request"));
+    assert_eq!(data(&e).unwrap()["manifests"][0]["spec"]["replicas"], 2);
+    eventually(WAIT, "the update event reconciled", async || {
+        db.reconciled(&updated).await
+    })
+    .await;
+
+    // 3: an event whose NOTIFY never came is delivered by the periodic catch-up.
+    let silent = db.insert_event(&id, "Update", false).await;
+    eventually(WAIT, "the silent event reconciled", async || {
+        db.reconciled(&silent).await
+    })
+    .await;
+    next_where(&mut sub, "the spec of the silent event", |e| is_spec_of(e, &id, 2)).await;
+
+    // 5: soft delete → a deleting spec without data; the agent's Deleted → StatusDelete + NOTIFY,
+    // then the row is gone.
+    let deleted = db.soft_delete(&id).await;
+    let e = next_where(&mut sub, "the deleting spec", |e| {
+        attr_str(e, "ce-resourceid") == Some(id.as_str()) && attr(e, "ce-deletiontimestamp").is_some()
+    })
+    .await;
+    assert_eq!(e.r#type, format!("{WORKS}.spec.delete_request"));
+    assert!(e.data.is_none(), "a deleting spec carries no manifests");
+    eventually(WAIT, "the delete event reconciled", async || {
+        db.reconciled(&deleted).await
+    })
+    .await;
+    let mut maestro = db.listen_status_events().await;
+    publish(&mut client, status_update("cluster1", &id, 2, 10, "Deleted"))
+        .await
+        .unwrap();
+    let rung = tokio::time::timeout(WAIT, maestro.recv()).await.unwrap().unwrap();
+    let rows = db.status_events().await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(rung.payload(), row.id);
+    assert_eq!(
+        (
+            row.kind.as_str(),
+            row.resource_id.as_str(),
+            row.resource_source.as_str()
+        ),
+        ("StatusDelete", id.as_str(), "source-work-client")
+    );
+    let payload = row.payload.as_ref().expect("StatusDelete carries the spec payload");
+    assert_eq!(payload["data"]["manifests"][0]["spec"]["replicas"], 2);
+    let status = row.status.as_ref().expect("StatusDelete carries the status");
+    assert_eq!(status["data"]["conditions"][0]["type"], "Deleted");
+    assert_eq!(status["metadata"]["name"], "nginx", "the spec's metadata, as an object");
+    assert_eq!(db.resource(&id).await, None, "hard-deleted after the agent confirmed");
+
+    // 11: Maestro's own bookkeeping is untouched.
+    assert_eq!(db.count("SELECT count(*) FROM server_instances").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM event_instances").await, 0);
+    assert_eq!(db.advisory_locks().await, 0);
+}
+
+/// §10.5 scenarios 6, 7 and 8: which status updates are stored, verbatim and with the spec's
+/// metadata; which write nothing; and column-targeted writes beside Maestro's own spec update.
+#[tokio::test(flavor = "multi_thread")]
+async fn status_updates_are_ordered_stored_verbatim_and_never_clobber_the_spec() {
+    let db = MaestroDb::start().await;
+    let c = Conductor::start(&config(&db.url(), "1m")).unwrap();
+    let mut client = c.client().await.unwrap();
+    let (id, _) = db.create("cluster1", "nginx", true).await;
+    let mut maestro = db.listen_status_events().await;
+
+    // 6: the first status → stored as sent, with the spec's metadata object; StatusUpdate + NOTIFY.
+    let applied = status_update("cluster1", &id, 1, 10, "Applied");
+    publish(&mut client, applied.clone()).await.unwrap();
+    let rung = tokio::time::timeout(WAIT, maestro.recv()).await.unwrap().unwrap();
+    let status = db.resource(&id).await.unwrap().status.expect("status stored");
+    assert_eq!(status["id"], applied.id.as_str());
+    assert_eq!(status["source"], "cluster1-work-agent");
+    assert_eq!(status["type"], format!("{WORKS}.status.update_request"));
+    assert_eq!(status["resourceid"], id.as_str());
+    assert_eq!(status["resourceversion"], 1);
+    assert_eq!(status["sequenceid"], support::sequence(10).as_str());
+    assert_eq!(status["originalsource"], "maestro");
+    assert_eq!(status["data"]["conditions"][0]["type"], "Applied");
+    assert_eq!(
+        status["metadata"],
+        json!({"name": "nginx", "namespace": "cluster1", "uid": id}),
+        "metadata is the spec's, stored as an object"
+    );
+    let rows = db.status_events().await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0].kind.as_str(), rows[0].id.as_str()),
+        ("StatusUpdate", rung.payload())
+    );
+    assert_eq!((rows[0].payload.as_ref(), rows[0].status.as_ref()), (None, None));
+
+    // The same status again, an older one, and one for another version: nothing written.
+    publish(&mut client, applied).await.unwrap();
+    publish(&mut client, status_update("cluster1", &id, 1, 5, "Available"))
+        .await
+        .unwrap();
+    publish(&mut client, status_update("cluster1", &id, 7, 20, "Available"))
+        .await
+        .unwrap();
+    assert_eq!(db.status_events().await.len(), 1);
+    assert_eq!(db.resource(&id).await.unwrap().status, Some(status));
+
+    // A newer one replaces it.
+    publish(&mut client, status_update("cluster1", &id, 1, 20, "Available"))
+        .await
+        .unwrap();
+    let status = db.resource(&id).await.unwrap().status.unwrap();
+    assert_eq!(status["data"]["conditions"][0]["type"], "Available");
+    assert_eq!(db.status_events().await.len(), 2);
+
+    // 7: an unknown resource succeeds and writes nothing; another cluster's is refused.
+    publish(
+        &mut client,
+        status_update("cluster1", "no-such-resource", 1, 30, "Applied"),
+    )
+    .await
+    .unwrap();
+    let refused = publish(&mut client, status_update("cluster2", &id, 1, 30, "Applied"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(refused.message().contains("unmatched consumer name"), "{refused:?}");
+    assert_eq!(db.status_events().await.len(), 2);
+    assert_eq!(db.resource(&id).await.unwrap().status, Some(status));
+
+    // 8: Maestro updates the spec (holding the row) while the agent's status arrives: each
+    // column keeps its writer's value.
+    let mut spec = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+        .bind(support::advisory_key(&id))
+        .bind(support::advisory_key("resources"))
+        .execute(&mut *spec)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE resources SET version = 2, payload = $1::json, updated_at = now() WHERE id = $2")
+        .bind(support::spec_payload(&id, "cluster1", "nginx", 2, 5).to_string())
+        .bind(&id)
+        .execute(&mut *spec)
+        .await
+        .unwrap();
+    let status_write = {
+        let mut client = c.client().await.unwrap();
+        let event = status_update("cluster1", &id, 1, 40, "Progressing");
+        tokio::spawn(async move { publish(&mut client, event).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    spec.commit().await.unwrap();
+    status_write.await.unwrap().unwrap();
+    let row = db.resource(&id).await.unwrap();
+    assert_eq!(row.version, 2);
+    assert_eq!(
+        row.payload["data"]["manifests"][0]["spec"]["replicas"], 5,
+        "Maestro's spec kept"
+    );
+    assert_eq!(
+        row.status.unwrap()["data"]["conditions"][0]["type"],
+        "Progressing",
+        "the agent's status kept"
+    );
+    assert_eq!(db.advisory_locks().await, 0);
+}
+
+/// §10.5 scenario 9: resync answers every resource of the cluster, soft-deleted ones as deletes,
+/// and a database error answers nothing rather than a list that would make the agent delete.
+#[tokio::test(flavor = "multi_thread")]
+async fn resync_lists_every_resource_and_a_database_error_deletes_nothing() {
+    let db = MaestroDb::start().await;
+    let c = Conductor::start(&config(&db.url(), "1m")).unwrap();
+    let (live, _) = db.create("cluster1", "web", false).await;
+    let (deleting, _) = db.create("cluster1", "old", false).await;
+    db.soft_delete(&deleting).await;
+    db.create("cluster2", "elsewhere", false).await;
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    // Events from the setup's NOTIFYs may arrive first; the resync answer follows them.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    while sub.next_raw(Duration::from_millis(300)).await.is_ok() {}
+
+    let held = [(deleting.as_str(), 1), ("gone-from-maestro", 3)];
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &held))
+        .await
+        .unwrap();
+    let mut answers = std::collections::BTreeMap::new();
+    while answers.len() < 3 {
+        let e = sub.next_event().await.unwrap();
+        answers.insert(attr_str(&e, "ce-resourceid").unwrap().to_owned(), e);
+    }
+    for e in answers.values() {
+        assert_eq!(e.r#type, format!("{WORKS}.spec.resync_response"));
+    }
+    assert_eq!(version(&answers[&live]), Some(1));
+    assert!(attr(&answers[&live], "ce-deletiontimestamp").is_none());
+    assert!(data(&answers[&live]).is_some());
+    // Soft-deleted in Maestro, and unknown to Maestro: both deletes for the agent.
+    assert!(attr(&answers[&deleting], "ce-deletiontimestamp").is_some());
+    assert!(attr(&answers["gone-from-maestro"], "ce-deletiontimestamp").is_some());
+
+    // The resources table unreadable: the resync fails, and the agent hears nothing.
+    sqlx::query("ALTER TABLE resources RENAME TO resources_away")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let failed = publish(
+        &mut client,
+        events::resync_request(WORKS, "cluster1", &[(live.as_str(), 1)]),
+    )
+    .await;
+    assert!(failed.is_err(), "the resync fails");
+    match sub.next_raw(Duration::from_secs(2)).await {
+        Ok(Some(e)) => assert_eq!(e.r#type, conductor_blackbox_tests::HEARTBEAT, "{e:?}"),
+        Ok(None) => panic!("stream ended"),
+        Err(_) => {} // nothing at all
+    }
+    sqlx::query("ALTER TABLE resources_away RENAME TO resources")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    publish(
+        &mut client,
+        events::resync_request(WORKS, "cluster1", &[(live.as_str(), 0)]),
+    )
+    .await
+    .unwrap();
+    next_where(&mut sub, "the resync answer", |e| is_spec_of(e, &live, 1)).await;
+}
+
+/// §10.5 scenarios 3 (written while conductor was down) and 10 (startup purge), and the startup
+/// checks: a database without Maestro's schema, or out of reach, stops conductor with the reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn startup_purges_reconciled_events_catches_up_and_checks_the_schema() {
+    let db = MaestroDb::start().await;
+    let (done_id, done) = db.create("cluster1", "done", false).await;
+    sqlx::query("UPDATE events SET reconciled_date = now() WHERE id = $1")
+        .bind(&done)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let (id, pending) = db.create("cluster1", "pending", true).await;
+
+    let c = Conductor::start(&config(&db.url(), "1s")).unwrap();
+    eventually(WAIT, "the startup purge", async || {
+        db.count_for("SELECT count(*) FROM events WHERE id = $1", &done).await == 0
+    })
+    .await;
+    assert!(c.logs().contains("purged 1 reconciled events"), "{}", c.logs());
+    assert_eq!(
+        db.count_for("SELECT count(*) FROM events WHERE id = $1", &pending)
+            .await,
+        1
+    );
+    // No agent was connected when it was handled at startup: it stays pending until one is.
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    next_where(&mut sub, "the pending spec", |e| is_spec_of(e, &id, 1)).await;
+    eventually(WAIT, "the pending event reconciled", async || {
+        db.reconciled(&pending).await
+    })
+    .await;
+    assert!(
+        db.resource(&done_id).await.is_some(),
+        "purging events leaves resources alone"
+    );
+
+    // A database without Maestro's schema, and one out of reach: conductor refuses to start.
+    sqlx::query("CREATE DATABASE empty").execute(&db.pool).await.unwrap();
+    let port = db.port;
+    for (url, reason) in [
+        (
+            format!("postgres://postgres@127.0.0.1:{port}/empty"),
+            "has no Maestro schema (migration 202412181141 not found)",
+        ),
+        (
+            format!("postgres://postgres@127.0.0.1:{}/maestro", support::free_port()),
+            "database \"maestro\"",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("conductor.toml");
+        std::fs::write(
+            &file,
+            format!("{}{}", conductor_blackbox_tests::BASE_CONFIG, config(&url, "1m")),
+        )
+        .unwrap();
+        let out = std::process::Command::new(conductor_bin())
+            .args(["check-config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{url}: {stderr}");
+        assert!(stderr.contains("plugins.maestro"), "{stderr}");
+        assert!(stderr.contains(reason), "{url}: {stderr}");
+    }
+}

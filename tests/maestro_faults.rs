@@ -1,0 +1,197 @@
+//! The maestro source when things go wrong: PostgreSQL restarted under connected agents, conductor
+//! cut off from the database while Maestro keeps writing, notifications never sent, and two
+//! conductor replicas sharing one database.
+
+#[path = "support/maestro.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use conductor_blackbox_tests::events::attr_str;
+use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
+use conductor_blackbox_tests::{Conductor, Sub, WORKS, events::attr, proto, publish, subscribe};
+use support::{MaestroDb, config, eventually, status_update};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn next_where(sub: &mut Sub, what: &str, pick: impl Fn(&proto::CloudEvent) -> bool) -> proto::CloudEvent {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        assert!(Instant::now() < deadline, "no {what} within {WAIT:?}");
+        match sub.next_event().await {
+            Ok(e) if pick(&e) => return e,
+            Ok(_) => {}
+            Err(e) => panic!("waiting for {what}: {e}"),
+        }
+    }
+}
+
+fn spec_of(id: &str, version: i32) -> impl Fn(&proto::CloudEvent) -> bool + '_ {
+    move |e| {
+        attr_str(e, "ce-resourceid") == Some(id)
+            && matches!(attr(e, "ce-resourceversion"), Some(Attr::CeInteger(v)) if *v == version)
+    }
+}
+
+/// Publishes `event` until it is accepted (the agent retries failed status updates).
+async fn publish_until_accepted(c: &Conductor, event: proto::CloudEvent) -> usize {
+    let mut client = c.client().await.unwrap();
+    let deadline = Instant::now() + WAIT;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match publish(&mut client, event.clone()).await {
+            Ok(()) => return attempts,
+            Err(e) => assert!(Instant::now() < deadline, "still refused: {e:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn ready(c: &Conductor) -> (u16, String) {
+    c.admin_get("/readyz").await.unwrap()
+}
+
+/// PostgreSQL restarted while an agent is connected, then conductor cut off from it while Maestro
+/// goes on writing: status updates refused meanwhile succeed on retry, events written meanwhile
+/// are delivered after it (by the catch-up on reconnect: the periodic one is an hour away), and
+/// `resources` ends with exactly what was written.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_outages_lose_and_duplicate_nothing() {
+    let mut db = MaestroDb::start().await;
+    for statement in [
+        "CREATE ROLE conductor LOGIN",
+        "GRANT ALL ON ALL TABLES IN SCHEMA public TO conductor",
+    ] {
+        sqlx::query(statement).execute(&db.pool).await.unwrap();
+    }
+    let url = format!("postgres://conductor@127.0.0.1:{}/maestro", db.port);
+    let c = Conductor::start(&config(&url, "1h")).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let (first, _) = db.create("cluster1", "first", true).await;
+    next_where(&mut sub, "the first spec", spec_of(&first, 1)).await;
+    assert_eq!(ready(&c).await.0, 200);
+
+    // A real restart: the LISTEN connection drops (visible in /readyz and the metrics); a status
+    // update meanwhile is refused, and accepted once PostgreSQL is back.
+    db.stop().await;
+    let refused = publish(&mut client, status_update("cluster1", &first, 1, 10, "Applied")).await;
+    assert!(refused.is_err(), "no database, no status write");
+    eventually(WAIT, "/readyz reporting the lost LISTEN", async || {
+        ready(&c).await.0 == 503
+    })
+    .await;
+    let (_, why) = ready(&c).await;
+    assert!(why.contains("LISTEN \"events\""), "{why}");
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    assert!(
+        metrics.contains(r#"conductor_database_listener_up{channel="events",database="maestro"} 0"#),
+        "{metrics}"
+    );
+    db.restart().await;
+    publish_until_accepted(&c, status_update("cluster1", &first, 1, 10, "Applied")).await;
+    eventually(WAIT, "/readyz ready again", async || ready(&c).await.0 == 200).await;
+    let (second, _) = db.create("cluster1", "second", true).await;
+    next_where(&mut sub, "the spec written after the restart", spec_of(&second, 1)).await;
+
+    // Conductor cut off while Maestro writes: a new resource and an update, NOTIFYs sent to no
+    // one, and the agent's status for the second resource refused.
+    sqlx::query("ALTER ROLE conductor NOLOGIN")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'conductor'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    eventually(WAIT, "/readyz reporting the lost LISTEN", async || {
+        ready(&c).await.0 == 503
+    })
+    .await;
+    let (third, _) = db.create("cluster1", "third", true).await;
+    db.update(&first, 3).await;
+    let refused = publish(&mut client, status_update("cluster1", &second, 1, 20, "Applied")).await;
+    assert!(refused.is_err(), "cut off, no status write");
+    sqlx::query("ALTER ROLE conductor LOGIN")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    next_where(&mut sub, "the spec written during the outage", spec_of(&third, 1)).await;
+    next_where(&mut sub, "the update written during the outage", spec_of(&first, 2)).await;
+    publish_until_accepted(&c, status_update("cluster1", &second, 1, 20, "Applied")).await;
+    assert!(
+        c.logs().contains("LISTEN on events re-established; catching up"),
+        "{}",
+        c.logs()
+    );
+
+    // Exactly what was written: three resources, each status once.
+    assert_eq!(db.count("SELECT count(*) FROM resources").await, 3);
+    assert_eq!(db.resource(&first).await.unwrap().version, 2);
+    let statuses = db.status_events().await;
+    assert_eq!(statuses.len(), 2, "{statuses:?}");
+    for id in [&first, &second] {
+        let status = db.resource(id).await.unwrap().status.expect("status stored");
+        assert_eq!(status["data"]["conditions"][0]["type"], "Applied");
+        assert_eq!(statuses.iter().filter(|s| &s.resource_id == id).count(), 1);
+    }
+    assert_eq!(db.advisory_locks().await, 0);
+}
+
+/// Events whose NOTIFY was never sent are delivered by the periodic catch-up.
+#[tokio::test(flavor = "multi_thread")]
+async fn missed_notifications_are_delivered_by_the_periodic_catch_up() {
+    let db = MaestroDb::start().await;
+    let c = Conductor::start(&config(&db.url(), "1s")).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let started = Instant::now();
+    let (id, event) = db.create("cluster1", "silent", false).await;
+    next_where(&mut sub, "the silent spec", spec_of(&id, 1)).await;
+    eventually(WAIT, "the silent event reconciled", async || {
+        db.reconciled(&event).await
+    })
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+}
+
+/// Two replicas on one database: each delivers every event to the agents connected to it, the
+/// event is reconciled once, and a status sent to both is written once.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_replicas_deliver_to_their_own_agents_and_write_status_once() {
+    let db = MaestroDb::start().await;
+    let one = Conductor::start(&config(&db.url(), "1m")).unwrap();
+    let two = Conductor::start(&config(&db.url(), "1m")).unwrap();
+    let (mut c1, mut c2) = (one.client().await.unwrap(), two.client().await.unwrap());
+    let mut agent1_on_one = subscribe(&mut c1, "cluster1", WORKS).await.unwrap();
+    let mut agent1_on_two = subscribe(&mut c2, "cluster1", WORKS).await.unwrap();
+    let mut agent2_on_two = subscribe(&mut c2, "cluster2", WORKS).await.unwrap();
+
+    let mut rounds = Vec::new();
+    for n in 0..5 {
+        let (a, ea) = db.create("cluster1", &format!("a{n}"), true).await;
+        let (b, eb) = db.create("cluster2", &format!("b{n}"), true).await;
+        next_where(&mut agent1_on_one, "cluster1's spec on replica one", spec_of(&a, 1)).await;
+        next_where(&mut agent1_on_two, "cluster1's spec on replica two", spec_of(&a, 1)).await;
+        next_where(&mut agent2_on_two, "cluster2's spec on replica two", spec_of(&b, 1)).await;
+        rounds.push((a, ea, eb));
+    }
+    for (_, ea, eb) in &rounds {
+        eventually(WAIT, "both events reconciled", async || {
+            db.reconciled(ea).await && db.reconciled(eb).await
+        })
+        .await;
+    }
+    assert_eq!(db.advisory_locks().await, 0);
+
+    // The same status update reaches both replicas at once: one write, one doorbell.
+    let (a, _, _) = &rounds[0];
+    let update = status_update("cluster1", a, 1, 10, "Applied");
+    let (r1, r2) = tokio::join!(publish(&mut c1, update.clone()), publish(&mut c2, update));
+    r1.unwrap();
+    r2.unwrap();
+    let statuses = db.status_events().await;
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    assert_eq!(db.count("SELECT count(*) FROM server_instances").await, 0);
+}

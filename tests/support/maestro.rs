@@ -1,0 +1,317 @@
+//! Shared by the maestro tests: a real PostgreSQL holding Maestro's schema, driven the way Maestro
+//! drives it (rows + events + NOTIFY, each in autocommit), conductor configured with the maestro
+//! component, and the work agent's status updates.
+
+#![allow(dead_code)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use conductor::config::EmbeddedDatabase;
+use conductor::database::EmbeddedPostgres;
+use conductor_blackbox_tests::events::{self, integer, string};
+use conductor_blackbox_tests::{Form, WORKS, plugin_artifact, proto};
+use serde_json::{Value, json};
+use sqlx::{PgPool, Row};
+
+/// A PostgreSQL server with Maestro's schema in database `maestro`, on a free port.
+pub struct MaestroDb {
+    pub dir: tempfile::TempDir,
+    pub pg: EmbeddedPostgres,
+    pub pool: PgPool,
+    pub port: u16,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_server(dir: &std::path::Path, port: u16) -> EmbeddedPostgres {
+    EmbeddedPostgres::start(&EmbeddedDatabase {
+        data_dir: dir.join("pg"),
+        port,
+        bin_dir: None,
+    })
+    .expect("PostgreSQL starts")
+}
+
+impl MaestroDb {
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        // The server runs as `postgres` when the tests run as root: let it reach its folder.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let port = free_port();
+        let path = dir.path().to_owned();
+        let pg = tokio::task::spawn_blocking(move || start_server(&path, port))
+            .await
+            .unwrap();
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(8)
+            .connect(&pg.url())
+            .await
+            .unwrap();
+        Self { dir, pg, pool, port }
+    }
+
+    pub fn url(&self) -> String {
+        self.pg.url()
+    }
+
+    /// Stops the server (fast shutdown: every session ends).
+    pub async fn stop(&mut self) {
+        self.pool.close().await;
+        tokio::task::block_in_place(|| self.pg.stop()).unwrap();
+    }
+
+    /// Starts the stopped server again on the same folder and port.
+    pub async fn restart(&mut self) {
+        tokio::task::block_in_place(|| self.pg.resume()).unwrap();
+        self.pool = PgPool::connect(&self.pg.url()).await.unwrap();
+    }
+
+    async fn exec(&self, sql: &'static str, args: &[&str]) {
+        let mut q = sqlx::query(sql);
+        for a in args {
+            q = q.bind(*a);
+        }
+        q.execute(&self.pool).await.unwrap();
+    }
+
+    /// Maestro's `events` insert (+ NOTIFY when `notify`), autocommit; returns the event id.
+    pub async fn insert_event(&self, resource: &str, kind: &str, notify: bool) -> String {
+        let id = uuid::Uuid::new_v4().to_string();
+        self.exec(
+            "INSERT INTO events (id, created_at, updated_at, source, source_id, event_type) VALUES ($1, now(), now(), 'Resources', $2, $3)",
+            &[&id, resource, kind],
+        )
+        .await;
+        if notify {
+            self.exec("SELECT pg_notify('events', $1)", &[&id]).await;
+        }
+        id
+    }
+
+    /// Maestro's create: the consumer if new, the resource row (version 1), then the event.
+    pub async fn create(&self, cluster: &str, name: &str, notify: bool) -> (String, String) {
+        self.exec(
+            "INSERT INTO consumers (id, created_at, updated_at, name) VALUES (gen_random_uuid()::text, now(), now(), $1) ON CONFLICT DO NOTHING",
+            &[cluster],
+        )
+        .await;
+        let id = uuid::Uuid::new_v4().to_string();
+        let payload = spec_payload(&id, cluster, name, 1, 1);
+        sqlx::query("INSERT INTO resources (id, name, created_at, updated_at, source, consumer_name, version, type, payload) VALUES ($1, $1, now(), now(), 'source-work-client', $2, 1, '', $3::json)")
+            .bind(&id)
+            .bind(cluster)
+            .bind(payload.to_string())
+            .execute(&self.pool)
+            .await
+            .unwrap();
+        let event = self.insert_event(&id, "Create", notify).await;
+        (id, event)
+    }
+
+    /// Maestro's update: under the `resources` lock, version+1 and the new payload (column
+    /// targeted), then the event.
+    pub async fn update(&self, id: &str, replicas: i64) -> String {
+        let mut tx = self.pool.begin().await.unwrap();
+        sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+            .bind(advisory_key(id))
+            .bind(advisory_key("resources"))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let (cluster, version): (String, i64) =
+            sqlx::query_as("SELECT consumer_name, version FROM resources WHERE id = $1")
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+        let payload = spec_payload(id, &cluster, "nginx", version + 1, replicas);
+        sqlx::query("UPDATE resources SET version = $1, payload = $2::json, updated_at = now() WHERE id = $3")
+            .bind(version + 1)
+            .bind(payload.to_string())
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        self.insert_event(id, "Update", true).await
+    }
+
+    /// Maestro's MarkAsDeleting: soft delete, then the event.
+    pub async fn soft_delete(&self, id: &str) -> String {
+        self.exec(
+            "UPDATE resources SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL",
+            &[id],
+        )
+        .await;
+        self.insert_event(id, "Delete", true).await
+    }
+
+    pub async fn count(&self, sql: &'static str) -> i64 {
+        sqlx::query_scalar(sql).fetch_one(&self.pool).await.unwrap()
+    }
+
+    pub async fn count_for(&self, sql: &'static str, arg: &str) -> i64 {
+        sqlx::query_scalar(sql).bind(arg).fetch_one(&self.pool).await.unwrap()
+    }
+
+    pub async fn reconciled(&self, event: &str) -> bool {
+        self.count_for(
+            "SELECT count(*) FROM events WHERE id = $1 AND reconciled_date IS NOT NULL",
+            event,
+        )
+        .await
+            == 1
+    }
+
+    /// `resources` row `id`: version, payload, status, whether soft-deleted.
+    pub async fn resource(&self, id: &str) -> Option<Resource> {
+        let row = sqlx::query(
+            "SELECT version, payload::text, status::text, deleted_at IS NOT NULL FROM resources WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .unwrap()?;
+        let json = |s: Option<String>| s.map(|s| serde_json::from_str::<Value>(&s).unwrap());
+        Some(Resource {
+            version: row.get(0),
+            payload: json(row.get(1)).unwrap(),
+            status: json(row.get(2)),
+            deleting: row.get(3),
+        })
+    }
+
+    /// Every `status_events` row, oldest first.
+    pub async fn status_events(&self) -> Vec<StatusEvent> {
+        sqlx::query(
+            "SELECT id, resource_id, status_event_type, resource_source, payload::text, status::text FROM status_events ORDER BY created_at",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| StatusEvent {
+            id: r.get(0),
+            resource_id: r.get(1),
+            kind: r.get(2),
+            resource_source: r.get(3),
+            payload: r.get::<Option<String>, _>(4).map(|s| serde_json::from_str(&s).unwrap()),
+            status: r.get::<Option<String>, _>(5).map(|s| serde_json::from_str(&s).unwrap()),
+        })
+        .collect()
+    }
+
+    /// Advisory locks anyone holds.
+    pub async fn advisory_locks(&self) -> i64 {
+        self.count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+            .await
+    }
+
+    /// A LISTEN on `status_events`, as every Maestro replica has.
+    pub async fn listen_status_events(&self) -> sqlx::postgres::PgListener {
+        let mut l = sqlx::postgres::PgListener::connect_with(&self.pool).await.unwrap();
+        l.listen("status_events").await.unwrap();
+        l
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    pub version: i64,
+    pub payload: Value,
+    pub status: Option<Value>,
+    pub deleting: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusEvent {
+    pub id: String,
+    pub resource_id: String,
+    pub kind: String,
+    pub resource_source: String,
+    pub payload: Option<Value>,
+    pub status: Option<Value>,
+}
+
+/// Maestro's FNV-1a advisory key (`maestro-db.md` §4.1), computed here independently.
+pub fn advisory_key(s: &str) -> i32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in s.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    h as i32
+}
+
+/// The spec CloudEvent Maestro stores for a Deployment `name` with `replicas`.
+pub fn spec_payload(id: &str, cluster: &str, name: &str, version: i64, replicas: i64) -> Value {
+    json!({
+        "specversion": "1.0", "id": format!("ce-{id}-{version}"), "source": "source-work-client",
+        "time": "2025-06-01T12:00:00Z", "datacontenttype": "application/json",
+        "type": "io.open-cluster-management.works.v1alpha1.manifestbundles.spec.create_request",
+        "data": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                "metadata": {"name": name, "namespace": "default"}, "spec": {"replicas": replicas}}]},
+        "metadata": {"name": name, "namespace": cluster, "uid": id},
+        "resourceid": id, "clustername": cluster, "resourceversion": version, "originalsource": "",
+    })
+}
+
+/// conductor's configuration: the maestro component on `url`, catching up every `catch_up`.
+pub fn config(url: &str, catch_up: &str) -> String {
+    format!(
+        r#"
+[databases.maestro]
+url = "{url}"
+pool_size = 4
+[plugins.maestro]
+kind = "component"
+file = "{file}"
+grants = ["emit", "log", "timer", "kv", "config", "pg"]
+databases = ["maestro"]
+pool_size = 2
+config = {{ catch_up_interval = "{catch_up}" }}
+"#,
+        file = plugin_artifact("maestro-plugin", Form::Component).display()
+    )
+}
+
+/// A snowflake sequence id from node 1 (the work agent's), at `tick`.
+pub fn sequence(tick: i64) -> String {
+    ((1_700_000_000_000i64 + tick - 1_288_834_974_657) << 22 | 1 << 12).to_string()
+}
+
+/// The work agent's status update for resource `id` at `version`, with one condition.
+pub fn status_update(cluster: &str, id: &str, version: i32, tick: i64, condition: &str) -> proto::CloudEvent {
+    let mut e = events::with_id(
+        events::agent_event(
+            &format!("{WORKS}.status.update_request"),
+            cluster,
+            "maestro",
+            Some(json!({
+                "conditions": [{"type": condition, "status": "True", "observedGeneration": version}],
+                "resourceStatus": [],
+            })),
+        ),
+        id,
+    );
+    e.attributes.insert("ce-resourceversion".into(), integer(version));
+    e.attributes.insert("ce-sequenceid".into(), string(&sequence(tick)));
+    e.attributes
+        .insert("ce-metadata".into(), string(r#"{"name":"agent-side-name"}"#));
+    e
+}
+
+/// Polls `check` until it holds, for up to `within`.
+pub async fn eventually<F: AsyncFn() -> bool>(within: Duration, what: &str, check: F) {
+    let deadline = Instant::now() + within;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
