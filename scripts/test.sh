@@ -12,8 +12,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/con
 cargo fmt --all -- --check
 # Build first: the black-box tests start target/debug/conductor and load the plugins built here,
 # as native libraries (target/debug/lib*.so) and as WebAssembly components
-# (target/wasm32-wasip2/plugin/*.wasm).
+# (target/wasm32-wasip2/plugin/*.wasm; the default ones are also copied to plugins/dist/).
 cargo build --workspace --all-targets --locked
-cargo build --locked --profile plugin --target wasm32-wasip2 \
-    -p static-works -p misbehaving-plugin -p wrong-version-plugin
+scripts/build-plugins.sh -p static-works -p misbehaving-plugin -p wrong-version-plugin
 cargo test --workspace --locked

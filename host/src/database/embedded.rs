@@ -91,6 +91,20 @@ impl EmbeddedPostgres {
                 "chown",
                 Command::new("chown").arg("-R").arg("postgres:postgres").arg(&pg.data),
             )?;
+            let reachable = Command::new("runuser")
+                .args(["-u", "postgres", "--", "test", "-w"])
+                .arg(&pg.data)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !reachable {
+                return Err(EmbeddedError::Step {
+                    step: "data_dir".into(),
+                    detail: format!(
+                        "the postgres user cannot reach {} (PostgreSQL refuses to run as root); make its parent folders traversable (chmod o+x) or put data_dir elsewhere",
+                        pg.data.display()
+                    ),
+                });
+            }
         }
         if !pg.data.join("PG_VERSION").exists() {
             let mut initdb = pg.server_command("initdb");
