@@ -1,13 +1,17 @@
 //! PostgreSQL through the host's `pg` capability: statements with typed parameters, transactions
 //! with Maestro's advisory locks, and LISTEN.
 //!
-//! ```ignore
+//! ```no_run
+//! # use conductor_plugin_sdk::{Host, PgError};
+//! # fn example(host: &Host, event_id: &str) -> Result<(), PgError> {
 //! let db = host.pg("maestro");
 //! let tx = db.begin()?;
-//! if tx.try_advisory_lock(&event_id, "events")? {
+//! if tx.try_advisory_lock(event_id, "events")? {
 //!     let rows = tx.query("SELECT source_id FROM events WHERE id = $1", &[event_id.into()])?;
 //!     tx.commit()?;
 //! } // dropped without commit: rolled back
+//! # Ok(())
+//! # }
 //! ```
 
 use serde::{Deserialize, Serialize};
