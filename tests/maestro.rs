@@ -11,9 +11,9 @@ use std::time::Duration;
 use conductor_blackbox_tests::events::{self, attr, attr_str};
 use conductor_blackbox_tests::proto::cloud_event::Data;
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
-use conductor_blackbox_tests::{Conductor, Sub, WORKS, conductor_bin, proto, publish, subscribe};
+use conductor_blackbox_tests::{Conductor, Form, Sub, WORKS, conductor_bin, proto, publish, subscribe};
 use serde_json::{Value, json};
-use support::{MaestroDb, config, eventually, status_update};
+use support::{MaestroDb, config, config_with, eventually, status_update};
 use tonic::Code;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -377,4 +377,34 @@ async fn startup_purges_reconciled_events_catches_up_and_checks_the_schema() {
         assert!(stderr.contains("plugins.maestro"), "{stderr}");
         assert!(stderr.contains(reason), "{url}: {stderr}");
     }
+}
+
+/// The same plugin built as a native library: its `pg` calls take the native ABI (the plugin runs
+/// in place and the host lends its thread to the database call) with the same results.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_native_library_form_serves_the_same_flows() {
+    let db = MaestroDb::start().await;
+    let c = Conductor::start(&config_with(&db.url(), "1s", Form::Native, 4, 2)).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let (id, created) = db.create("cluster1", "nginx", true).await;
+    next_where(&mut sub, "the created spec", |e| is_spec_of(e, &id, 1)).await;
+    eventually(WAIT, "the create event reconciled", async || {
+        db.reconciled(&created).await
+    })
+    .await;
+    publish(&mut client, status_update("cluster1", &id, 1, 10, "Applied"))
+        .await
+        .unwrap();
+    let status = db.resource(&id).await.unwrap().status.expect("status stored");
+    assert_eq!(status["metadata"]["name"], "nginx");
+    assert_eq!(db.status_events().await.len(), 1);
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    next_where(&mut sub, "the resync answer", |e| {
+        e.r#type.ends_with("spec.resync_response") && is_spec_of(e, &id, 1)
+    })
+    .await;
+    assert_eq!(db.advisory_locks().await, 0);
 }

@@ -264,20 +264,26 @@ pub fn spec_payload(id: &str, cluster: &str, name: &str, version: i64, replicas:
 
 /// conductor's configuration: the maestro component on `url`, catching up every `catch_up`.
 pub fn config(url: &str, catch_up: &str) -> String {
+    config_with(url, catch_up, Form::Component, 4, 2)
+}
+
+/// The same, with the plugin in `form`, `connections` pooled and `instances` plugin instances.
+pub fn config_with(url: &str, catch_up: &str, form: Form, connections: u32, instances: usize) -> String {
     format!(
         r#"
 [databases.maestro]
 url = "{url}"
-pool_size = 4
+pool_size = {connections}
 [plugins.maestro]
-kind = "component"
+kind = "{kind}"
 file = "{file}"
 grants = ["emit", "log", "timer", "kv", "config", "pg"]
 databases = ["maestro"]
-pool_size = 2
+pool_size = {instances}
 config = {{ catch_up_interval = "{catch_up}" }}
 "#,
-        file = plugin_artifact("maestro-plugin", Form::Component).display()
+        kind = form.kind(),
+        file = plugin_artifact("maestro-plugin", form).display()
     )
 }
 
