@@ -220,3 +220,209 @@ fn unknown(id: TransactionId) -> PgError {
         "no open transaction {id} (committed, rolled back, or not this instance's)"
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::Arc;
+
+    use conductor_plugin_sdk::Capability;
+
+    use super::*;
+    use crate::broker::Fanout;
+    use crate::config::{DatabaseConfig, EmbeddedDatabase, HumanDuration};
+    use crate::database::{Databases, EmbeddedPostgres};
+    use crate::plugins::capabilities::DatabaseAccess;
+    use crate::telemetry::Metrics;
+
+    fn query(sql: &str, params: Vec<PgValue>, transaction: Option<TransactionId>) -> PgRequest {
+        PgRequest::Query {
+            database: "db".into(),
+            transaction,
+            sql: sql.into(),
+            params,
+        }
+    }
+
+    fn rows(reply: Result<PgReply, PgError>) -> PgRows {
+        match reply {
+            Ok(PgReply::Rows(rows)) => rows,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The capability against a real PostgreSQL: every value type both ways, errors with their
+    /// SQLSTATE, Maestro's locks, and transactions a call leaves open rolled back.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn statements_values_locks_and_transactions_against_postgres() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let embedded = EmbeddedDatabase {
+            data_dir: dir.path().join("pg"),
+            port,
+            bin_dir: None,
+        };
+        let pg = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&embedded))
+            .await
+            .unwrap()
+            .unwrap();
+        let config: DatabaseConfig = toml::from_str(&format!("url = \"{}\"", pg.url())).unwrap();
+        assert_eq!(
+            config.statement_timeout,
+            HumanDuration(std::time::Duration::from_secs(30))
+        );
+        let databases = Databases::new(
+            &BTreeMap::from([("db".to_owned(), config)]),
+            &BTreeMap::new(),
+            |p| p.to_owned(),
+            Metrics::new(),
+            Arc::default(),
+        )
+        .unwrap();
+        let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let caps = Capabilities::new(
+            "p",
+            [Capability::Pg].into(),
+            Fanout::new(Metrics::new(), 1, 0),
+            "{}".into(),
+            events,
+            Default::default(),
+            DatabaseAccess {
+                databases,
+                allowed: ["db".to_owned()].into(),
+            },
+        );
+        let mut session = PgSession::default();
+
+        let now = chrono::DateTime::from_timestamp(1_750_000_000, 123_456_000).unwrap();
+        let values = vec![
+            PgValue::Bool(true),
+            PgValue::Int4(-7),
+            PgValue::Int8(1 << 40),
+            PgValue::Float8(2.5),
+            PgValue::Text("héllo".into()),
+            PgValue::Json(r#"{"a": [1, 2]}"#.into()),
+            PgValue::Timestamp(now),
+            PgValue::Bytea(vec![0, 255, 7]),
+            PgValue::Null,
+        ];
+        let got = rows(
+            session
+                .call(
+                    &caps,
+                    query(
+                        "SELECT $1::bool AS b, $2::int4 AS i, $3::int8 AS l, $4::float8 AS f, $5::text AS t, \
+                         $6::json AS j, $7::timestamptz AS ts, $8::bytea AS by, $9::text AS n, 3::int2 AS small, pg_notify('x', '') AS v",
+                        values.clone(),
+                        None,
+                    ),
+                )
+                .await,
+        );
+        assert_eq!(got.columns[..3], ["b", "i", "l"]);
+        let mut expected = values;
+        expected.extend([PgValue::Int4(3), PgValue::Null]);
+        assert_eq!(got.rows, [expected]);
+        let err = session
+            .call(&caps, query("SELECT 1::numeric", vec![], None))
+            .await
+            .unwrap_err();
+        assert!(err.message.contains("cast it to text"), "{err}");
+        let err = session
+            .call(&caps, query("SELECT * FROM nowhere", vec![], None))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code.as_deref(), Some("42P01"), "{err}");
+        let other = PgRequest::Begin {
+            database: "other".into(),
+        };
+        assert!(
+            session
+                .call(&caps, other)
+                .await
+                .unwrap_err()
+                .message
+                .contains("may not use")
+        );
+
+        // Maestro's lock: taken in one transaction, refused to another, released by end_call.
+        let begin = || PgRequest::Begin { database: "db".into() };
+        let Ok(PgReply::Begun(first)) = session.call(&caps, begin()).await else {
+            panic!()
+        };
+        let lock = |transaction, wait| PgRequest::AdvisoryLock {
+            transaction,
+            key: "event-1".into(),
+            lock_type: "events".into(),
+            wait,
+        };
+        assert_eq!(session.call(&caps, lock(first, false)).await, Ok(PgReply::Locked(true)));
+        let mut other = PgSession::default();
+        let Ok(PgReply::Begun(second)) = other.call(&caps, begin()).await else {
+            panic!()
+        };
+        assert_eq!(other.call(&caps, lock(second, false)).await, Ok(PgReply::Locked(false)));
+        let held = "SELECT count(*)::int4 AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = 1675502341::oid AND objid = 316203908::oid AND objsubid = 2";
+        let count = |r: PgRows| r.rows[0][0].clone();
+        assert_eq!(
+            count(rows(other.call(&caps, query(held, vec![], None)).await)),
+            PgValue::Int4(1)
+        );
+        session.end_call("p").await;
+        assert_eq!(
+            count(rows(other.call(&caps, query(held, vec![], None)).await)),
+            PgValue::Int4(0)
+        );
+        assert!(
+            session
+                .call(&caps, PgRequest::Commit { transaction: first })
+                .await
+                .is_err()
+        );
+        other.end_call("p").await;
+
+        // A committed write stays; a transaction left open is rolled back.
+        let create = query("CREATE TABLE t (v int4)", vec![], None);
+        session.call(&caps, create).await.unwrap();
+        let Ok(PgReply::Begun(tx)) = session.call(&caps, begin()).await else {
+            panic!()
+        };
+        let insert = |v, transaction| PgRequest::Execute {
+            database: "db".into(),
+            transaction,
+            sql: "INSERT INTO t VALUES ($1)".into(),
+            params: vec![PgValue::Int4(v)],
+        };
+        assert_eq!(session.call(&caps, insert(1, Some(tx))).await, Ok(PgReply::Affected(1)));
+        session
+            .call(&caps, PgRequest::Commit { transaction: tx })
+            .await
+            .unwrap();
+        let Ok(PgReply::Begun(tx)) = session.call(&caps, begin()).await else {
+            panic!()
+        };
+        session.call(&caps, insert(2, Some(tx))).await.unwrap();
+        session.end_call("p").await;
+        let all = rows(session.call(&caps, query("SELECT v FROM t", vec![], None)).await);
+        assert_eq!(all.rows, [[PgValue::Int4(1)]]);
+
+        for _ in 0..MAX_OPEN_TRANSACTIONS {
+            session.call(&caps, begin()).await.unwrap();
+        }
+        assert!(
+            session
+                .call(&caps, begin())
+                .await
+                .unwrap_err()
+                .message
+                .contains("too many")
+        );
+        session.end_call("p").await;
+    }
+}

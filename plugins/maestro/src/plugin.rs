@@ -163,13 +163,16 @@ impl Maestro {
     /// Queues events and handles the first batch.
     fn enqueue(&self, host: &Host, ids: Vec<String>, notified: bool) -> Result<(), SourceError> {
         let mut queue: Vec<Queued> = kv_json(host, keys::QUEUE);
+        let queued: std::collections::HashSet<String> = queue.iter().map(|q| q.id.clone()).collect();
         for id in ids {
-            if !queue.iter().any(|q| q.id == id) {
+            if !queued.contains(&id) {
                 queue.push(Queued {
                     id,
                     notified,
                     mark_only: false,
                 });
+            } else if notified && let Some(q) = queue.iter_mut().find(|q| q.id == id) {
+                q.notified = true;
             }
         }
         set_kv_json(host, keys::QUEUE, &queue);
@@ -219,15 +222,15 @@ impl Maestro {
         host.set_timer(RETRY_TIMER, backoff, false);
     }
 
+    /// Queues the failed events again; once none fails, the backoff starts over.
     fn retry(&self, host: &Host) -> Result<(), SourceError> {
         let retry: Vec<Queued> = kv_json(host, keys::RETRY);
         host.kv_delete(keys::RETRY);
         let mut queue: Vec<Queued> = kv_json(host, keys::QUEUE);
-        let before = queue.len();
         queue.extend(retry);
         set_kv_json(host, keys::QUEUE, &queue);
         let result = self.drain(host);
-        if kv_json::<Vec<Queued>>(host, keys::RETRY).is_empty() && before == 0 {
+        if kv_json::<Vec<Queued>>(host, keys::RETRY).is_empty() {
             host.kv_delete(keys::RETRY_BACKOFF);
         }
         result

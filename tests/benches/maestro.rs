@@ -1,0 +1,286 @@
+//! The maestro source under load, with 1,000 connected work agents (see BENCHMARKS.md):
+//!
+//! - spec delivery latency: Maestro's write (resource row, `events` row, NOTIFY) → the agent's
+//!   receipt, p50/p99, beside the same NOTIFY received by a bare LISTEN session (the floor);
+//! - status updates persisted per second: every agent publishes status updates at once, beside
+//!   `pgbench` running the same transaction on the same database (the ceiling).
+//!
+//! `cargo build --release -p conductor && scripts/build-plugins.sh && \
+//!  cargo bench -p conductor-blackbox-tests --bench maestro`
+
+#[path = "../support/maestro.rs"]
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use conductor_blackbox_tests::events::attr_str;
+use conductor_blackbox_tests::{CloudEventServiceClient, Conductor, Form, WORKS, publish, subscribe};
+use support::{MaestroDb, config_with, spec_payload, status_update};
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Consumers `cluster-<i>` and one resource `res-<i>` each (version 1, no event).
+async fn seed(db: &MaestroDb, agents: usize) {
+    for i in 0..agents {
+        let (cluster, id) = (format!("cluster-{i}"), format!("res-{i}"));
+        sqlx::query("INSERT INTO consumers (id, created_at, updated_at, name) VALUES (gen_random_uuid()::text, now(), now(), $1)")
+            .bind(&cluster)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO resources (id, name, created_at, updated_at, source, consumer_name, version, type, payload) VALUES ($1, $1, now(), now(), 'source-work-client', $2, 1, '', $3::json)")
+            .bind(&id)
+            .bind(&cluster)
+            .bind(spec_payload(&id, &cluster, "nginx", 1, 1).to_string())
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+}
+
+/// One Maestro create for `cluster`, timed from the NOTIFY: returns the resource id and when.
+async fn maestro_create(db: &MaestroDb, cluster: &str) -> (String, Instant) {
+    let id = uuid::Uuid::new_v4().to_string();
+    sqlx::query("INSERT INTO resources (id, name, created_at, updated_at, source, consumer_name, version, type, payload) VALUES ($1, $1, now(), now(), 'source-work-client', $2, 1, '', $3::json)")
+        .bind(&id)
+        .bind(cluster)
+        .bind(spec_payload(&id, cluster, "nginx", 1, 1).to_string())
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let event = db.insert_event(&id, "Create", false).await;
+    let written = Instant::now();
+    sqlx::query("SELECT pg_notify('events', $1)")
+        .bind(&event)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    (id, written)
+}
+
+/// The agents: one subscription per cluster over `connections` channels; every spec event's
+/// resource id and arrival time go to the returned receiver.
+async fn connect_agents(
+    c: &Conductor,
+    agents: usize,
+    connections: usize,
+) -> (
+    Vec<CloudEventServiceClient<Channel>>,
+    mpsc::UnboundedReceiver<(String, Instant)>,
+) {
+    let mut clients = Vec::new();
+    for _ in 0..connections {
+        clients.push(c.client().await.unwrap());
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    for i in 0..agents {
+        let mut client = clients[i % connections].clone();
+        let mut sub = subscribe(&mut client, &format!("cluster-{i}"), WORKS).await.unwrap();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(e)) = sub.stream.message().await {
+                if let Some(id) = attr_str(&e, "ce-resourceid") {
+                    let _ = tx.send((id.to_owned(), Instant::now()));
+                }
+            }
+        });
+    }
+    (clients, rx)
+}
+
+/// Spec delivery: `events` creates paced every `pace`, each for the next agent's cluster.
+async fn spec_latency(
+    db: &MaestroDb,
+    rx: &mut mpsc::UnboundedReceiver<(String, Instant)>,
+    n: usize,
+    agents: usize,
+    pace: Duration,
+) -> Vec<Duration> {
+    let mut written = HashMap::new();
+    let mut latencies = Vec::new();
+    for i in 0..n {
+        let (id, at) = maestro_create(db, &format!("cluster-{}", i % agents)).await;
+        written.insert(id, at);
+        while let Ok((id, at)) = rx.try_recv() {
+            if let Some(w) = written.remove(&id) {
+                latencies.push(at - w);
+            }
+        }
+        tokio::time::sleep(pace).await;
+    }
+    while !written.is_empty() {
+        let (id, at) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .expect("every spec delivered")
+            .unwrap();
+        if let Some(w) = written.remove(&id) {
+            latencies.push(at - w);
+        }
+    }
+    latencies.sort();
+    latencies
+}
+
+/// The floor: a bare LISTEN session receiving the same NOTIFYs, paced the same.
+async fn notify_latency(db: &MaestroDb, n: usize, pace: Duration) -> Vec<Duration> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool).await.unwrap();
+    listener.listen("bench").await.unwrap();
+    let mut latencies = Vec::new();
+    for i in 0..n {
+        let written = Instant::now();
+        sqlx::query("SELECT pg_notify('bench', $1)")
+            .bind(i.to_string())
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        listener.recv().await.unwrap();
+        latencies.push(written.elapsed());
+        tokio::time::sleep(pace).await;
+    }
+    latencies.sort();
+    latencies
+}
+
+/// Status: every agent publishes `per_agent` newer statuses for its resource, all agents at once.
+/// Returns statuses persisted per second (checked against `status_events`).
+async fn status_throughput(
+    db: &MaestroDb,
+    clients: &[CloudEventServiceClient<Channel>],
+    agents: usize,
+    per_agent: usize,
+    round: usize,
+) -> f64 {
+    let before = db.count("SELECT count(*) FROM status_events").await;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..agents {
+        let mut client = clients[i % clients.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            for k in 0..per_agent {
+                let tick = (round * per_agent + k + 1) as i64;
+                let update = status_update(&format!("cluster-{i}"), &format!("res-{i}"), 1, tick, "Applied");
+                publish(&mut client, update).await.expect("status accepted");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    let written = db.count("SELECT count(*) FROM status_events").await - before;
+    assert_eq!(written as usize, agents * per_agent, "every status persisted once");
+    written as f64 / elapsed.as_secs_f64()
+}
+
+/// The ceiling: pgbench running the status transaction conductor runs, `clients` at once.
+fn pgbench_status(db: &MaestroDb, agents: usize, clients: usize, seconds: u64) -> f64 {
+    let status = serde_json::json!({"specversion": "1.0", "id": "x", "source": "cluster-work-agent", "type": "status",
+        "data": {"conditions": [{"type": "Applied", "status": "True", "reason": "AppliedManifestComplete", "message": "Apply manifest complete"}], "resourceStatus": []},
+        "metadata": {"name": "nginx", "namespace": "cluster", "uid": "res"}, "sequenceid": support::sequence(0), "resourceversion": 1});
+    let script = format!(
+        r#"\set i random(0, {last})
+BEGIN;
+SELECT pg_advisory_xact_lock(hashtext('res-' || :i), -1890629248);
+SELECT id, consumer_name, version, source, payload::text, status::text, created_at, deleted_at FROM resources WHERE id = 'res-' || :i LIMIT 1;
+UPDATE resources SET status = '{status}'::json, updated_at = now() WHERE id = 'res-' || :i;
+INSERT INTO status_events (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) VALUES (gen_random_uuid()::text, now(), now(), NULL, 'res-' || :i, '', '', NULL, NULL, 'StatusUpdate', NULL);
+SELECT pg_notify('status_events', 'bench');
+COMMIT;
+"#,
+        last = agents - 1
+    );
+    let file = db.dir.path().join("status.sql");
+    std::fs::write(&file, script).unwrap();
+    let out = std::process::Command::new("pgbench")
+        .args(["-n", "-h", "127.0.0.1", "-U", "postgres", "-p"])
+        .arg(db.port.to_string())
+        .args(["-c", &clients.to_string(), "-j", "2", "-T", &seconds.to_string(), "-f"])
+        .arg(&file)
+        .arg("maestro")
+        .output()
+        .expect("pgbench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pgbench: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("tps = "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|t| t.parse().ok())
+        .expect("pgbench reports tps")
+}
+
+fn main() {
+    let agents = env_usize("AGENTS", 1000);
+    let connections = env_usize("CONNECTIONS", 50);
+    let spec_events = env_usize("SPEC_EVENTS", 1000);
+    let per_agent = env_usize("STATUS_PER_AGENT", 5);
+    let runs = env_usize("RUNS", 3);
+    let instances = env_usize("INSTANCES", 8);
+    let pace = Duration::from_millis(env_usize("PACE_MS", 10) as u64);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let db = MaestroDb::start().await;
+        seed(&db, agents).await;
+        let config = config_with(&db.url(), "5m", Form::Component, instances as u32 * 2, instances);
+        let c = Conductor::start(&config).unwrap();
+        let (clients, mut rx) = connect_agents(&c, agents, connections).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        while rx.try_recv().is_ok() {}
+        println!("maestro source: {agents} agents over {connections} connections, {instances} plugin instances");
+
+        let (mut spec50, mut spec99, mut raw50, mut raw99, mut status, mut bench) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        for run in 0..runs {
+            let raw = notify_latency(&db, spec_events, pace).await;
+            let spec = spec_latency(&db, &mut rx, spec_events, agents, pace).await;
+            let persisted = status_throughput(&db, &clients, agents, per_agent, run).await;
+            let tps = pgbench_status(&db, agents, instances, 10);
+            println!(
+                "run {run}: spec delivery p50 {:.2} ms p99 {:.2} ms (bare NOTIFY p50 {:.2} ms p99 {:.2} ms); status {persisted:.0}/s persisted (pgbench {tps:.0} tps)",
+                ms(percentile(&spec, 0.5)),
+                ms(percentile(&spec, 0.99)),
+                ms(percentile(&raw, 0.5)),
+                ms(percentile(&raw, 0.99)),
+            );
+            spec50.push(ms(percentile(&spec, 0.5)));
+            spec99.push(ms(percentile(&spec, 0.99)));
+            raw50.push(ms(percentile(&raw, 0.5)));
+            raw99.push(ms(percentile(&raw, 0.99)));
+            status.push(persisted);
+            bench.push(tps);
+        }
+        let (status, bench) = (median(status), median(bench));
+        println!(
+            "median of {runs}: spec delivery p50 {:.2} ms, p99 {:.2} ms (bare NOTIFY {:.2} / {:.2} ms); status updates persisted {status:.0}/s, pgbench {bench:.0} tps, ratio {:.2}",
+            median(spec50),
+            median(spec99),
+            median(raw50),
+            median(raw99),
+            status / bench
+        );
+    });
+}
