@@ -3,9 +3,11 @@
 #   - a Python venv with grpcio + grpcio-tools (second gRPC implementation for interop tests),
 #   - Python stubs generated from proto/cloudevent.proto,
 #   - the wasm32-wasip2 Rust target,
-#   - PostgreSQL's server binaries (installed with apt-get when missing).
+#   - PostgreSQL's server binaries (installed with apt-get when missing),
+#   - a real Kubernetes API server for CRDs (apiextensions-apiserver + etcd, built once by
+#     scripts/setup-kube-apiserver.sh: about 12 minutes the first time, then cached).
 # Idempotent; slow things are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/conductor.
-# Prints CONDUCTOR_PYTHON=..., CONDUCTOR_PYSTUBS=... and CONDUCTOR_GRPCURL=... at the end (eval-able) and writes
+# Prints CONDUCTOR_PYTHON=..., CONDUCTOR_PYSTUBS=..., CONDUCTOR_GRPCURL=... and CONDUCTOR_KUBE_BIN=... at the end (eval-able) and writes
 # them as export lines to $CACHE/test-env.sh.
 set -euo pipefail
 
@@ -105,6 +107,10 @@ else
     log "rustup not found; skipping wasm32-wasip2 target"
 fi
 
+# --- Kubernetes API server ----------------------------------------------------------------
+KUBE_BIN="$("$ROOT/scripts/setup-kube-apiserver.sh")"
+log "test API server in $KUBE_BIN"
+
 # --- Output -------------------------------------------------------------------------------
-printf 'export CONDUCTOR_PYTHON=%q\nexport CONDUCTOR_PYSTUBS=%q\nexport CONDUCTOR_GRPCURL=%q\n' "$PY" "$STUBS" "$VENV/bin/grpcurl" >"$CACHE/test-env.sh"
-printf 'CONDUCTOR_PYTHON=%q\nCONDUCTOR_PYSTUBS=%q\nCONDUCTOR_GRPCURL=%q\n' "$PY" "$STUBS" "$VENV/bin/grpcurl"
+printf 'export CONDUCTOR_PYTHON=%q\nexport CONDUCTOR_PYSTUBS=%q\nexport CONDUCTOR_GRPCURL=%q\nexport CONDUCTOR_KUBE_BIN=%q\n' "$PY" "$STUBS" "$VENV/bin/grpcurl" "$KUBE_BIN" >"$CACHE/test-env.sh"
+printf 'CONDUCTOR_PYTHON=%q\nCONDUCTOR_PYSTUBS=%q\nCONDUCTOR_GRPCURL=%q\nCONDUCTOR_KUBE_BIN=%q\n' "$PY" "$STUBS" "$VENV/bin/grpcurl" "$KUBE_BIN"

@@ -133,7 +133,7 @@ fn main() {
                 file,
                 sink.clone(),
                 Default::default(),
-                conductor::database::Databases::none(),
+                conductor::plugins::Backends::none(),
             )
             .await
             .unwrap_or_else(|e| panic!("{name}: {e} (build the plugin first, see the header)"));

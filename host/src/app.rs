@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 use crate::broker::{Broker, EventSink, Fanout};
 use crate::config::{ConfigError, LoadedConfig, PluginConfig, PluginKind};
 use crate::database::{Databases, EmbeddedPostgres};
-use crate::plugins::{KvStore, PluginSource};
+use crate::kube::Kubernetes;
+use crate::plugins::{Backends, KvStore, PluginSource};
 use crate::proto::SERVICE_NAME;
 use crate::registry::{Registry, Source};
 use crate::sources::MemorySource;
@@ -33,7 +34,7 @@ async fn load_source(
     plugin: &PluginConfig,
     sink: &Arc<dyn EventSink>,
     kv: &KvStores,
-    databases: &Arc<Databases>,
+    backends: &Backends,
 ) -> Result<Arc<dyn Source>, ConfigError> {
     let config = &loaded.config;
     match plugin.kind {
@@ -45,16 +46,9 @@ async fn load_source(
         }
         PluginKind::Component | PluginKind::Native => {
             let file = loaded.plugin_file(plugin).expect("validated: plugins have files");
-            let source = PluginSource::load(
-                name,
-                plugin,
-                &file,
-                Arc::clone(sink),
-                kv.of(name),
-                Arc::clone(databases),
-            )
-            .await
-            .map_err(|e| loaded.error(format!("plugins.{name}"), format!("{}: {e}", file.display())))?;
+            let source = PluginSource::load(name, plugin, &file, Arc::clone(sink), kv.of(name), backends.clone())
+                .await
+                .map_err(|e| loaded.error(format!("plugins.{name}"), format!("{}: {e}", file.display())))?;
             Ok(source)
         }
     }
@@ -65,18 +59,18 @@ pub async fn build_registry(
     loaded: &LoadedConfig,
     sink: Arc<dyn EventSink>,
     kv: &KvStores,
-    databases: &Arc<Databases>,
+    backends: &Backends,
 ) -> Result<Registry, ConfigError> {
     let mut sources = Vec::new();
     for (name, plugin) in &loaded.config.plugins {
-        sources.push(load_source(loaded, name, plugin, &sink, kv, databases).await?);
+        sources.push(load_source(loaded, name, plugin, &sink, kv, backends).await?);
     }
     Registry::new(sources, &loaded.config.routes).map_err(|e| loaded.error("routes", e.to_string()))
 }
 
 /// Reloads the plugin files: every component or native plugin that loads again replaces the
 /// running one; one that fails keeps the running one and says why. Subscriptions stay up.
-pub async fn reload(loaded: &LoadedConfig, broker: &Broker, kv: &KvStores, databases: &Arc<Databases>) {
+pub async fn reload(loaded: &LoadedConfig, broker: &Broker, kv: &KvStores, backends: &Backends) {
     let sink: Arc<dyn EventSink> = broker.fanout().clone();
     let current = broker.registry();
     let mut sources = Vec::new();
@@ -85,7 +79,7 @@ pub async fn reload(loaded: &LoadedConfig, broker: &Broker, kv: &KvStores, datab
         let running = current.plugins().iter().find(|p| p.name() == name).cloned();
         let next = match (plugin.kind, running) {
             (PluginKind::Memory, Some(running)) => running,
-            (_, running) => match load_source(loaded, name, plugin, &sink, kv, databases).await {
+            (_, running) => match load_source(loaded, name, plugin, &sink, kv, backends).await {
                 Ok(fresh) => fresh,
                 Err(e) => match running {
                     Some(running) => {
@@ -121,13 +115,12 @@ pub async fn describe(loaded: &LoadedConfig) -> Result<String, ConfigError> {
     let databases = open_databases(loaded, &embedded, Metrics::new(), Arc::default());
     let registry = match databases {
         Ok(databases) => {
-            build_registry(
-                loaded,
-                Fanout::new(Metrics::new(), 1, 0),
-                &KvStores::default(),
-                &databases,
-            )
-            .await
+            let backends = Backends {
+                databases,
+                kubernetes: kubernetes(loaded),
+            };
+            let sink = Fanout::new(Metrics::new(), 1, 0);
+            build_registry(loaded, sink, &KvStores::default(), &backends).await
         }
         Err(e) => Err(e),
     };
@@ -169,18 +162,21 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     let metrics = Metrics::new();
     let readiness = Arc::new(admin::Readiness::default());
     let started = async {
-        let databases = open_databases(&loaded, &embedded, metrics.clone(), Arc::clone(&readiness))?;
+        let backends = Backends {
+            databases: open_databases(&loaded, &embedded, metrics.clone(), Arc::clone(&readiness))?,
+            kubernetes: kubernetes(&loaded),
+        };
         let fanout = Fanout::new(
             metrics.clone(),
             config.broker.subscriber_queue_size,
             config.broker.remembered_metadata,
         );
         let kv = KvStores::default();
-        let registry = Arc::new(build_registry(&loaded, fanout.clone(), &kv, &databases).await?);
-        Ok::<_, ConfigError>((databases, fanout, kv, registry))
+        let registry = Arc::new(build_registry(&loaded, fanout.clone(), &kv, &backends).await?);
+        Ok::<_, ConfigError>((backends, fanout, kv, registry))
     }
     .await;
-    let (databases, fanout, kv, registry) = match started {
+    let (backends, fanout, kv, registry) = match started {
         Ok(started) => started,
         Err(e) => {
             stop_embedded_databases(embedded).await;
@@ -240,7 +236,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         tokio::spawn(async move {
             while reload_rx.recv().await.is_some() {
                 tracing::info!("reloading plugins");
-                reload(&loaded, &broker, &kv, &databases).await;
+                reload(&loaded, &broker, &kv, &backends).await;
             }
         })
     };
@@ -288,6 +284,17 @@ async fn start_embedded_databases(loaded: &LoadedConfig) -> Result<Vec<(String, 
         started.push((name.clone(), pg));
     }
     Ok(started)
+}
+
+/// The Kubernetes API server of `[kubernetes]` (a client made on first use).
+fn kubernetes(loaded: &LoadedConfig) -> Arc<Kubernetes> {
+    let kubeconfig = loaded
+        .config
+        .kubernetes
+        .kubeconfig
+        .as_deref()
+        .map(|p| loaded.resolve(p));
+    Arc::new(Kubernetes::new(kubeconfig))
 }
 
 /// Pools for every configured database (connected on first use).

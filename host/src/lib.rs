@@ -17,6 +17,7 @@ pub mod broker;
 pub mod config;
 pub mod database;
 pub mod grpc;
+pub mod kube;
 pub mod plugins;
 pub mod proto;
 pub mod registry;

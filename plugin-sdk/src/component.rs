@@ -62,6 +62,15 @@ pub mod imports {
     pub fn config() -> String {
         wit::config::get()
     }
+    pub fn kube_watch(resource: &crate::ApiResource, namespace: Option<&str>) -> Result<(), String> {
+        let resource = wit::kube::ApiResource {
+            group: resource.group.clone(),
+            version: resource.version.clone(),
+            kind: resource.kind.clone(),
+            plural: resource.plural.clone(),
+        };
+        wit::kube::watch(&resource, namespace)
+    }
     pub fn pg(request: PgRequest) -> Result<PgReply, PgError> {
         use wit::pg as p;
         let values = |params: Vec<crate::PgValue>| params.iter().map(to_wit_value).collect::<Vec<_>>();

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::CloudEvent;
 use crate::host::{Host, HostCalls, Level};
 use crate::pg::{PgError, PgReply, PgRequest};
+use crate::{ApiResource, CloudEvent};
 
 /// What a plugin did to its host.
 #[derive(Debug, Default)]
@@ -16,6 +16,8 @@ pub struct Recorded {
     /// Active timers: name → (after_ms, repeat).
     pub timers: BTreeMap<String, (u64, bool)>,
     pub kv: BTreeMap<String, Vec<u8>>,
+    /// Watches asked for: resource and namespace.
+    pub watches: Vec<(ApiResource, Option<String>)>,
 }
 
 /// A host that records every call. `emit` answers with `subscribers`.
@@ -79,6 +81,14 @@ impl HostCalls for Shared {
     }
     fn config(&self) -> String {
         self.0.config.clone()
+    }
+    fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String> {
+        let watch = (resource.clone(), namespace.map(str::to_owned));
+        let mut recorded = self.0.recorded();
+        if !recorded.watches.contains(&watch) {
+            recorded.watches.push(watch);
+        }
+        Ok(())
     }
     fn pg(&self, request: PgRequest) -> Result<PgReply, PgError> {
         Err(PgError::new(format!(

@@ -2,8 +2,8 @@
 //! the WIT import directly (so a component imports only the capabilities it uses); in a native
 //! library it calls the host through the C ABI; in unit tests it uses [`crate::fakes::FakeHost`].
 
-use crate::CloudEvent;
 use crate::pg::{Database, PgError, PgReply, PgRequest};
+use crate::{ApiResource, CloudEvent};
 
 /// Log levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -26,6 +26,7 @@ pub trait HostCalls: Send + Sync {
     fn kv_delete(&self, key: &str) -> bool;
     fn config(&self) -> String;
     fn pg(&self, request: PgRequest) -> Result<PgReply, PgError>;
+    fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String>;
 }
 
 /// The host, handed to every plugin call.
@@ -116,5 +117,12 @@ impl Host {
 
     pub(crate) fn pg_call(&self, request: PgRequest) -> Result<PgReply, PgError> {
         call!(self, pg(request))
+    }
+
+    /// Watches the objects of `resource` (in `namespace`, or everywhere) on the host's
+    /// Kubernetes API server: they arrive as [`crate::HostEvent::Kube`], first every existing
+    /// object, then each change. Watching twice is one watch.
+    pub fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String> {
+        call!(self, kube_watch(resource, namespace))
     }
 }

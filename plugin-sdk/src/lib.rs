@@ -32,7 +32,7 @@ pub use event::{CloudEvent, ExtensionError, ExtensionValue, SPEC_VERSION, Timest
 pub use host::{Host, Level};
 pub use identity::Identity;
 pub use pg::{PgError, PgRow, PgRows, PgValue, Transaction};
-pub use plugin::{Capability, Description, HostEvent, ListOptions, Plugin, SDK_VERSION};
+pub use plugin::{ApiResource, Capability, Description, HostEvent, KubeChange, ListOptions, Plugin, SDK_VERSION};
 
 /// Exports a [`Plugin`] implementation: as the component's `source` interface when built for
 /// `wasm32-wasip2`, as the native entry symbol (`conductor_plugin_v1`) otherwise.

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::host::{Host, HostCalls, Level};
 use crate::pg::{PgError, PgReply, PgRequest};
 use crate::plugin::{Description, HostEvent, ListOptions, Plugin, SDK_VERSION};
-use crate::{CloudEvent, Identity, SourceError};
+use crate::{ApiResource, CloudEvent, Identity, SourceError};
 
 /// The version of this ABI; the host refuses libraries with another.
 pub const ABI_VERSION: u32 = 1;
@@ -130,6 +130,7 @@ pub enum HostRequest {
     KvDelete(String),
     Config,
     Pg(PgRequest),
+    KubeWatch(ApiResource, Option<String>),
 }
 
 /// Host → plugin answers.
@@ -140,6 +141,7 @@ pub enum HostResponse {
     Deleted(bool),
     Config(String),
     Pg(Result<PgReply, PgError>),
+    Watching(Result<(), String>),
     Done,
 }
 
@@ -218,6 +220,12 @@ impl HostCalls for NativeHost {
         match self.call(&HostRequest::Config) {
             HostResponse::Config(c) => c,
             _ => "{}".to_owned(),
+        }
+    }
+    fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String> {
+        match self.call(&HostRequest::KubeWatch(resource.clone(), namespace.map(str::to_owned))) {
+            HostResponse::Watching(r) => r,
+            _ => Err("the host gave no answer to kube_watch".to_owned()),
         }
     }
     fn pg(&self, request: PgRequest) -> Result<PgReply, PgError> {

@@ -39,10 +39,20 @@ pub enum Capability {
     Config,
     /// PostgreSQL: statements, transactions, advisory locks, LISTEN.
     Pg,
+    /// Kubernetes: watches.
+    Kube,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 6] = [Self::Emit, Self::Log, Self::Timer, Self::Kv, Self::Config, Self::Pg];
+    pub const ALL: [Capability; 7] = [
+        Self::Emit,
+        Self::Log,
+        Self::Timer,
+        Self::Kv,
+        Self::Config,
+        Self::Pg,
+        Self::Kube,
+    ];
 
     /// The name used in descriptions, grants and WIT interface names.
     pub fn name(self) -> &'static str {
@@ -53,6 +63,7 @@ impl Capability {
             Self::Kv => "kv",
             Self::Config => "config",
             Self::Pg => "pg",
+            Self::Kube => "kube",
         }
     }
 
@@ -86,6 +97,42 @@ pub enum HostEvent {
         channel: String,
         reconnected: bool,
     },
+    /// A watched Kubernetes object (see [`crate::Host::kube_watch`]).
+    Kube {
+        /// `<plural>.<group>` of the watch.
+        resource: String,
+        change: KubeChange,
+        /// The object, as JSON.
+        object: String,
+    },
+}
+
+/// What happened to a watched Kubernetes object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KubeChange {
+    /// It exists as given: listed when the watch (re)starts, or created or changed since.
+    Applied,
+    Deleted,
+}
+
+/// A kind of Kubernetes object; `group` is empty for the core group.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ApiResource {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+}
+
+impl ApiResource {
+    /// `<plural>.<group>` (just `<plural>` for the core group), as watch events name it.
+    pub fn name(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
 }
 
 /// A source plugin. The host runs a pool of instances, each created by [`Plugin::init`]; calls

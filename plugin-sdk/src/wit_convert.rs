@@ -128,6 +128,18 @@ macro_rules! __wit_conversions {
                     channel,
                     reconnected,
                 }),
+                H::Kube {
+                    resource,
+                    change,
+                    object,
+                } => __wit_types::HostEvent::Kube(__wit_types::KubeEvent {
+                    resource,
+                    change: match change {
+                        $crate::KubeChange::Applied => __wit_types::KubeChange::Applied,
+                        $crate::KubeChange::Deleted => __wit_types::KubeChange::Deleted,
+                    },
+                    object,
+                }),
             }
         }
 
@@ -144,6 +156,14 @@ macro_rules! __wit_conversions {
                     database: l.database,
                     channel: l.channel,
                     reconnected: l.reconnected,
+                },
+                __wit_types::HostEvent::Kube(k) => H::Kube {
+                    resource: k.resource,
+                    change: match k.change {
+                        __wit_types::KubeChange::Applied => $crate::KubeChange::Applied,
+                        __wit_types::KubeChange::Deleted => $crate::KubeChange::Deleted,
+                    },
+                    object: k.object,
                 },
             }
         }

@@ -36,6 +36,18 @@ pub struct Config {
     /// Databases by name (PostgreSQL), for the plugins that use them.
     #[serde(default)]
     pub databases: BTreeMap<String, DatabaseConfig>,
+    /// The Kubernetes API server, for the plugins granted `kube`.
+    #[serde(default)]
+    pub kubernetes: KubernetesConfig,
+}
+
+/// How to reach the Kubernetes API server.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesConfig {
+    /// A kubeconfig file (relative to this file); without one, the in-cluster service account,
+    /// `KUBECONFIG` or `~/.kube/config`.
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// A PostgreSQL database: a URL, or an embedded development server.

@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use conductor_plugin_sdk::{Capability, CloudEvent, HostEvent, Level, PgError};
+use conductor_plugin_sdk::{ApiResource, Capability, CloudEvent, HostEvent, Level, PgError};
 use parking_lot::Mutex;
 use sqlx::PgPool;
 use tokio::sync::mpsc;
@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::broker::EventSink;
 use crate::database::Databases;
+use crate::kube::Kubernetes;
 
 /// A plugin's `kv` state. It belongs to the plugin's name, not to one loaded copy, so it
 /// survives reloads.
@@ -31,41 +32,61 @@ pub struct Capabilities {
     /// Where fired timers go: the plugin's event loop calls `on_event` with them.
     events: mpsc::UnboundedSender<HostEvent>,
     runtime: tokio::runtime::Handle,
-    databases: Arc<Databases>,
+    backends: Backends,
     /// The databases this plugin may use (`databases` in its table).
     allowed_databases: BTreeSet<String>,
-    /// LISTEN registrations by (database, channel); cancelled when the plugin goes.
+    /// LISTEN registrations by (database, channel), and Kubernetes watches by (resource,
+    /// namespace); cancelled when the plugin goes.
     listeners: tokio::sync::Mutex<HashMap<(String, String), CancellationToken>>,
+    watches: tokio::sync::Mutex<HashMap<(ApiResource, Option<String>), CancellationToken>>,
 }
 
-/// What a plugin may reach besides the broker: the host's databases, and those it may use.
-pub struct DatabaseAccess {
+/// What a plugin was granted in `conductor.toml`: capabilities, and the databases `pg` reaches.
+pub struct Grants {
+    pub capabilities: BTreeSet<Capability>,
+    pub databases: BTreeSet<String>,
+}
+
+/// What the host reaches for its plugins besides the broker.
+#[derive(Clone)]
+pub struct Backends {
     pub databases: Arc<Databases>,
-    pub allowed: BTreeSet<String>,
+    pub kubernetes: Arc<Kubernetes>,
+}
+
+impl Backends {
+    /// No databases, and a Kubernetes client inferred on first use.
+    pub fn none() -> Self {
+        Self {
+            databases: Databases::none(),
+            kubernetes: Arc::new(Kubernetes::new(None)),
+        }
+    }
 }
 
 impl Capabilities {
     pub fn new(
         plugin: &str,
-        grants: BTreeSet<Capability>,
+        grants: Grants,
         sink: Arc<dyn EventSink>,
         config_json: String,
         events: mpsc::UnboundedSender<HostEvent>,
         kv: KvStore,
-        databases: DatabaseAccess,
+        backends: Backends,
     ) -> Arc<Self> {
         Arc::new(Self {
             plugin: plugin.to_owned(),
-            grants,
+            grants: grants.capabilities,
             sink,
             kv,
             config_json,
             timers: Mutex::default(),
             events,
             runtime: tokio::runtime::Handle::current(),
-            databases: databases.databases,
-            allowed_databases: databases.allowed,
+            backends,
+            allowed_databases: grants.databases,
             listeners: tokio::sync::Mutex::default(),
+            watches: tokio::sync::Mutex::default(),
         })
     }
 
@@ -171,7 +192,8 @@ impl Capabilities {
                 self.plugin, self.allowed_databases
             )));
         }
-        self.databases
+        self.backends
+            .databases
             .pool(database)
             .ok_or_else(|| PgError::new(format!("no database {database:?}")))
     }
@@ -185,6 +207,7 @@ impl Capabilities {
             return Ok(());
         }
         let stop = self
+            .backends
             .databases
             .listen(&self.plugin, database, channel, self.events.clone())
             .await
@@ -194,7 +217,26 @@ impl Capabilities {
         Ok(())
     }
 
-    /// Stops every timer and LISTEN (the plugin is being replaced or the host stops).
+    /// Watches `resource` on the Kubernetes API server for the plugin, once however often it
+    /// asks.
+    pub async fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String> {
+        self.check(Capability::Kube)?;
+        let mut watches = self.watches.lock().await;
+        let key = (resource.clone(), namespace.map(str::to_owned));
+        if watches.contains_key(&key) {
+            return Ok(());
+        }
+        let stop = self
+            .backends
+            .kubernetes
+            .watch(&self.plugin, resource, namespace, self.events.clone())
+            .await?;
+        tracing::info!(plugin = %self.plugin, resource = %resource.name(), ?namespace, "watching");
+        watches.insert(key, stop);
+        Ok(())
+    }
+
+    /// Stops every timer, LISTEN and watch (the plugin is being replaced or the host stops).
     pub fn stop(&self) {
         for (_, task) in self.timers.lock().drain() {
             task.abort();
@@ -204,13 +246,18 @@ impl Capabilities {
                 stop.cancel();
             }
         }
+        if let Ok(mut watches) = self.watches.try_lock() {
+            for (_, stop) in watches.drain() {
+                stop.cancel();
+            }
+        }
     }
 }
 
 impl Drop for Capabilities {
     fn drop(&mut self) {
         self.stop();
-        for stop in self.listeners.get_mut().values() {
+        for stop in self.listeners.get_mut().values().chain(self.watches.get_mut().values()) {
             stop.cancel();
         }
     }

@@ -20,10 +20,9 @@ use tokio::sync::mpsc;
 
 use crate::broker::EventSink;
 use crate::config::{PluginConfig, PluginKind};
-use crate::database::Databases;
 use crate::registry::{ListOptions, Source};
-pub use capabilities::KvStore;
-use capabilities::{Capabilities, DatabaseAccess};
+pub use capabilities::{Backends, KvStore};
+use capabilities::{Capabilities, Grants};
 
 /// Why a plugin did not load.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -130,7 +129,7 @@ impl PluginSource {
         file: &Path,
         sink: Arc<dyn EventSink>,
         kv: KvStore,
-        databases: Arc<Databases>,
+        backends: Backends,
     ) -> Result<Arc<Self>, LoadError> {
         let grants = grants(config);
         // Each file is opened (native) or compiled and described (component) once.
@@ -145,11 +144,11 @@ impl PluginSource {
         let data_types = check(&description, &grants)?;
         let config_json = serde_json::to_string(&config.config).unwrap_or_else(|_| "{}".to_owned());
         let (events_tx, mut events_rx) = mpsc::unbounded_channel::<HostEvent>();
-        let access = DatabaseAccess {
-            databases,
-            allowed: config.databases.iter().cloned().collect(),
+        let grants = Grants {
+            capabilities: grants,
+            databases: config.databases.iter().cloned().collect(),
         };
-        let capabilities = Capabilities::new(name, grants, sink, config_json.clone(), events_tx, kv, access);
+        let capabilities = Capabilities::new(name, grants, sink, config_json.clone(), events_tx, kv, backends);
         let runtime: Arc<dyn Runtime> = match native_api {
             Some(api) => Arc::new(
                 native::NativeRuntime::load(

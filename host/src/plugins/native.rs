@@ -18,8 +18,8 @@ use super::capabilities::Capabilities;
 use super::pg::PgSession;
 use super::pool::{MakeInstance, Pool};
 use super::{LoadError, Runtime};
-use conductor_plugin_sdk::PgError;
 use conductor_plugin_sdk::pg::{PgReply, PgRequest};
+use conductor_plugin_sdk::{ApiResource, PgError};
 
 /// A private copy of the library named by its contents. The dynamic loader hands out an already
 /// loaded library again for the same path, so without this a replaced file would never reload.
@@ -100,18 +100,23 @@ struct HostContext {
 }
 
 impl HostContext {
-    /// Answers a `pg` call from the plugin's (synchronous) call: the plugin runs in place on a
-    /// worker thread of the multi-threaded runtime, which lends the thread to blocking work.
     fn pg(&self, request: PgRequest) -> Result<PgReply, PgError> {
-        let handle =
-            tokio::runtime::Handle::try_current().map_err(|_| PgError::new("pg called outside the host's runtime"))?;
-        if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread {
-            return Err(PgError::new("native plugins use pg only on the multi-threaded runtime"));
-        }
-        tokio::task::block_in_place(|| {
-            handle.block_on(async { self.pg.lock().await.call(&self.capabilities, request).await })
-        })
+        block_on(async { self.pg.lock().await.call(&self.capabilities, request).await }).map_err(PgError::new)?
     }
+
+    fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String> {
+        block_on(self.capabilities.kube_watch(resource, namespace))?
+    }
+}
+
+/// Runs an asynchronous host call for a native plugin's (synchronous) call: the plugin runs in
+/// place on a worker thread of the multi-threaded runtime, which lends the thread to blocking work.
+fn block_on<T>(call: impl Future<Output = T>) -> Result<T, String> {
+    let handle = tokio::runtime::Handle::try_current().map_err(|_| "called outside the host's runtime".to_owned())?;
+    if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread {
+        return Err("native plugins make asynchronous host calls only on the multi-threaded runtime".to_owned());
+    }
+    Ok(tokio::task::block_in_place(|| handle.block_on(call)))
 }
 
 unsafe extern "C" fn host_call(ctx: *const c_void, request: *const u8, len: usize) -> Buffer {
@@ -142,6 +147,9 @@ unsafe extern "C" fn host_call(ctx: *const c_void, request: *const u8, len: usiz
             Ok(HostRequest::KvDelete(key)) => HostResponse::Deleted(caps.kv_delete(&key)),
             Ok(HostRequest::Config) => HostResponse::Config(caps.config()),
             Ok(HostRequest::Pg(request)) => HostResponse::Pg(ctx.pg(request)),
+            Ok(HostRequest::KubeWatch(resource, namespace)) => {
+                HostResponse::Watching(ctx.kube_watch(&resource, namespace.as_deref()))
+            }
             Err(e) => {
                 tracing::warn!(plugin = %caps.plugin(), error = %e, "malformed host call");
                 HostResponse::Done

@@ -233,7 +233,7 @@ mod tests {
     use crate::broker::Fanout;
     use crate::config::{DatabaseConfig, EmbeddedDatabase, HumanDuration};
     use crate::database::{Databases, EmbeddedPostgres};
-    use crate::plugins::capabilities::DatabaseAccess;
+    use crate::plugins::capabilities::{Backends, Grants};
     use crate::telemetry::Metrics;
 
     fn query(sql: &str, params: Vec<PgValue>, transaction: Option<TransactionId>) -> PgRequest {
@@ -288,14 +288,17 @@ mod tests {
         let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
         let caps = Capabilities::new(
             "p",
-            [Capability::Pg].into(),
+            Grants {
+                capabilities: [Capability::Pg].into(),
+                databases: ["db".to_owned()].into(),
+            },
             Fanout::new(Metrics::new(), 1, 0),
             "{}".into(),
             events,
             Default::default(),
-            DatabaseAccess {
+            Backends {
                 databases,
-                allowed: ["db".to_owned()].into(),
+                kubernetes: Arc::new(crate::kube::Kubernetes::new(None)),
             },
         );
         let mut session = PgSession::default();

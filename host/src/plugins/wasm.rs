@@ -32,7 +32,7 @@ mod bindings {
 }
 
 use bindings::SourcePlugin;
-use bindings::conductor::plugin::{config, emit, kv, log, pg, timer, types};
+use bindings::conductor::plugin::{config, emit, kube, kv, log, pg, timer, types};
 
 mod convert {
     conductor_plugin_sdk::__wit_conversions!(super::types);
@@ -191,6 +191,18 @@ impl config::Host for State {
     }
 }
 
+impl kube::Host for State {
+    async fn watch(&mut self, resource: kube::ApiResource, namespace: Option<String>) -> Result<(), String> {
+        let resource = conductor_plugin_sdk::ApiResource {
+            group: resource.group,
+            version: resource.version,
+            kind: resource.kind,
+            plural: resource.plural,
+        };
+        self.caps().kube_watch(&resource, namespace.as_deref()).await
+    }
+}
+
 impl State {
     async fn pg(&mut self, request: PgRequest) -> Result<PgReply, pg::Error> {
         let caps = Arc::clone(
@@ -311,6 +323,7 @@ fn linker(capabilities: &Capabilities) -> Result<Linker<State>, LoadError> {
             Capability::Kv => kv::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
             Capability::Config => config::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
             Capability::Pg => pg::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
+            Capability::Kube => kube::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
         }
         .map_err(wasm)?;
     }
