@@ -332,6 +332,12 @@ mod tests {
         let mut expected = values;
         expected.extend([PgValue::Int4(3), PgValue::Null]);
         assert_eq!(got.rows, [expected]);
+        let timeout = rows(session.call(&caps, query("SHOW statement_timeout", vec![], None)).await);
+        assert_eq!(
+            timeout.rows,
+            [[PgValue::Text("30s".into())]],
+            "the configured statement_timeout"
+        );
         let err = session
             .call(&caps, query("SELECT 1::numeric", vec![], None))
             .await
