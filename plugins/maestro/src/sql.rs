@@ -39,10 +39,13 @@ pub const LIST_RESOURCES: &str = concat!(
 
 pub const UPDATE_STATUS: &str = "UPDATE resources SET status = $1::json, updated_at = $2 WHERE id = $3";
 pub const HARD_DELETE: &str = "DELETE FROM resources WHERE id = $1";
-pub const INSERT_STATUS_UPDATE: &str = "INSERT INTO status_events \
+/// A `StatusUpdate` row and Maestro's doorbell, `pg_notify('status_events', id)`, in one statement.
+pub const INSERT_STATUS_UPDATE: &str = "WITH e AS (INSERT INTO status_events \
      (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) \
-     VALUES ($1, $2, $2, NULL, $3, '', '', NULL, NULL, 'StatusUpdate', NULL)";
-pub const INSERT_STATUS_DELETE: &str = "INSERT INTO status_events \
+     VALUES ($1, $2, $2, NULL, $3, '', '', NULL, NULL, 'StatusUpdate', NULL) RETURNING id) \
+     SELECT pg_notify('status_events', id) FROM e";
+/// A `StatusDelete` row (with what Maestro needs to tell the source) and the doorbell.
+pub const INSERT_STATUS_DELETE: &str = "WITH e AS (INSERT INTO status_events \
      (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) \
-     VALUES ($1, $2, $2, NULL, $3, $4, '', $5::json, $6::json, 'StatusDelete', NULL)";
-pub const NOTIFY_STATUS: &str = "SELECT pg_notify('status_events', $1)";
+     VALUES ($1, $2, $2, NULL, $3, $4, '', $5::json, $6::json, 'StatusDelete', NULL) RETURNING id) \
+     SELECT pg_notify('status_events', id) FROM e";

@@ -102,8 +102,8 @@ pub fn pending_events(db: &Database<'_>, since: Option<Timestamp>) -> Result<Vec
 pub fn update_status(tx: &Transaction<'_>, id: &str, status: &Value, now: Timestamp) -> Result<(), PgError> {
     tx.execute(sql::UPDATE_STATUS, &[status.into(), now.into(), id.into()])?;
     let event_id = uuid::Uuid::new_v4().to_string();
-    tx.execute(sql::INSERT_STATUS_UPDATE, &[(&event_id).into(), now.into(), id.into()])?;
-    tx.query(sql::NOTIFY_STATUS, &[event_id.into()]).map(drop)
+    tx.query(sql::INSERT_STATUS_UPDATE, &[event_id.into(), now.into(), id.into()])
+        .map(drop)
 }
 
 /// The agent deleted the work: a `StatusDelete` event carrying what Maestro needs to tell the
@@ -118,7 +118,6 @@ pub fn delete_resource(tx: &Transaction<'_>, row: &ResourceRow, status: &Value, 
         (&crate::spec::stamped_payload(row)).into(),
         status.into(),
     ];
-    tx.execute(sql::INSERT_STATUS_DELETE, &params)?;
-    tx.query(sql::NOTIFY_STATUS, &[event_id.into()])?;
+    tx.query(sql::INSERT_STATUS_DELETE, &params)?;
     tx.execute(sql::HARD_DELETE, &[(&row.id).into()]).map(drop)
 }
