@@ -3,6 +3,8 @@
 //! `maestro-db.md` §10.5 (scenario 1, the consumer row of a joined cluster, belongs to the consumer
 //! controller).
 
+#[path = "support/kube.rs"]
+mod kube_api;
 #[path = "support/maestro.rs"]
 mod support;
 
@@ -407,4 +409,93 @@ async fn the_native_library_form_serves_the_same_flows() {
     })
     .await;
     assert_eq!(db.advisory_locks().await, 0);
+}
+
+/// `tls = "verify-full"` with the database's CA: conductor's connections are encrypted and the
+/// server verified; with another CA, conductor refuses to start and says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn database_tls_verifies_the_server() {
+    let mut db = MaestroDb::start().await;
+    let (certs, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    kube_api::certificates(certs.path());
+    kube_api::certificates(other.path());
+    db.stop().await;
+    let data = db.pg.data_dir().to_owned();
+    for file in ["server.crt", "server.key"] {
+        std::fs::copy(certs.path().join(file), data.join(file)).unwrap();
+    }
+    let conf = data.join("postgresql.conf");
+    let mut text = std::fs::read_to_string(&conf).unwrap();
+    text.push_str("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+    std::fs::write(&conf, text).unwrap();
+    let owner = std::process::Command::new("stat")
+        .args(["-c", "%U"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let owner = String::from_utf8_lossy(&owner.stdout).trim().to_owned();
+    for step in [
+        vec![
+            "chown".to_owned(),
+            format!("{owner}:"),
+            data.join("server.crt").display().to_string(),
+            data.join("server.key").display().to_string(),
+        ],
+        vec![
+            "chmod".to_owned(),
+            "600".to_owned(),
+            data.join("server.key").display().to_string(),
+        ],
+    ] {
+        assert!(
+            std::process::Command::new(&step[0])
+                .args(&step[1..])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    db.restart().await;
+
+    let tls = |ca: &std::path::Path| {
+        config(&db.url(), "1m").replace(
+            "pool_size = 4\n",
+            &format!(
+                "pool_size = 4\ntls = \"verify-full\"\nca_file = \"{}\"\n",
+                ca.join("ca.crt").display()
+            ),
+        )
+    };
+    let c = Conductor::start(&tls(certs.path())).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let (id, _) = db.create("cluster1", "nginx", true).await;
+    next_where(&mut sub, "the spec over TLS", |e| is_spec_of(e, &id, 1)).await;
+    let encrypted = db
+        .count("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'conductor' AND s.ssl")
+        .await;
+    let plain = db
+        .count("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'conductor' AND NOT s.ssl")
+        .await;
+    assert!(encrypted >= 1 && plain == 0, "{encrypted} encrypted, {plain} plain");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("conductor.toml");
+    std::fs::write(
+        &file,
+        format!("{}{}", conductor_blackbox_tests::BASE_CONFIG, tls(other.path())),
+    )
+    .unwrap();
+    let out = std::process::Command::new(conductor_bin())
+        .arg("check-config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("plugins.maestro"), "{stderr}");
+    assert!(
+        stderr.contains("invalid peer certificate"),
+        "the reason is the certificate: {stderr}"
+    );
 }

@@ -55,7 +55,7 @@ fn run(dir: &Path, args: &[&str]) {
 
 /// A test CA, a serving certificate for 127.0.0.1 and an admin client certificate (X.509 v3:
 /// rustls refuses v1).
-fn certificates(dir: &Path) {
+pub fn certificates(dir: &Path) {
     std::fs::write(
         dir.join("server.ext"),
         "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
