@@ -4,15 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use conductor_blackbox_tests::{Conductor, MEMORY_SOURCE};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use conductor_blackbox_tests::{Conductor, MEMORY_SOURCE, free_port};
 
 /// `psql -tAc <sql>` against the embedded database: Ok(output) or Err(stderr).
 fn psql(port: u16, sql: &str) -> Result<String, String> {

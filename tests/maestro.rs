@@ -12,46 +12,18 @@ use std::time::Duration;
 
 use conductor_blackbox_tests::events::{self, attr, attr_str};
 use conductor_blackbox_tests::proto::cloud_event::Data;
-use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
-use conductor_blackbox_tests::{Conductor, Form, Sub, WORKS, conductor_bin, proto, publish, subscribe};
+use conductor_blackbox_tests::{Conductor, Form, WORKS, conductor_bin, proto, publish, subscribe};
 use serde_json::{Value, json};
-use support::{MaestroDb, config, config_with, eventually, status_update};
+use support::{MaestroDb, config, config_with, eventually, is_spec_of, next_where, status_update, version};
 use tonic::Code;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-/// The next event on `sub` for which `pick` holds (earlier deliveries may repeat: sending a spec
-/// again is harmless, the agent orders by resourceversion).
-async fn next_where(sub: &mut Sub, what: &str, pick: impl Fn(&proto::CloudEvent) -> bool) -> proto::CloudEvent {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let e = tokio::time::timeout(left, sub.next_event())
-            .await
-            .unwrap_or_else(|_| panic!("no {what} within {WAIT:?}"))
-            .unwrap();
-        if pick(&e) {
-            return e;
-        }
-    }
-}
-
-fn version(e: &proto::CloudEvent) -> Option<i32> {
-    match attr(e, "ce-resourceversion") {
-        Some(Attr::CeInteger(v)) => Some(*v),
-        _ => None,
-    }
-}
 
 fn data(e: &proto::CloudEvent) -> Option<Value> {
     match &e.data {
         Some(Data::BinaryData(b)) => Some(serde_json::from_slice(b).unwrap()),
         _ => None,
     }
-}
-
-fn is_spec_of(e: &proto::CloudEvent, id: &str, v: i32) -> bool {
-    attr_str(e, "ce-resourceid") == Some(id) && version(e) == Some(v)
 }
 
 /// §10.5 scenarios 2, 3 (no NOTIFY), 4, 5 and 11: create, update, a missed notification, soft

@@ -7,31 +7,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use conductor_blackbox_tests::events::attr_str;
-use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
-use conductor_blackbox_tests::{Conductor, Sub, WORKS, events::attr, proto, publish, subscribe};
-use support::{MaestroDb, config, eventually, status_update};
+use conductor_blackbox_tests::{Conductor, WORKS, proto, publish, subscribe};
+use support::{MaestroDb, config, eventually, next_where, spec_of, status_update};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-async fn next_where(sub: &mut Sub, what: &str, pick: impl Fn(&proto::CloudEvent) -> bool) -> proto::CloudEvent {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        assert!(Instant::now() < deadline, "no {what} within {WAIT:?}");
-        match sub.next_event().await {
-            Ok(e) if pick(&e) => return e,
-            Ok(_) => {}
-            Err(e) => panic!("waiting for {what}: {e}"),
-        }
-    }
-}
-
-fn spec_of(id: &str, version: i32) -> impl Fn(&proto::CloudEvent) -> bool + '_ {
-    move |e| {
-        attr_str(e, "ce-resourceid") == Some(id)
-            && matches!(attr(e, "ce-resourceversion"), Some(Attr::CeInteger(v)) if *v == version)
-    }
-}
 
 /// Publishes `event` until it is accepted (the agent retries failed status updates).
 async fn publish_until_accepted(c: &Conductor, event: proto::CloudEvent) -> usize {

@@ -1,12 +1,12 @@
-//! The PostgreSQL layer against a real PostgreSQL (the embedded server, from the machine's
-//! binaries): Maestro's schema check, advisory locks in Maestro's two-int4 key space, and LISTEN
-//! surviving the loss of its connection.
+//! LISTEN against a real PostgreSQL (the embedded server, from the machine's binaries): it
+//! survives the loss of its connection and says so. (Statements, Maestro's advisory locks and
+//! transactions are tested with the `pg` capability, in `src/plugins/pg.rs`.)
 
 mod common;
 
 use std::time::Duration;
 
-use conductor::database::postgres::{self, DbError, DbEvent};
+use conductor::database::postgres::{self, DbEvent};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -31,49 +31,9 @@ async fn notify_until_received(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn maestro_schema_check_locks_and_listen_against_real_postgres() {
+async fn listen_survives_the_loss_of_its_connection() {
     let (_dir, pg) = common::start_embedded();
-    let pool = postgres::connect(&pg.url(), 4).await.unwrap();
-    postgres::check_maestro(&pool)
-        .await
-        .expect("the embedded database has Maestro's schema");
-
-    // A database without the schema is refused with a clear error.
-    sqlx::query("CREATE DATABASE empty").execute(&pool).await.unwrap();
-    let empty = postgres::connect(&pg.url().replace("/maestro", "/empty"), 1)
-        .await
-        .unwrap();
-    assert!(matches!(postgres::check_maestro(&empty).await, Err(DbError::NoSchema)));
-    empty.close().await;
-
-    // Advisory locks: Maestro's keys, visible in pg_locks as (classid, objid, objsubid=2), and
-    // exclusive across sessions until the holder's transaction ends.
-    let (k1, k2) = postgres::advisory_keys("0b7e6c2a-event", "events");
-    let mut holder = pool.begin().await.unwrap();
-    let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1, $2)")
-        .bind(k1)
-        .bind(k2)
-        .fetch_one(&mut *holder)
-        .await
-        .unwrap();
-    assert!(got);
-    let shown: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::int4::oid AND objid = $2::int4::oid AND objsubid = 2",
-    )
-    .bind(k1)
-    .bind(k2)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!(shown, 1);
-    let other: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1, $2)")
-        .bind(k1)
-        .bind(k2)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert!(!other, "a second session does not get the lock");
-    holder.commit().await.unwrap();
+    let pool = sqlx::PgPool::connect(&pg.url()).await.unwrap();
 
     // LISTEN: notifications arrive; when the listening connection is killed, the stream says
     // it reconnected, and later notifications arrive again.

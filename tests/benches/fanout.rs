@@ -26,7 +26,7 @@ use conductor_blackbox_tests::proto::{
     self, PublishRequest, SubscriptionRequest,
     cloud_event_service_server::{CloudEventService, CloudEventServiceServer},
 };
-use conductor_blackbox_tests::{CloudEventServiceClient, Conductor, WORKS, events};
+use conductor_blackbox_tests::{CloudEventServiceClient, Conductor, WORKS, events, median};
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
 
@@ -252,11 +252,6 @@ async fn idle_memory(server: &Server, streams: usize, connections: usize) -> (f6
         before,
         after,
     )
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
 }
 
 fn main() {

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use conductor_blackbox_tests::events::attr_str;
-use conductor_blackbox_tests::{CloudEventServiceClient, Conductor, Form, WORKS, publish, subscribe};
+use conductor_blackbox_tests::{CloudEventServiceClient, Conductor, Form, WORKS, median, publish, subscribe};
 use support::{MaestroDb, config_with, spec_payload, status_update};
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
@@ -26,11 +26,6 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn ms(d: Duration) -> f64 {

@@ -46,6 +46,20 @@ pub fn conductor_bin() -> PathBuf {
     bin
 }
 
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+/// The median of a benchmark's runs.
+pub fn median(mut runs: Vec<f64>) -> f64 {
+    runs.sort_by(f64::total_cmp);
+    runs[runs.len() / 2]
+}
+
 /// The form a plugin is loaded in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Form {

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use conductor_blackbox_tests::free_port;
 use serde_json::Value;
 
 pub struct KubeApi {
@@ -16,14 +17,6 @@ pub struct KubeApi {
     pub kubeconfig: PathBuf,
     etcd: Child,
     apiserver: Child,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn bin_dir() -> PathBuf {

@@ -9,8 +9,11 @@ use std::time::{Duration, Instant};
 
 use conductor::config::EmbeddedDatabase;
 use conductor::database::EmbeddedPostgres;
+pub use conductor::database::postgres::advisory_key;
 use conductor_blackbox_tests::events::{self, integer, string};
-use conductor_blackbox_tests::{Form, WORKS, plugin_artifact, proto};
+pub use conductor_blackbox_tests::free_port;
+use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
+use conductor_blackbox_tests::{Form, Sub, WORKS, plugin_artifact, proto};
 use serde_json::{Value, json};
 use sqlx::{PgPool, Row};
 
@@ -20,14 +23,6 @@ pub struct MaestroDb {
     pub pg: EmbeddedPostgres,
     pub pool: PgPool,
     pub port: u16,
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn start_server(dir: &std::path::Path, port: u16) -> EmbeddedPostgres {
@@ -240,15 +235,6 @@ pub struct StatusEvent {
     pub status: Option<Value>,
 }
 
-/// Maestro's FNV-1a advisory key (`maestro-db.md` §4.1), computed here independently.
-pub fn advisory_key(s: &str) -> i32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in s.bytes() {
-        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
-    }
-    h as i32
-}
-
 /// The spec CloudEvent Maestro stores for a Deployment `name` with `replicas`.
 pub fn spec_payload(id: &str, cluster: &str, name: &str, version: i64, replicas: i64) -> Value {
     json!({
@@ -311,6 +297,39 @@ pub fn status_update(cluster: &str, id: &str, version: i32, tick: i64, condition
     e.attributes
         .insert("ce-metadata".into(), string(r#"{"name":"agent-side-name"}"#));
     e
+}
+
+/// The resourceversion of a spec event (an integer on the wire for manifest bundles).
+pub fn version(e: &proto::CloudEvent) -> Option<i32> {
+    match events::attr(e, "ce-resourceversion") {
+        Some(Attr::CeInteger(v)) => Some(*v),
+        _ => None,
+    }
+}
+
+/// Whether `e` is the spec of resource `id` at `version`.
+pub fn is_spec_of(e: &proto::CloudEvent, id: &str, v: i32) -> bool {
+    events::attr_str(e, "ce-resourceid") == Some(id) && version(e) == Some(v)
+}
+
+pub fn spec_of(id: &str, v: i32) -> impl Fn(&proto::CloudEvent) -> bool + '_ {
+    move |e| is_spec_of(e, id, v)
+}
+
+/// The next event on `sub` for which `pick` holds, within 30 s (earlier deliveries may repeat:
+/// sending a spec again is harmless, the agent orders by resourceversion).
+pub async fn next_where(sub: &mut Sub, what: &str, pick: impl Fn(&proto::CloudEvent) -> bool) -> proto::CloudEvent {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let e = tokio::time::timeout(left, sub.next_event())
+            .await
+            .unwrap_or_else(|_| panic!("no {what} within 30 s"))
+            .unwrap_or_else(|e| panic!("waiting for {what}: {e}"));
+        if pick(&e) {
+            return e;
+        }
+    }
 }
 
 /// Polls `check` until it holds, for up to `within`.

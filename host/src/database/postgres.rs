@@ -1,30 +1,13 @@
-//! PostgreSQL for the plugins that share a database with another system (Maestro): pools,
-//! Maestro's advisory-lock keys, the startup checks, and LISTEN as a resumable stream of
-//! notifications that says when it reconnected, so a plugin can catch up on what it missed.
+//! PostgreSQL for the plugins that share a database with another system (Maestro): Maestro's
+//! advisory-lock keys, and LISTEN as a resumable stream of notifications that says when it
+//! (re)connected, so a plugin can catch up on what it missed. (Whether a database holds Maestro's
+//! schema is the maestro plugin's own startup check.)
 
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgListener, PgPool};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-/// The last migration of the Maestro schema this host understands (`maestro-db.md` §1.1).
-pub const MAESTRO_LAST_MIGRATION: &str = "202412181141";
-
-/// Why a database is not usable.
-#[derive(Debug, thiserror::Error)]
-pub enum DbError {
-    #[error("cannot connect: {0}")]
-    Connect(#[source] sqlx::Error),
-    #[error(
-        "the database has no Maestro schema (migration {MAESTRO_LAST_MIGRATION} not found); run Maestro's migration first"
-    )]
-    NoSchema,
-    #[error("the role cannot LISTEN: {0}")]
-    Listen(#[source] sqlx::Error),
-    #[error("{0}")]
-    Query(#[from] sqlx::Error),
-}
 
 /// FNV-1a, 32 bits, reinterpreted as `int4`: Maestro's advisory-lock key of a string.
 pub fn advisory_key(s: &str) -> i32 {
@@ -40,39 +23,6 @@ pub fn advisory_key(s: &str) -> i32 {
 /// `resource_status`, …). The `bigint` form is a different lock space: always bind both keys.
 pub fn advisory_keys(id: &str, lock_type: &str) -> (i32, i32) {
     (advisory_key(id), advisory_key(lock_type))
-}
-
-/// A pool on `url`, with this process named in `pg_stat_activity`.
-pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, DbError> {
-    let options: PgConnectOptions = url.parse().map_err(DbError::Connect)?;
-    PgPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(options.application_name("conductor"))
-        .await
-        .map_err(DbError::Connect)
-}
-
-/// Checks that the database has Maestro's schema and that the role can LISTEN.
-pub async fn check_maestro(pool: &PgPool) -> Result<(), DbError> {
-    let has_table: bool = sqlx::query_scalar("SELECT to_regclass('public.migrations') IS NOT NULL")
-        .fetch_one(pool)
-        .await?;
-    if !has_table {
-        return Err(DbError::NoSchema);
-    }
-    let found: Option<String> = sqlx::query_scalar("SELECT id FROM migrations WHERE id = $1")
-        .bind(MAESTRO_LAST_MIGRATION)
-        .fetch_optional(pool)
-        .await?;
-    if found.is_none() {
-        return Err(DbError::NoSchema);
-    }
-    let mut listener = listener(pool, &["conductor_probe".to_owned()])
-        .await
-        .map_err(DbError::Listen)?;
-    listener.unlisten_all().await.map_err(DbError::Listen)?;
-    Ok(())
 }
 
 /// What a LISTEN stream delivers.

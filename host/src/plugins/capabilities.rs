@@ -37,8 +37,47 @@ pub struct Capabilities {
     allowed_databases: BTreeSet<String>,
     /// LISTEN registrations by (database, channel), and Kubernetes watches by (resource,
     /// namespace); cancelled when the plugin goes.
-    listeners: tokio::sync::Mutex<HashMap<(String, String), CancellationToken>>,
-    watches: tokio::sync::Mutex<HashMap<(ApiResource, Option<String>), CancellationToken>>,
+    listeners: Registrations<(String, String)>,
+    watches: Registrations<(ApiResource, Option<String>)>,
+}
+
+/// Background work a plugin started (a LISTEN, a watch), started once per key however often the
+/// plugin asks, and stopped with the plugin.
+struct Registrations<K>(tokio::sync::Mutex<HashMap<K, CancellationToken>>);
+
+impl<K> Default for Registrations<K> {
+    fn default() -> Self {
+        Self(tokio::sync::Mutex::default())
+    }
+}
+
+impl<K: Eq + std::hash::Hash> Registrations<K> {
+    /// Runs `start` unless `key` is registered already; registers what it returns.
+    async fn once<E>(&self, key: K, start: impl Future<Output = Result<CancellationToken, E>>) -> Result<bool, E> {
+        let mut running = self.0.lock().await;
+        if running.contains_key(&key) {
+            return Ok(false);
+        }
+        running.insert(key, start.await?);
+        Ok(true)
+    }
+
+    /// Stops everything registered (if no registration is under way).
+    fn stop(&self) {
+        if let Ok(mut running) = self.0.try_lock() {
+            for (_, stop) in running.drain() {
+                stop.cancel();
+            }
+        }
+    }
+}
+
+impl<K> Drop for Registrations<K> {
+    fn drop(&mut self) {
+        for stop in self.0.get_mut().values() {
+            stop.cancel();
+        }
+    }
 }
 
 /// What a plugin was granted in `conductor.toml`: capabilities, and the databases `pg` reaches.
@@ -85,8 +124,8 @@ impl Capabilities {
             runtime: tokio::runtime::Handle::current(),
             backends,
             allowed_databases: grants.databases,
-            listeners: tokio::sync::Mutex::default(),
-            watches: tokio::sync::Mutex::default(),
+            listeners: Registrations::default(),
+            watches: Registrations::default(),
         })
     }
 
@@ -201,19 +240,14 @@ impl Capabilities {
     /// LISTENs on `channel` for the plugin, once however often it asks.
     pub async fn pg_listen(&self, database: &str, channel: &str) -> Result<(), PgError> {
         self.pg_pool(database)?;
-        let mut listeners = self.listeners.lock().await;
         let key = (database.to_owned(), channel.to_owned());
-        if listeners.contains_key(&key) {
-            return Ok(());
-        }
-        let stop = self
+        let start = self
             .backends
             .databases
-            .listen(&self.plugin, database, channel, self.events.clone())
-            .await
-            .map_err(PgError::new)?;
-        tracing::info!(plugin = %self.plugin, database, channel, "listening");
-        listeners.insert(key, stop);
+            .listen(&self.plugin, database, channel, self.events.clone());
+        if self.listeners.once(key, start).await.map_err(PgError::new)? {
+            tracing::info!(plugin = %self.plugin, database, channel, "listening");
+        }
         Ok(())
     }
 
@@ -221,18 +255,14 @@ impl Capabilities {
     /// asks.
     pub async fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String> {
         self.check(Capability::Kube)?;
-        let mut watches = self.watches.lock().await;
         let key = (resource.clone(), namespace.map(str::to_owned));
-        if watches.contains_key(&key) {
-            return Ok(());
-        }
-        let stop = self
+        let start = self
             .backends
             .kubernetes
-            .watch(&self.plugin, resource, namespace, self.events.clone())
-            .await?;
-        tracing::info!(plugin = %self.plugin, resource = %resource.name(), ?namespace, "watching");
-        watches.insert(key, stop);
+            .watch(&self.plugin, resource, namespace, self.events.clone());
+        if self.watches.once(key, start).await? {
+            tracing::info!(plugin = %self.plugin, resource = %resource.name(), ?namespace, "watching");
+        }
         Ok(())
     }
 
@@ -241,24 +271,14 @@ impl Capabilities {
         for (_, task) in self.timers.lock().drain() {
             task.abort();
         }
-        if let Ok(mut listeners) = self.listeners.try_lock() {
-            for (_, stop) in listeners.drain() {
-                stop.cancel();
-            }
-        }
-        if let Ok(mut watches) = self.watches.try_lock() {
-            for (_, stop) in watches.drain() {
-                stop.cancel();
-            }
-        }
+        self.listeners.stop();
+        self.watches.stop();
     }
 }
 
 impl Drop for Capabilities {
     fn drop(&mut self) {
+        // Listeners and watches stop as their registrations drop.
         self.stop();
-        for stop in self.listeners.get_mut().values().chain(self.watches.get_mut().values()) {
-            stop.cancel();
-        }
     }
 }

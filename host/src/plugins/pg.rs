@@ -37,10 +37,10 @@ fn sql_error(e: sqlx::Error) -> PgError {
     }
 }
 
-fn bind(sql: String, params: Vec<PgValue>) -> sqlx::query::Query<'static, Postgres, PgArguments> {
+fn bind(sql: String, params: Vec<PgValue>) -> Result<sqlx::query::Query<'static, Postgres, PgArguments>, PgError> {
     // The plugin's statement, with its values bound as parameters, never spliced in.
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for value in params {
+    for (i, value) in params.into_iter().enumerate() {
         query = match value {
             PgValue::Null => query.bind(None::<String>),
             PgValue::Bool(b) => query.bind(b),
@@ -48,16 +48,18 @@ fn bind(sql: String, params: Vec<PgValue>) -> sqlx::query::Query<'static, Postgr
             PgValue::Int8(i) => query.bind(i),
             PgValue::Float8(f) => query.bind(f),
             PgValue::Text(s) => query.bind(s),
-            // Sent as jsonb, which `json` columns take by assignment cast.
-            PgValue::Json(s) => match serde_json::from_str::<serde_json::Value>(&s) {
-                Ok(v) => query.bind(sqlx::types::Json(v)),
-                Err(_) => query.bind(s),
-            },
+            // Sent as jsonb, which `json` columns take by assignment cast; checked, not parsed
+            // into a tree.
+            PgValue::Json(s) => {
+                let raw = serde_json::value::RawValue::from_string(s)
+                    .map_err(|e| PgError::new(format!("parameter ${} is not JSON: {e}", i + 1)))?;
+                query.bind(sqlx::types::Json(raw))
+            }
             PgValue::Timestamp(t) => query.bind(t),
             PgValue::Bytea(b) => query.bind(b),
         };
     }
-    query
+    Ok(query)
 }
 
 fn column_value(row: &PgRow, i: usize) -> Result<PgValue, PgError> {
@@ -114,7 +116,7 @@ impl PgSession {
                 sql,
                 params,
             } => {
-                let query = bind(sql, params);
+                let query = bind(sql, params)?;
                 let result = match transaction {
                     Some(id) => query.fetch_all(&mut *self.transaction(id, &database)?.tx).await,
                     None => query.fetch_all(caps.pg_pool(&database)?).await,
@@ -127,7 +129,7 @@ impl PgSession {
                 sql,
                 params,
             } => {
-                let query = bind(sql, params);
+                let query = bind(sql, params)?;
                 let result = match transaction {
                     Some(id) => query.execute(&mut *self.transaction(id, &database)?.tx).await,
                     None => query.execute(caps.pg_pool(&database)?).await,
@@ -332,6 +334,14 @@ mod tests {
         let mut expected = values;
         expected.extend([PgValue::Int4(3), PgValue::Null]);
         assert_eq!(got.rows, [expected]);
+        let err = session
+            .call(
+                &caps,
+                query("SELECT $1::json", vec![PgValue::Json("{oops".into())], None),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.message.contains("parameter $1 is not JSON"), "{err}");
         let timeout = rows(session.call(&caps, query("SHOW statement_timeout", vec![], None)).await);
         assert_eq!(
             timeout.rows,

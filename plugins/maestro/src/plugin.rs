@@ -175,13 +175,12 @@ impl Maestro {
                 q.notified = true;
             }
         }
-        set_kv_json(host, keys::QUEUE, &queue);
-        self.drain(host)
+        self.drain(host, queue)
     }
 
-    /// Handles up to [`BATCH`] queued events; failures are retried with backoff.
-    fn drain(&self, host: &Host) -> Result<(), SourceError> {
-        let mut queue: Vec<Queued> = kv_json(host, keys::QUEUE);
+    /// Handles up to [`BATCH`] events of `queue` and keeps the rest queued (in `kv`, for the next
+    /// call); failures are retried with backoff.
+    fn drain(&self, host: &Host, mut queue: Vec<Queued>) -> Result<(), SourceError> {
         let rest = queue.split_off(queue.len().min(BATCH));
         set_kv_json(host, keys::QUEUE, &rest);
         if !rest.is_empty() {
@@ -228,8 +227,7 @@ impl Maestro {
         host.kv_delete(keys::RETRY);
         let mut queue: Vec<Queued> = kv_json(host, keys::QUEUE);
         queue.extend(retry);
-        set_kv_json(host, keys::QUEUE, &queue);
-        let result = self.drain(host);
+        let result = self.drain(host, queue);
         if kv_json::<Vec<Queued>>(host, keys::RETRY).is_empty() {
             host.kv_delete(keys::RETRY_BACKOFF);
         }
@@ -373,7 +371,7 @@ impl Plugin for Maestro {
     fn on_event(&mut self, host: &Host, event: HostEvent) -> Result<(), SourceError> {
         match event {
             HostEvent::Timer(name) if name == CATCH_UP_TIMER => self.catch_up(host, None),
-            HostEvent::Timer(name) if name == DRAIN_TIMER => self.drain(host),
+            HostEvent::Timer(name) if name == DRAIN_TIMER => self.drain(host, kv_json(host, keys::QUEUE)),
             HostEvent::Timer(name) if name == RETRY_TIMER => self.retry(host),
             HostEvent::Notification { channel, payload, .. } if channel == EVENTS_CHANNEL => {
                 set_kv_json(host, keys::LAST_HEARD, &Some(Utc::now()));
