@@ -26,13 +26,9 @@ use conductor_blackbox_tests::proto::{
     self, PublishRequest, SubscriptionRequest,
     cloud_event_service_server::{CloudEventService, CloudEventServiceServer},
 };
-use conductor_blackbox_tests::{CloudEventServiceClient, Conductor, WORKS, events, median};
+use conductor_blackbox_tests::{CloudEventServiceClient, Conductor, WORKS, env_usize, events, median};
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 // ---------------------------------------------------------------------------------------------
 // The raw tonic baseline server.

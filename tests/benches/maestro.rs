@@ -15,14 +15,12 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use conductor_blackbox_tests::events::attr_str;
-use conductor_blackbox_tests::{CloudEventServiceClient, Conductor, Form, WORKS, median, publish, subscribe};
+use conductor_blackbox_tests::{
+    CloudEventServiceClient, Conductor, Form, WORKS, env_usize, median, publish, subscribe,
+};
 use support::{MaestroDb, config_with, spec_payload, status_update};
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]

@@ -54,6 +54,11 @@ pub fn free_port() -> u16 {
         .expect("a free port on 127.0.0.1")
 }
 
+/// A benchmark parameter from the environment, or its default.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 /// The median of a benchmark's runs.
 pub fn median(mut runs: Vec<f64>) -> f64 {
     runs.sort_by(f64::total_cmp);
