@@ -10,6 +10,7 @@ export CONDUCTOR_PYTHON CONDUCTOR_PYSTUBS CONDUCTOR_GRPCURL CONDUCTOR_KUBE_BIN
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/conductor/target}"
 
 cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
 # Build first: the black-box tests start target/debug/conductor and load the plugins built here,
 # as native libraries (target/debug/lib*.so) and as WebAssembly components
 # (target/wasm32-wasip2/plugin/*.wasm; the default ones are also copied to plugins/dist/).

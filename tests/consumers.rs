@@ -28,8 +28,9 @@ url = "{url}"
 [plugins.consumers]
 kind = "{kind}"
 file = "{file}"
-grants = ["log", "timer", "kv", "config", "pg", "kube"]
+grants = ["log", "timer", "kv", "pg", "kube"]
 databases = ["maestro"]
+kube_resources = [{{ resource = "managedclusters.cluster.open-cluster-management.io", verbs = ["watch"] }}]
 config = {{ database = "maestro" }}
 "#,
         kubeconfig = kube.kubeconfig.display(),

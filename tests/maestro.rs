@@ -341,8 +341,15 @@ async fn startup_purges_reconciled_events_catches_up_and_checks_the_schema() {
             format!("{}{}", conductor_blackbox_tests::BASE_CONFIG, config(&url, "1m")),
         )
         .unwrap();
+        // check-config touches no database; --connect reaches it, read-only.
         let out = std::process::Command::new(conductor_bin())
             .args(["check-config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{url}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = std::process::Command::new(conductor_bin())
+            .args(["check-config", "--connect"])
             .arg(&file)
             .output()
             .unwrap();
@@ -459,7 +466,7 @@ async fn database_tls_verifies_the_server() {
     )
     .unwrap();
     let out = std::process::Command::new(conductor_bin())
-        .arg("check-config")
+        .args(["check-config", "--connect"])
         .arg(&file)
         .output()
         .unwrap();

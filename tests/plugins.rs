@@ -44,7 +44,7 @@ manifests = []
     )
 }
 
-const ALL_GRANTS: &str = r#""emit", "log", "timer", "kv", "config""#;
+const ALL_GRANTS: &str = r#""emit", "log", "timer", "kv""#;
 
 async fn status_update(
     client: &mut CloudEventServiceClient<Channel>,
@@ -97,17 +97,40 @@ async fn the_example_behaves_the_same_as_component_and_native_library() {
         assert_eq!(announced.r#type, format!("{WORKS}.spec.update_request"), "{form:?}");
         assert_eq!(attr_str(&announced, "ce-resourceid"), Some(id.as_str()));
 
-        // Status goes to the plugin by originalsource; unknown works are NotFound for the agent.
+        // Status goes to the plugin by originalsource; a status for a work it does not serve is
+        // answered OK (as OCM's work service does), a malformed one is refused with the
+        // plugin's own message.
         status_update(&mut client, &id, "static").await.unwrap();
-        let s = status_update(&mut client, "no-such-work", "static").await.unwrap_err();
+        status_update(&mut client, "no-such-work", "static").await.unwrap();
+        let bad = events::with_id(
+            events::agent_event(
+                &format!("{WORKS}.status.update_request"),
+                "cluster1",
+                "static",
+                Some(serde_json::json!(["not", "a", "status"])),
+            ),
+            &id,
+        );
+        let s = publish(&mut client, bad).await.unwrap_err();
         assert_eq!(s.code(), Code::FailedPrecondition, "{form:?}");
         let body: serde_json::Value = serde_json::from_str(s.message()).unwrap();
-        assert_eq!(body["ErrStatus"]["reason"], "NotFound", "{form:?}");
-        assert_eq!(body["ErrStatus"]["code"], 404, "{form:?}");
+        assert_eq!(body["ErrStatus"]["reason"], "Invalid", "{form:?}");
+        assert_eq!(body["ErrStatus"]["code"], 422, "{form:?}");
+        assert!(
+            body["ErrStatus"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("not a ManifestBundleStatus"),
+            "{form:?}: {body}"
+        );
         let logs = c.logs();
         assert!(
             logs.contains("status of cluster1/web stored"),
             "{form:?}: plugin log missing:\n{logs}"
+        );
+        assert!(
+            logs.contains("status of unknown work no-such-work in cluster1 ignored"),
+            "{form:?}"
         );
         assert!(
             logs.contains("\"plugin\":\"static\""),
@@ -219,7 +242,7 @@ fn incompatible_and_ungranted_plugins_are_refused_at_load() {
         );
 
         let file = plugin_artifact("static-works", form);
-        let (ok, err) = check_config(&static_works(form, &file, r#""emit", "log", "config""#));
+        let (ok, err) = check_config(&static_works(form, &file, r#""emit", "log""#));
         assert!(!ok, "{form:?}");
         assert!(err.contains("plugins.static"), "{form:?}: {err}");
         assert!(
@@ -254,7 +277,15 @@ fn plugins_inspect_and_list_say_what_would_load() {
         );
         assert!(text.contains("name:          static-works"), "{text}");
         assert!(text.contains("sources:       static"), "{text}");
-        assert!(text.contains("capabilities:  emit, log, timer, kv, config"), "{text}");
+        assert!(text.contains("contract:      conductor:plugin@0.3."), "{text}");
+        let from = match form {
+            Form::Component => "read from its imports",
+            Form::Native => "declared",
+        };
+        assert!(
+            text.contains(&format!("capabilities:  emit, log, timer, kv ({from})")),
+            "{text}"
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("conductor.toml");
@@ -289,7 +320,7 @@ fn plugins_inspect_and_list_say_what_would_load() {
 }
 
 #[tokio::test]
-async fn a_replaced_plugin_is_reloaded_without_dropping_streams() {
+async fn a_replaced_plugin_file_is_reloaded_without_dropping_streams() {
     for form in Form::BOTH {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join(match form {
@@ -298,14 +329,23 @@ async fn a_replaced_plugin_is_reloaded_without_dropping_streams() {
         });
         std::fs::copy(plugin_artifact("static-works", form), &file).unwrap();
         let (c, mut client, mut sub, _) = start_static_works(form, &file).await;
+        let admin = c.admin_addr.clone().unwrap();
 
-        // A broken file: the reload fails, the running plugin stays.
+        // Nothing changed: nothing is replaced.
+        let (code, body) = conductor_blackbox_tests::http_post(&admin, "/reload").await.unwrap();
+        assert_eq!(code, 200, "{body}");
+        let summary: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(summary["kept"], serde_json::json!(["leases", "static"]), "{body}");
+        assert_eq!(summary["replaced"], serde_json::json!([]), "{body}");
+
+        // A broken file: the reload is refused, the running plugin stays.
         std::fs::write(&file, b"not a plugin").unwrap();
-        let (code, _) = conductor_blackbox_tests::http_post(c.admin_addr.as_deref().unwrap(), "/reload")
-            .await
-            .unwrap();
-        assert_eq!(code, 202);
-        wait_for_log(&c, "reload failed").await;
+        let (code, body) = conductor_blackbox_tests::http_post(&admin, "/reload").await.unwrap();
+        assert_eq!(code, 422, "{body}");
+        assert!(
+            body.contains("plugins.static") && body.contains("running configuration stays"),
+            "{body}"
+        );
         publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
             .await
             .unwrap();
@@ -313,11 +353,9 @@ async fn a_replaced_plugin_is_reloaded_without_dropping_streams() {
 
         // Another plugin in its place, signalled with SIGHUP: the same stream sees the new behaviour.
         std::fs::copy(plugin_artifact("misbehaving-plugin", form), &file).unwrap();
-        std::process::Command::new("kill")
-            .args(["-HUP", &c.pid().to_string()])
-            .status()
-            .unwrap();
-        wait_for_log(&c, r#""message":"plugins reloaded""#).await;
+        c.hangup();
+        let line = c.wait_for_logs(r#""message":"configuration reloaded""#, 2).await;
+        assert!(line.contains(r#""replaced":"[\"static\"]""#), "{line}");
         publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
             .await
             .unwrap();
@@ -327,20 +365,134 @@ async fn a_replaced_plugin_is_reloaded_without_dropping_streams() {
     }
 }
 
+/// The plugins of the reload test: static-works, the memory source for leases, and what `extra`
+/// adds.
+fn reload_config(static_grants: &str, extra: &str) -> String {
+    let file = plugin_artifact("static-works", Form::Component);
+    static_works(Form::Component, &file, static_grants).replace("announce_after_ms = 300", "") + extra
+}
+
+fn chaos_plugin(grants: &str) -> String {
+    format!(
+        "\n[plugins.chaos]\nkind = \"component\"\nfile = \"{}\"\ngrants = [{grants}]\n",
+        plugin_artifact("misbehaving-plugin", Form::Component).display()
+    )
+}
+
+/// The sources of the works a resync brings to `sub`, sorted.
+async fn resynced_sources(
+    client: &mut CloudEventServiceClient<Channel>,
+    sub: &mut conductor_blackbox_tests::Sub,
+    expect: usize,
+) -> Vec<String> {
+    publish(client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    let mut sources = Vec::new();
+    for _ in 0..expect {
+        sources.push(sub.next_event().await.unwrap().source);
+    }
+    sources.sort();
+    sources
+}
+
+/// Reload re-reads conductor.toml and applies the difference — a plugin added, a route moved,
+/// grants changed, a plugin removed — without restarting what did not change, while an agent's
+/// stream stays open; a broken configuration changes nothing.
+#[tokio::test]
+async fn reload_applies_what_changed_in_conductor_toml_under_a_live_stream() {
+    let c = Conductor::start(&reload_config(ALL_GRANTS, "")).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    assert_eq!(resynced_sources(&mut client, &mut sub, 1).await, ["static"]);
+    let reloaded = r#""message":"configuration reloaded""#;
+
+    // A plugin added, with a route of its own: resync answers from both.
+    c.rewrite_config(
+        &reload_config(ALL_GRANTS, &chaos_plugin(""))
+            .replace("leases = \"leases\"", "leases = \"leases\"\nlegacy = \"static\""),
+    );
+    c.hangup();
+    let line = c.wait_for_logs(reloaded, 1).await;
+    assert!(line.contains(r#""added":"[\"chaos\"]""#), "{line}");
+    assert!(line.contains(r#""kept":"[\"leases\", \"static\"]""#), "{line}");
+    assert_eq!(resynced_sources(&mut client, &mut sub, 2).await, ["chaos", "static"]);
+    // `legacy` routes to static-works, which ignores an unknown work.
+    status_update(&mut client, "panic", "legacy").await.unwrap();
+
+    // The route moved to the misbehaving plugin: the same status now reaches it.
+    c.rewrite_config(
+        &reload_config(ALL_GRANTS, &chaos_plugin(""))
+            .replace("leases = \"leases\"", "leases = \"leases\"\nlegacy = \"chaos\""),
+    );
+    c.hangup();
+    let line = c.wait_for_logs(reloaded, 2).await;
+    assert!(
+        line.contains(r#""replaced":"[]""#),
+        "routes alone replace no plugin: {line}"
+    );
+    let s = status_update(&mut client, "panic", "legacy").await.unwrap_err();
+    assert!(
+        s.message().contains("panicked") || s.message().contains("trapped"),
+        "{s:?}"
+    );
+
+    // Grants changed: the plugin is replaced, the others kept.
+    c.rewrite_config(
+        &reload_config(ALL_GRANTS, &chaos_plugin(r#""log""#))
+            .replace("leases = \"leases\"", "leases = \"leases\"\nlegacy = \"chaos\""),
+    );
+    c.hangup();
+    let line = c.wait_for_logs(reloaded, 3).await;
+    assert!(line.contains(r#""replaced":"[\"chaos\"]""#), "{line}");
+    assert!(line.contains(r#""kept":"[\"leases\", \"static\"]""#), "{line}");
+    // Grants taken away from a plugin that needs them: refused whole, nothing changes.
+    c.rewrite_config(&reload_config(r#""emit", "log""#, &chaos_plugin("")));
+    c.hangup();
+    let refused = c.wait_for_log("reload refused").await;
+    assert!(
+        refused.contains("plugins.static") && refused.contains("not granted"),
+        "{refused}"
+    );
+    assert_eq!(resynced_sources(&mut client, &mut sub, 2).await, ["chaos", "static"]);
+
+    // A broken configuration: refused, nothing changes.
+    std::fs::write(c.config_path(), "[server]\nlisen = 1\n").unwrap();
+    c.hangup();
+    let refused = c.wait_for_logs("reload refused", 2).await;
+    assert!(refused.contains("server.lisen"), "{refused}");
+    assert_eq!(resynced_sources(&mut client, &mut sub, 2).await, ["chaos", "static"]);
+
+    // A plugin removed (with its route): resync answers from static-works alone.
+    c.rewrite_config(&reload_config(ALL_GRANTS, ""));
+    c.hangup();
+    let line = c.wait_for_logs(reloaded, 4).await;
+    assert!(line.contains(r#""removed":"[\"chaos\"]""#), "{line}");
+    assert_eq!(resynced_sources(&mut client, &mut sub, 1).await, ["static"]);
+    let s = status_update(&mut client, "ok", "legacy").await.unwrap_err();
+    assert_eq!(s.code(), Code::InvalidArgument, "the route is gone: {s:?}");
+    memory_source_serves(&mut client, "after-reloads").await;
+}
+
 #[tokio::test]
 async fn kv_state_survives_a_reload() {
     let file = plugin_artifact("static-works", Form::Component);
     let (c, mut client, _sub, id) = start_static_works(Form::Component, &file).await;
     status_update(&mut client, &id, "static").await.unwrap();
-    wait_for_log(&c, "status of cluster1/web stored").await;
-    let (code, _) = conductor_blackbox_tests::http_post(c.admin_addr.as_deref().unwrap(), "/reload")
+    c.wait_for_log("status of cluster1/web stored").await;
+    // A changed pool size replaces the plugin.
+    let config = static_works(Form::Component, &file, ALL_GRANTS)
+        .replace("announce_after_ms = 300", "")
+        .replace("pool_size = 2", "pool_size = 3");
+    c.rewrite_config(&config);
+    let (code, body) = conductor_blackbox_tests::http_post(c.admin_addr.as_deref().unwrap(), "/reload")
         .await
         .unwrap();
-    assert_eq!(code, 202);
-    wait_for_log(&c, r#""message":"plugins reloaded""#).await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"replaced\": [\n    \"static\""), "{body}");
     // The reloaded plugin finds the status its predecessor stored.
     status_update(&mut client, &id, "static").await.unwrap();
-    wait_for_log(&c, "status of cluster1/web unchanged").await;
+    c.wait_for_log("status of cluster1/web unchanged").await;
 }
 
 /// Starts static-works (no announce timer) from `file`, subscribes to cluster1's works and
@@ -365,14 +517,4 @@ async fn start_static_works(
     assert_eq!(work.source, "static", "{form:?}");
     let id = attr_str(&work, "ce-resourceid").unwrap().to_owned();
     (c, client, sub, id)
-}
-
-async fn wait_for_log(c: &Conductor, needle: &str) {
-    for _ in 0..200 {
-        if c.logs().lines().any(|l| l.contains(needle)) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("no {needle:?} in the logs:\n{}", c.logs());
 }

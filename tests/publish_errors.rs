@@ -98,16 +98,18 @@ async fn every_publish_error_row_returns_its_code() {
     assert_eq!(body["ErrStatus"]["code"], 409);
     assert_eq!(body["ErrStatus"]["status"], "Failure");
     assert_eq!(body["ErrStatus"]["details"]["name"], "work1");
-    let status_for_unknown = events::with_id(
+    // A spec update for a resource the source does not hold: NotFound. (A status update for
+    // one is answered OK, as OCM's work service does: see tests/broker.rs.)
+    let update_of_unknown = events::with_id(
         events::agent_event(
-            &format!("{WORKS}.status.update_request"),
+            &format!("{WORKS}.spec.update_request"),
             "cluster1",
             "memory",
-            Some(serde_json::json!({"conditions": []})),
+            Some(serde_json::json!({"manifests": []})),
         ),
         "missing",
     );
-    let s = publish_status(&mut client, status_for_unknown).await;
+    let s = publish_status(&mut client, update_of_unknown).await;
     let body: serde_json::Value = serde_json::from_str(s.message()).unwrap();
     assert_eq!(body["ErrStatus"]["reason"], "NotFound");
     assert_eq!(body["ErrStatus"]["code"], 404);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use conductor::broker::Fanout;
 use conductor::config::{Config, PluginConfig};
-use conductor::plugins::PluginSource;
+use conductor::plugins::{HostContext, PluginFile, PluginSource};
 use conductor::registry::Source;
 use conductor::telemetry::Metrics;
 use conductor_plugin_sdk::fakes::FakeHost;
@@ -35,7 +35,7 @@ fn plugin_config(kind: &str, file: &std::path::Path) -> PluginConfig {
 [plugins.static]
 kind = "{kind}"
 file = "{file}"
-grants = ["emit", "log", "timer", "kv", "config"]
+grants = ["emit", "log", "timer", "kv"]
 pool_size = 1
 [plugins.static.config.clusters.cluster1.web]
 manifests = []
@@ -49,8 +49,11 @@ manifests = []
         .expect("the plugin")
 }
 
-fn config_json() -> serde_json::Value {
-    json!({ "clusters": { "cluster1": { "web": { "manifests": [] } } } })
+fn config() -> static_works::Config {
+    conductor_plugin_sdk::plugin::parse_config(
+        &json!({ "clusters": { "cluster1": { "web": { "manifests": [] } } } }).to_string(),
+    )
+    .expect("a valid config")
 }
 
 /// A status update for the served work, with `size` bytes of JSON data.
@@ -102,13 +105,18 @@ fn main() {
         let target = target_dir();
         let component = target.join("wasm32-wasip2/plugin/static_works.wasm");
         let native = target.join("release/libstatic_works.so");
-        let sink = Fanout::new(Metrics::new(), 16, 0);
+        let host_context = HostContext {
+            sink: Fanout::new(Metrics::new(), 16, 0),
+            backends: conductor::plugins::Backends::none(),
+            metrics: Metrics::new(),
+            mode: conductor::plugins::Mode::Serve,
+        };
         let identity = Identity::anonymous();
 
         // The work id the plugin serves, from its own list.
-        let fake = FakeHost::new(config_json());
+        let fake = FakeHost::new();
         let host = fake.host();
-        let mut in_process = StaticWorks::init(&host, config_json()).expect("init");
+        let mut in_process = StaticWorks::init(&host, config()).expect("init");
         let listed = in_process
             .list(
                 &host,
@@ -127,16 +135,13 @@ fn main() {
             if !forms.split(',').any(|f| f == name) {
                 continue;
             }
-            let source = PluginSource::load(
-                "static",
-                &plugin_config(kind, file),
-                file,
-                sink.clone(),
-                Default::default(),
-                conductor::plugins::Backends::none(),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e} (build the plugin first, see the header)"));
+            let config = plugin_config(kind, file);
+            let read = PluginFile::read(config.kind, file)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e} (build the plugin first, see the header)"));
+            let source = PluginSource::load("static", &config, read, Default::default(), &host_context)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
             loaded.push((name, source));
         }
 

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use conductor::config::{Config, PluginKind};
+use conductor::plugins::PluginFile;
 
 /// CloudEvents conductor for Open Cluster Management hubs: serves OCM's CloudEvents-over-gRPC
 /// protocol to managed-cluster agents and routes every request to the source plugin that owns it.
@@ -16,17 +17,24 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the server until SIGTERM or SIGINT; SIGHUP reloads the plugin files.
+    /// Run the server until SIGTERM or SIGINT; SIGHUP re-reads the configuration and applies what
+    /// changed.
     Serve {
         /// The configuration file (see the README's configuration reference).
         #[arg(long, short, env = "CONDUCTOR_CONFIG", default_value = "conductor.toml")]
         config: PathBuf,
     },
-    /// Check a configuration file — loading every plugin it names — and print what it would run;
-    /// exit 1 naming the file, key and reason of the first error.
+    /// Check a configuration file — reading and describing every plugin it names, their grants,
+    /// their own configuration and the routes — and print what it would run; exit 1 naming the
+    /// file, key and reason of the first error. Nothing is written, started or connected to.
     CheckConfig {
         /// The configuration file to check.
         file: PathBuf,
+        /// Also reach the configured databases and Kubernetes API server, read-only: each plugin
+        /// makes one instance (its `init`), with statements in read-only transactions and no
+        /// LISTEN, watch, timer or write; embedded databases are not started.
+        #[arg(long)]
+        connect: bool,
     },
     /// Look at plugins.
     Plugins {
@@ -64,7 +72,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve { config } => serve(config),
-        Command::CheckConfig { file } => check(file),
+        Command::CheckConfig { file, connect } => check(file, connect),
         Command::Plugins {
             command: PluginsCommand::List { config },
         } => list(config),
@@ -91,9 +99,9 @@ fn serve(config: PathBuf) -> anyhow::Result<()> {
     runtime()?.block_on(conductor::app::run(loaded))
 }
 
-fn check(file: PathBuf) -> anyhow::Result<()> {
+fn check(file: PathBuf, connect: bool) -> anyhow::Result<()> {
     let loaded = Config::load(&file)?;
-    let summary = runtime()?.block_on(conductor::app::describe(&loaded))?;
+    let summary = runtime()?.block_on(conductor::app::describe(&loaded, connect))?;
     print!("{summary}");
     Ok(())
 }
@@ -110,25 +118,29 @@ fn list(config: PathBuf) -> anyhow::Result<()> {
                 );
                 continue;
             };
-            let described = conductor::plugins::inspect(plugin.kind, &file).await;
-            let checked =
-                described.and_then(|d| conductor::plugins::check(&d, &conductor::plugins::grants(plugin)).map(|_| d));
+            let read = PluginFile::read(plugin.kind, &file).await;
+            let checked = read.and_then(|f| f.check(&conductor::plugins::grants(plugin).capabilities).map(|_| f));
             match checked {
-                Ok(d) => println!(
-                    "{name}: would load {} {} from {} (sources {:?}, data types {:?}, capabilities {:?}, grants {:?})",
-                    d.name,
-                    d.version,
+                Ok(f) => println!(
+                    "{name}: would load {} {} from {} (contract {}, sources {:?}, data types {:?}, capabilities {:?}, grants {:?})",
+                    f.description.name,
+                    f.description.version,
                     file.display(),
-                    d.sources,
-                    d.data_types,
-                    d.capabilities,
+                    f.description.sdk_version,
+                    f.description.sources,
+                    f.description.data_types,
+                    names(&f.capabilities),
                     plugin.grants
                 ),
-                Err(e) => println!("{name}: would NOT load {}: {e}", file.display()),
+                Err(e) => println!("{name}: would NOT load {}: {}", file.display(), conductor::app::plugin_set::error_chain(&e)),
             }
         }
     });
     Ok(())
+}
+
+fn names(capabilities: &[conductor_plugin_sdk::Capability]) -> Vec<&'static str> {
+    capabilities.iter().map(|c| c.name()).collect()
 }
 
 fn inspect(file: PathBuf, kind: Option<FileKind>) -> anyhow::Result<()> {
@@ -138,14 +150,19 @@ fn inspect(file: PathBuf, kind: Option<FileKind>) -> anyhow::Result<()> {
         None if file.extension().is_some_and(|e| e == "wasm") => PluginKind::Component,
         None => PluginKind::Native,
     };
-    let d = runtime()?.block_on(conductor::plugins::inspect(kind, &file))?;
+    let f = runtime()?.block_on(PluginFile::read(kind, &file))?;
+    let d = &f.description;
+    let from = match kind {
+        PluginKind::Component => "read from its imports",
+        _ => "declared",
+    };
     println!("file:          {}", file.display());
     println!("kind:          {kind:?}");
     println!("name:          {}", d.name);
     println!("version:       {}", d.version);
-    println!("sdk version:   {}", d.sdk_version);
+    println!("contract:      conductor:plugin@{}", d.sdk_version);
     println!("sources:       {}", d.sources.join(", "));
     println!("data types:    {}", d.data_types.join(", "));
-    println!("capabilities:  {}", d.capabilities.join(", "));
+    println!("capabilities:  {} ({from})", names(&f.capabilities).join(", "));
     Ok(())
 }

@@ -5,14 +5,7 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use async_trait::async_trait;
 use conductor_plugin_sdk::ocm::{DataType, OcmExtensions};
-use conductor_plugin_sdk::{CloudEvent, Identity, SourceError};
-
-/// What a resync asks a source for.
-#[derive(Debug, Clone)]
-pub struct ListOptions {
-    pub cluster_name: String,
-    pub data_type: DataType,
-}
+use conductor_plugin_sdk::{CloudEvent, Error, Identity, ListOptions};
 
 /// A source of work: the interface the broker calls, implemented by every plugin runtime.
 #[async_trait]
@@ -24,9 +17,9 @@ pub trait Source: Send + Sync + 'static {
     /// The sources this plugin declares it owns (routed to it unless `[routes]` says otherwise).
     fn sources(&self) -> &[String];
     /// Every resource of `options.data_type` for the cluster, encoded as spec events.
-    async fn list(&self, options: &ListOptions) -> Result<Vec<CloudEvent>, SourceError>;
+    async fn list(&self, options: &ListOptions) -> Result<Vec<CloudEvent>, Error>;
     /// An agent → hub event (a status update, a registration request, …).
-    async fn handle(&self, identity: &Identity, event: CloudEvent) -> Result<(), SourceError>;
+    async fn handle(&self, identity: &Identity, event: CloudEvent) -> Result<(), Error>;
 }
 
 /// Why an event could not be routed.
@@ -178,10 +171,10 @@ mod tests {
         fn sources(&self) -> &[String] {
             &self.2
         }
-        async fn list(&self, _: &ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
+        async fn list(&self, _: &ListOptions) -> Result<Vec<CloudEvent>, Error> {
             Ok(vec![])
         }
-        async fn handle(&self, _: &Identity, _: CloudEvent) -> Result<(), SourceError> {
+        async fn handle(&self, _: &Identity, _: CloudEvent) -> Result<(), Error> {
             Ok(())
         }
     }

@@ -1,6 +1,6 @@
 //! LISTEN against a real PostgreSQL (the embedded server, from the machine's binaries): it
-//! survives the loss of its connection and says so. (Statements, Maestro's advisory locks and
-//! transactions are tested with the `pg` capability, in `src/plugins/pg.rs`.)
+//! survives the loss of its connection and says so. (Statements, advisory locks and transactions
+//! are tested with the `pg` capability, in `src/plugins/pg.rs`.)
 
 mod common;
 
@@ -39,7 +39,13 @@ async fn listen_survives_the_loss_of_its_connection() {
     // it reconnected, and later notifications arrive again.
     let (tx, mut rx) = mpsc::channel(16);
     let stop = CancellationToken::new();
-    let task = postgres::listen(pool.clone(), vec!["events".into()], None, tx, stop.clone());
+    let task = tokio::spawn(postgres::listen(
+        pool.clone(),
+        vec!["events".into()],
+        None,
+        tx,
+        stop.clone(),
+    ));
     let next = async |rx: &mut mpsc::Receiver<DbEvent>| {
         tokio::time::timeout(Duration::from_secs(20), rx.recv())
             .await

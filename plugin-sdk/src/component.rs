@@ -3,36 +3,64 @@
 //! `export_plugin!` uses. Each component instance holds one plugin instance.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 use crate::host::{Host, Level};
-use crate::pg::{PgError, PgReply, PgRequest};
-use crate::plugin::{ListOptions, Plugin};
-use crate::{CloudEvent, Identity, SourceError};
+use crate::kube::{KubeReply, KubeRequest};
+use crate::pg::{PgReply, PgRequest, TransactionId};
+use crate::plugin::{Plugin, parse_config};
+use crate::{CloudEvent, Error};
 
 #[allow(missing_docs, clippy::all)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
-        world: "source-plugin",
+        world: "conductor-plugin",
         pub_export_macro: true,
-        export_macro_name: "__export_source_plugin",
+        export_macro_name: "__export_conductor_plugin",
         default_bindings_module: "conductor_plugin_sdk::component::bindings",
     });
 }
 
 use bindings::conductor::plugin as wit;
-use wit::types as t;
+use bindings::exports::conductor::plugin::plugin as exported;
 
-crate::__wit_conversions!(crate::component::bindings::conductor::plugin::types);
-crate::__wit_pg_conversions!(crate::component::bindings::conductor::plugin::pg);
+crate::__wit_conversions!(
+    types = crate::component::bindings::conductor::plugin::types,
+    pg = crate::component::bindings::conductor::plugin::pg,
+    kube = crate::component::bindings::conductor::plugin::kube,
+    plugin = crate::component::bindings::exports::conductor::plugin::plugin
+);
+
+thread_local! {
+    /// The open transactions of this instance, by the id the SDK's `Transaction` carries.
+    static TRANSACTIONS: RefCell<(TransactionId, HashMap<TransactionId, wit::pg::Transaction>)> =
+        RefCell::new((0, HashMap::new()));
+}
+
+fn with_transaction<R>(
+    id: TransactionId,
+    f: impl FnOnce(&wit::pg::Transaction) -> Result<R, wit::types::Error>,
+) -> Result<R, Error> {
+    TRANSACTIONS.with(|t| match t.borrow().1.get(&id) {
+        Some(tx) => f(tx).map_err(from_wit_error),
+        None => Err(Error::Invalid(format!("transaction {id} is not open"))),
+    })
+}
+
+fn take_transaction(id: TransactionId) -> Result<wit::pg::Transaction, Error> {
+    TRANSACTIONS
+        .with(|t| t.borrow_mut().1.remove(&id))
+        .ok_or_else(|| Error::Invalid(format!("transaction {id} is not open")))
+}
 
 /// The imports, in the SDK's types. Each is referenced only when a plugin calls the matching
 /// `Host` method, so a component imports only what it uses.
 pub mod imports {
     use super::*;
 
-    pub fn emit(event: &CloudEvent) -> Result<u32, String> {
-        wit::emit::emit(&to_wit_event(event))
+    pub fn emit(event: &CloudEvent) -> Result<u32, Error> {
+        wit::emit::emit(&to_wit_event(event)).map_err(from_wit_error)
     }
     pub fn log(level: Level, message: &str) {
         let level = match level {
@@ -59,49 +87,141 @@ pub mod imports {
     pub fn kv_delete(key: &str) -> bool {
         wit::kv::delete(key)
     }
-    pub fn config() -> String {
-        wit::config::get()
-    }
-    pub fn kube_watch(resource: &crate::ApiResource, namespace: Option<&str>) -> Result<(), String> {
-        let resource = wit::kube::ApiResource {
-            group: resource.group.clone(),
-            version: resource.version.clone(),
-            kind: resource.kind.clone(),
-            plural: resource.plural.clone(),
-        };
-        wit::kube::watch(&resource, namespace)
-    }
-    pub fn pg(request: PgRequest) -> Result<PgReply, PgError> {
+
+    pub fn pg(request: PgRequest) -> Result<PgReply, Error> {
         use wit::pg as p;
         let values = |params: Vec<crate::PgValue>| params.iter().map(to_wit_value).collect::<Vec<_>>();
-        let reply = match request {
+        match request {
             PgRequest::Query {
                 database,
-                transaction,
+                transaction: None,
                 sql,
                 params,
-            } => p::query(&database, transaction, &sql, &values(params)).map(|r| PgReply::Rows(from_wit_rows(r))),
+            } => p::query(&database, &sql, &values(params))
+                .map(|r| PgReply::Rows(from_wit_rows(r)))
+                .map_err(from_wit_error),
+            PgRequest::Query {
+                transaction: Some(id),
+                sql,
+                params,
+                ..
+            } => with_transaction(id, |tx| tx.query(&sql, &values(params))).map(|r| PgReply::Rows(from_wit_rows(r))),
             PgRequest::Execute {
                 database,
-                transaction,
+                transaction: None,
                 sql,
                 params,
-            } => p::execute(&database, transaction, &sql, &values(params)).map(PgReply::Affected),
-            PgRequest::Begin { database } => p::begin(&database).map(PgReply::Begun),
-            PgRequest::Commit { transaction } => p::commit(transaction).map(|()| PgReply::Done),
+            } => p::execute(&database, &sql, &values(params))
+                .map(PgReply::Affected)
+                .map_err(from_wit_error),
+            PgRequest::Execute {
+                transaction: Some(id),
+                sql,
+                params,
+                ..
+            } => with_transaction(id, |tx| tx.execute(&sql, &values(params))).map(PgReply::Affected),
+            PgRequest::Begin { database } => {
+                let tx = p::begin(&database).map_err(from_wit_error)?;
+                let id = TRANSACTIONS.with(|t| {
+                    let mut t = t.borrow_mut();
+                    t.0 += 1;
+                    let id = t.0;
+                    t.1.insert(id, tx);
+                    id
+                });
+                Ok(PgReply::Begun(id))
+            }
+            PgRequest::Commit { transaction } => {
+                let tx = take_transaction(transaction)?;
+                p::Transaction::commit(tx)
+                    .map(|()| PgReply::Done)
+                    .map_err(from_wit_error)
+            }
             PgRequest::Rollback { transaction } => {
-                p::rollback(transaction);
+                // Dropping the resource rolls it back.
+                drop(take_transaction(transaction)?);
                 Ok(PgReply::Done)
             }
-            PgRequest::AdvisoryLock {
-                transaction,
-                key,
-                lock_type,
-                wait,
-            } => p::advisory_lock(transaction, &key, &lock_type, wait).map(PgReply::Locked),
-            PgRequest::Listen { database, channel } => p::listen(&database, &channel).map(|()| PgReply::Done),
+            PgRequest::AdvisoryLock { transaction, key, wait } => {
+                with_transaction(transaction, |tx| tx.advisory_lock(to_wit_lock_key(key), wait)).map(PgReply::Locked)
+            }
+            PgRequest::Listen { database, channel } => p::listen(&database, &channel)
+                .map(|()| PgReply::Done)
+                .map_err(from_wit_error),
+        }
+    }
+
+    pub fn kube(request: KubeRequest) -> Result<KubeReply, Error> {
+        use wit::kube as k;
+        let reply = match request {
+            KubeRequest::Watch {
+                resource,
+                namespace,
+                selector,
+            } => k::watch(
+                &to_wit_api_resource(&resource),
+                namespace.as_deref(),
+                &to_wit_selector(&selector),
+            )
+            .map(|()| KubeReply::Done),
+            KubeRequest::Get {
+                resource,
+                namespace,
+                name,
+            } => k::get(&to_wit_api_resource(&resource), namespace.as_deref(), &name).map(KubeReply::MaybeObject),
+            KubeRequest::List {
+                resource,
+                namespace,
+                selector,
+            } => k::list(
+                &to_wit_api_resource(&resource),
+                namespace.as_deref(),
+                &to_wit_selector(&selector),
+            )
+            .map(KubeReply::Objects),
+            KubeRequest::Create {
+                resource,
+                namespace,
+                object,
+            } => k::create(&to_wit_api_resource(&resource), namespace.as_deref(), &object).map(KubeReply::Object),
+            KubeRequest::Update {
+                resource,
+                namespace,
+                object,
+                subresource,
+            } => k::update(
+                &to_wit_api_resource(&resource),
+                namespace.as_deref(),
+                &object,
+                subresource.as_deref(),
+            )
+            .map(KubeReply::Object),
+            KubeRequest::Patch {
+                resource,
+                namespace,
+                name,
+                patch,
+                subresource,
+            } => k::patch(
+                &to_wit_api_resource(&resource),
+                namespace.as_deref(),
+                &name,
+                &patch,
+                subresource.as_deref(),
+            )
+            .map(KubeReply::Object),
+            KubeRequest::Delete {
+                resource,
+                namespace,
+                name,
+            } => k::delete(&to_wit_api_resource(&resource), namespace.as_deref(), &name).map(|()| KubeReply::Done),
+            KubeRequest::CreateToken {
+                namespace,
+                name,
+                request,
+            } => k::create_token(&namespace, &name, &request).map(KubeReply::Object),
         };
-        reply.map_err(from_wit_pg_error)
+        reply.map_err(from_wit_error)
     }
 }
 
@@ -109,13 +229,13 @@ thread_local! {
     static INSTANCE: RefCell<Option<Box<dyn std::any::Any>>> = const { RefCell::new(None) };
 }
 
-fn with_instance<P: Plugin, R>(f: impl FnOnce(&mut P, &Host) -> Result<R, SourceError>) -> Result<R, t::PluginError> {
+fn with_instance<P: Plugin, R>(f: impl FnOnce(&mut P, &Host) -> Result<R, Error>) -> Result<R, wit::types::Error> {
     INSTANCE.with(|cell| {
         let mut slot = cell.borrow_mut();
         let plugin = slot
             .as_mut()
             .and_then(|b| b.downcast_mut::<P>())
-            .ok_or_else(|| t::PluginError::Internal("the plugin was not initialised".to_owned()))?;
+            .ok_or_else(|| wit::types::Error::Internal("the plugin was not initialised".to_owned()))?;
         f(plugin, &Host::component()).map_err(to_wit_error)
     })
 }
@@ -124,36 +244,42 @@ fn with_instance<P: Plugin, R>(f: impl FnOnce(&mut P, &Host) -> Result<R, Source
 pub struct Adapter;
 
 impl Adapter {
-    pub fn describe<P: Plugin>() -> t::Description {
+    pub fn describe<P: Plugin>() -> exported::Description {
         to_wit_description(P::describe())
     }
 
-    pub fn init<P: Plugin>(config: String) -> Result<(), t::PluginError> {
-        let config: serde_json::Value = serde_json::from_str(&config)
-            .map_err(|e| t::PluginError::Invalid(format!("plugin config is not JSON: {e}")))?;
+    pub fn check_config<P: Plugin>(config: String) -> Result<(), wit::types::Error> {
+        parse_config::<P::Config>(&config)
+            .and_then(|c| P::check(&c))
+            .map_err(to_wit_error)
+    }
+
+    pub fn init<P: Plugin>(config: String) -> Result<(), wit::types::Error> {
+        let config = parse_config::<P::Config>(&config).map_err(to_wit_error)?;
         let plugin = P::init(&Host::component(), config).map_err(to_wit_error)?;
         INSTANCE.with(|cell| *cell.borrow_mut() = Some(Box::new(plugin)));
         Ok(())
     }
 
-    pub fn list<P: Plugin>(options: t::ListOptions) -> Result<Vec<t::CloudEvent>, t::PluginError> {
-        let options = ListOptions {
-            cluster_name: options.cluster_name,
-            data_type: options.data_type,
-        };
+    pub fn start<P: Plugin>() -> Result<(), wit::types::Error> {
+        with_instance::<P, _>(|p, host| p.start(host))
+    }
+
+    pub fn list<P: Plugin>(options: exported::ListOptions) -> Result<Vec<wit::types::CloudEvent>, wit::types::Error> {
+        let options = from_wit_list_options(options);
         with_instance::<P, _>(|p, host| p.list(host, options)).map(|events| events.iter().map(to_wit_event).collect())
     }
 
-    pub fn handle<P: Plugin>(identity: t::Identity, event: t::CloudEvent) -> Result<(), t::PluginError> {
-        let identity = Identity {
-            user: identity.user,
-            groups: identity.groups,
-        };
+    pub fn handle<P: Plugin>(
+        identity: wit::types::Identity,
+        event: wit::types::CloudEvent,
+    ) -> Result<(), wit::types::Error> {
+        let identity = from_wit_identity(identity);
         with_instance::<P, _>(|p, host| p.handle(host, identity, from_wit_event(event)))
     }
 
-    pub fn on_event<P: Plugin>(event: t::HostEvent) -> Result<(), t::PluginError> {
-        let event = from_wit_host_event(event);
-        with_instance::<P, _>(|p, host| p.on_event(host, event))
+    pub fn on_events<P: Plugin>(events: Vec<exported::HostEvent>) -> Result<(), wit::types::Error> {
+        let events = events.into_iter().map(from_wit_host_event).collect();
+        with_instance::<P, _>(|p, host| p.on_events(host, events))
     }
 }

@@ -1,5 +1,5 @@
-//! What a source answers when it cannot do what an agent asked, in a form agents understand: a
-//! Kubernetes `Status`, which the host sends as `{"ErrStatus": <Status>}` in the gRPC message.
+//! The contract's one error ([`Error`]) and the Kubernetes `Status` agents understand: the host
+//! sends a plugin's error as `{"ErrStatus": <Status>}` in the gRPC message.
 
 use serde::{Deserialize, Serialize};
 
@@ -76,10 +76,31 @@ impl Status {
     }
 }
 
-/// A source's failure to handle a request.
+/// A database's answer to a statement that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}{}", code.as_ref().map(|c| format!(" (SQLSTATE {c})")).unwrap_or_default())]
+pub struct DatabaseError {
+    /// The SQLSTATE when the server answered; none when the connection failed.
+    pub code: Option<String>,
+    pub message: String,
+}
+
+impl DatabaseError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            code: None,
+            message: message.into(),
+        }
+    }
+}
+
+/// Why something could not be done: the one error of the contract, answered by every host
+/// capability and returned by plugins. The host turns a plugin's error into what the agent sees:
+/// `{"ErrStatus": <Kubernetes Status>}` (see [`Error::to_status`]), with gRPC `Unavailable` for
+/// [`Error::Unavailable`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
-pub enum SourceError {
-    /// The backing API answered with this status (passed to the agent as it is).
+pub enum Error {
+    /// A Kubernetes status: the API server's own, passed through unchanged.
     #[error("{}", .0.message)]
     Status(Box<Status>),
     #[error("not found: {0}")]
@@ -88,34 +109,108 @@ pub enum SourceError {
     AlreadyExists(String),
     #[error("conflict: {0}")]
     Conflict(String),
+    /// The request is malformed or not supported.
     #[error("invalid: {0}")]
     Invalid(String),
+    /// Not granted to the plugin, or not allowed by the backend.
+    #[error("denied: {0}")]
+    Denied(String),
+    /// Busy or unreachable: try again later.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    #[error("database: {0}")]
+    Database(DatabaseError),
     #[error("internal error: {0}")]
     Internal(String),
 }
 
-impl From<Status> for SourceError {
+impl From<Status> for Error {
     fn from(status: Status) -> Self {
         Self::Status(Box::new(status))
     }
 }
 
-impl SourceError {
+impl From<DatabaseError> for Error {
+    fn from(e: DatabaseError) -> Self {
+        Self::Database(e)
+    }
+}
+
+impl Error {
+    /// The HTTP code of the Kubernetes status this error stands for.
+    pub fn code(&self) -> i32 {
+        match self {
+            Self::Status(s) => s.code,
+            Self::NotFound(_) => 404,
+            Self::AlreadyExists(_) | Self::Conflict(_) => 409,
+            Self::Invalid(_) => 422,
+            Self::Denied(_) => 403,
+            Self::Unavailable(_) => 503,
+            Self::Database(_) | Self::Internal(_) => 500,
+        }
+    }
+
+    /// Whether the object was not there (a plain `NotFound`, or an API server's 404).
+    pub fn is_not_found(&self) -> bool {
+        self.code() == 404
+    }
+
+    /// Whether a write lost a race (a plain `Conflict`, or an API server's 409 `Conflict`).
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            Self::Conflict(_) => true,
+            Self::Status(s) => s.code == 409 && s.reason == "Conflict",
+            _ => false,
+        }
+    }
+
+    /// Whether the object already exists (a plain `AlreadyExists`, or an API server's 409
+    /// `AlreadyExists`).
+    pub fn is_already_exists(&self) -> bool {
+        match self {
+            Self::AlreadyExists(_) => true,
+            Self::Status(s) => s.code == 409 && s.reason == "AlreadyExists",
+            _ => false,
+        }
+    }
+
     /// The Kubernetes status agents see for this error.
     pub fn to_status(&self) -> Status {
+        let code = self.code();
         match self {
             Self::Status(s) => (**s).clone(),
-            Self::NotFound(m) => Status::failure(404, "NotFound", m.clone()),
-            Self::AlreadyExists(m) => Status::failure(409, "AlreadyExists", m.clone()),
-            Self::Conflict(m) => Status::failure(409, "Conflict", m.clone()),
-            Self::Invalid(m) => Status::failure(422, "Invalid", m.clone()),
-            Self::Internal(m) => Status::failure(500, "InternalError", m.clone()),
+            Self::NotFound(m) => Status::failure(code, "NotFound", m.clone()),
+            Self::AlreadyExists(m) => Status::failure(code, "AlreadyExists", m.clone()),
+            Self::Conflict(m) => Status::failure(code, "Conflict", m.clone()),
+            Self::Invalid(m) => Status::failure(code, "Invalid", m.clone()),
+            Self::Denied(m) => Status::failure(code, "Forbidden", m.clone()),
+            Self::Unavailable(m) => Status::failure(code, "ServiceUnavailable", m.clone()),
+            Self::Database(e) => Status::failure(code, "InternalError", format!("database: {e}")),
+            Self::Internal(m) => Status::failure(code, "InternalError", m.clone()),
         }
     }
 
     /// The gRPC status message agents parse: `{"ErrStatus": <Status>}`.
     pub fn to_err_status_json(&self) -> String {
         serde_json::json!({ "ErrStatus": self.to_status().to_json() }).to_string()
+    }
+
+    /// The same error with `context` in front of its message (a status keeps its own message).
+    pub fn context(self, context: impl std::fmt::Display) -> Self {
+        match self {
+            Self::Status(_) => self,
+            Self::NotFound(m) => Self::NotFound(format!("{context}: {m}")),
+            Self::AlreadyExists(m) => Self::AlreadyExists(format!("{context}: {m}")),
+            Self::Conflict(m) => Self::Conflict(format!("{context}: {m}")),
+            Self::Invalid(m) => Self::Invalid(format!("{context}: {m}")),
+            Self::Denied(m) => Self::Denied(format!("{context}: {m}")),
+            Self::Unavailable(m) => Self::Unavailable(format!("{context}: {m}")),
+            Self::Database(e) => Self::Database(DatabaseError {
+                code: e.code,
+                message: format!("{context}: {}", e.message),
+            }),
+            Self::Internal(m) => Self::Internal(format!("{context}: {m}")),
+        }
     }
 }
 
@@ -129,7 +224,7 @@ mod tests {
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"managedclusters \"c1\" already exists","reason":"AlreadyExists","details":{"name":"c1","group":"cluster.open-cluster-management.io","kind":"managedclusters"},"code":409}"#,
         )
         .unwrap();
-        let json: serde_json::Value = serde_json::from_str(&SourceError::from(status).to_err_status_json()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&Error::from(status).to_err_status_json()).unwrap();
         assert_eq!(json["ErrStatus"]["reason"], "AlreadyExists");
         assert_eq!(json["ErrStatus"]["code"], 409);
         assert_eq!(json["ErrStatus"]["details"]["name"], "c1");
@@ -139,11 +234,13 @@ mod tests {
     #[test]
     fn plain_errors_map_to_their_kube_reasons() {
         for (err, code, reason) in [
-            (SourceError::NotFound("x".into()), 404, "NotFound"),
-            (SourceError::AlreadyExists("x".into()), 409, "AlreadyExists"),
-            (SourceError::Conflict("x".into()), 409, "Conflict"),
-            (SourceError::Invalid("x".into()), 422, "Invalid"),
-            (SourceError::Internal("x".into()), 500, "InternalError"),
+            (Error::NotFound("x".into()), 404, "NotFound"),
+            (Error::AlreadyExists("x".into()), 409, "AlreadyExists"),
+            (Error::Conflict("x".into()), 409, "Conflict"),
+            (Error::Invalid("x".into()), 422, "Invalid"),
+            (Error::Internal("x".into()), 500, "InternalError"),
+            (Error::Denied("x".into()), 403, "Forbidden"),
+            (Error::Unavailable("x".into()), 503, "ServiceUnavailable"),
         ] {
             let json: serde_json::Value = serde_json::from_str(&err.to_err_status_json()).unwrap();
             assert_eq!(json["ErrStatus"]["code"], code);

@@ -1,12 +1,21 @@
 //! In-memory fakes of every host capability, so plugin logic is unit-tested natively, without a
 //! runtime: build a [`FakeHost`], hand `fake.host()` to the plugin, then look at what it did.
+//!
+//! The fake `kube` is a small API server in memory: objects get a uid, a `resourceVersion` that
+//! grows with every write and a `generation` that grows with every spec change; `update` with a
+//! stale `resourceVersion` is a 409 `Conflict`, `patch` is a JSON merge patch, `list` honours
+//! equality label selectors. The fake `pg` has no database: test database code against
+//! PostgreSQL.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use serde_json::{Value, json};
+
 use crate::host::{Host, HostCalls, Level};
-use crate::pg::{PgError, PgReply, PgRequest};
-use crate::{ApiResource, CloudEvent};
+use crate::kube::{ApiResource, KubeReply, KubeRequest, Selector};
+use crate::pg::{PgReply, PgRequest};
+use crate::{CloudEvent, Error, Status, StatusDetails};
 
 /// What a plugin did to its host.
 #[derive(Debug, Default)]
@@ -16,24 +25,29 @@ pub struct Recorded {
     /// Active timers: name → (after_ms, repeat).
     pub timers: BTreeMap<String, (u64, bool)>,
     pub kv: BTreeMap<String, Vec<u8>>,
-    /// Watches asked for: resource and namespace.
-    pub watches: Vec<(ApiResource, Option<String>)>,
+    /// Watches asked for: resource, namespace and selector.
+    pub watches: Vec<(ApiResource, Option<String>, Selector)>,
+    /// Every kube call but watches, in order.
+    pub kube_calls: Vec<KubeRequest>,
+    /// The fake API server's objects by (`<plural>.<group>`, namespace, name).
+    pub objects: BTreeMap<(String, String, String), Value>,
+    /// TokenRequests answered: (namespace, service account).
+    pub tokens: Vec<(String, String)>,
+    revision: u64,
 }
 
 /// A host that records every call. `emit` answers with `subscribers`.
 #[derive(Debug, Default)]
 pub struct FakeHost {
     recorded: Mutex<Recorded>,
-    config: String,
     subscribers: u32,
 }
 
 impl FakeHost {
-    /// A fake whose `config()` returns `config` (JSON) and whose `emit` reaches one subscriber.
-    pub fn new(config: serde_json::Value) -> Arc<Self> {
+    /// A fake whose `emit` reaches one subscriber.
+    pub fn new() -> Arc<Self> {
         Arc::new(Self {
             recorded: Mutex::default(),
-            config: config.to_string(),
             subscribers: 1,
         })
     }
@@ -52,12 +66,280 @@ impl FakeHost {
     pub fn take_emitted(&self) -> Vec<CloudEvent> {
         std::mem::take(&mut self.recorded().emitted)
     }
+
+    /// Puts an object into the fake API server as if someone created it; returns it as stored.
+    pub fn put_object(&self, resource: &ApiResource, object: Value) -> Value {
+        let mut r = self.recorded();
+        let namespace = object["metadata"]["namespace"].as_str().map(str::to_owned);
+        r.create(resource, namespace.as_deref(), object)
+            .expect("put_object: the object is new and has a name")
+    }
+
+    /// The object the fake API server holds, if any.
+    pub fn object(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let key = (
+            resource.name(),
+            namespace.unwrap_or_default().to_owned(),
+            name.to_owned(),
+        );
+        self.recorded().objects.get(&key).cloned()
+    }
+}
+
+fn status(code: i32, reason: &str, message: String, resource: &ApiResource, name: &str) -> Error {
+    Error::from(Status::failure(code, reason, message).with_details(StatusDetails {
+        name: name.to_owned(),
+        group: resource.group.clone(),
+        kind: resource.plural.clone(),
+        uid: String::new(),
+    }))
+}
+
+/// JSON merge patch (RFC 7386).
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            let t = target.as_object_mut().expect("an object");
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+fn labels_match(object: &Value, selector: &Selector) -> bool {
+    let Some(labels) = selector.labels.as_deref().filter(|s| !s.is_empty()) else {
+        return true;
+    };
+    labels.split(',').all(|req| match req.split_once('=') {
+        Some((k, v)) => object["metadata"]["labels"][k.trim().trim_end_matches('=')] == v.trim(),
+        None => object["metadata"]["labels"].get(req.trim()).is_some(),
+    })
+}
+
+impl Recorded {
+    fn key(resource: &ApiResource, namespace: Option<&str>, name: &str) -> (String, String, String) {
+        (
+            resource.name(),
+            namespace.unwrap_or_default().to_owned(),
+            name.to_owned(),
+        )
+    }
+
+    fn next_revision(&mut self) -> String {
+        self.revision += 1;
+        self.revision.to_string()
+    }
+
+    fn create(&mut self, resource: &ApiResource, namespace: Option<&str>, mut object: Value) -> Result<Value, Error> {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .ok_or_else(|| Error::Invalid("the object has no metadata.name".into()))?
+            .to_owned();
+        let key = Self::key(resource, namespace, &name);
+        if self.objects.contains_key(&key) {
+            return Err(status(
+                409,
+                "AlreadyExists",
+                format!("{} {name:?} already exists", resource.plural),
+                resource,
+                &name,
+            ));
+        }
+        let revision = self.next_revision();
+        let meta = &mut object["metadata"];
+        meta["uid"] = format!("uid-{revision}").into();
+        meta["resourceVersion"] = revision.into();
+        meta["generation"] = 1.into();
+        if let Some(ns) = namespace {
+            meta["namespace"] = ns.into();
+        }
+        object["apiVersion"] = resource.api_version().into();
+        object["kind"] = resource.kind.clone().into();
+        self.objects.insert(key, object.clone());
+        Ok(object)
+    }
+
+    fn store(&mut self, key: (String, String, String), before: &Value, mut after: Value) -> Value {
+        if before["spec"] != after["spec"] {
+            let generation = before["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+            after["metadata"]["generation"] = generation.into();
+        }
+        after["metadata"]["resourceVersion"] = self.next_revision().into();
+        let finalizers_empty = after["metadata"]["finalizers"].as_array().is_none_or(Vec::is_empty);
+        if !after["metadata"]["deletionTimestamp"].is_null() && finalizers_empty {
+            self.objects.remove(&key);
+        } else {
+            self.objects.insert(key, after.clone());
+        }
+        after
+    }
+
+    fn call(&mut self, request: KubeRequest) -> Result<KubeReply, Error> {
+        self.kube_calls.push(request.clone());
+        let not_found = |resource: &ApiResource, name: &str| {
+            status(
+                404,
+                "NotFound",
+                format!("{} {name:?} not found", resource.plural),
+                resource,
+                name,
+            )
+        };
+        match request {
+            KubeRequest::Watch { .. } => Ok(KubeReply::Done),
+            KubeRequest::Get {
+                resource,
+                namespace,
+                name,
+            } => {
+                let key = Self::key(&resource, namespace.as_deref(), &name);
+                Ok(KubeReply::MaybeObject(self.objects.get(&key).map(Value::to_string)))
+            }
+            KubeRequest::List {
+                resource,
+                namespace,
+                selector,
+            } => Ok(KubeReply::Objects(
+                self.objects
+                    .iter()
+                    .filter(|((r, ns, _), o)| {
+                        *r == resource.name()
+                            && namespace.as_deref().is_none_or(|want| want == ns)
+                            && labels_match(o, &selector)
+                    })
+                    .map(|(_, o)| o.to_string())
+                    .collect(),
+            )),
+            KubeRequest::Create {
+                resource,
+                namespace,
+                object,
+            } => {
+                let object: Value = serde_json::from_str(&object).map_err(|e| Error::Invalid(e.to_string()))?;
+                self.create(&resource, namespace.as_deref(), object)
+                    .map(|o| KubeReply::Object(o.to_string()))
+            }
+            KubeRequest::Update {
+                resource,
+                namespace,
+                object,
+                subresource,
+            } => {
+                let object: Value = serde_json::from_str(&object).map_err(|e| Error::Invalid(e.to_string()))?;
+                let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                let key = Self::key(&resource, namespace.as_deref(), &name);
+                let before = self
+                    .objects
+                    .get(&key)
+                    .cloned()
+                    .ok_or_else(|| not_found(&resource, &name))?;
+                let sent = &object["metadata"]["resourceVersion"];
+                if !sent.is_null() && *sent != before["metadata"]["resourceVersion"] {
+                    return Err(status(
+                        409,
+                        "Conflict",
+                        format!(
+                            "Operation cannot be fulfilled on {} {name:?}: the object has been modified; please apply your changes to the latest version and try again",
+                            resource.name()
+                        ),
+                        &resource,
+                        &name,
+                    ));
+                }
+                let after = match subresource.as_deref() {
+                    Some("status") => {
+                        let mut after = before.clone();
+                        after["status"] = object["status"].clone();
+                        after
+                    }
+                    _ => {
+                        let mut after = object.clone();
+                        after["status"] = before["status"].clone();
+                        after
+                    }
+                };
+                Ok(KubeReply::Object(self.store(key, &before, after).to_string()))
+            }
+            KubeRequest::Patch {
+                resource,
+                namespace,
+                name,
+                patch,
+                subresource,
+            } => {
+                let patch: Value = serde_json::from_str(&patch).map_err(|e| Error::Invalid(e.to_string()))?;
+                let key = Self::key(&resource, namespace.as_deref(), &name);
+                let before = self
+                    .objects
+                    .get(&key)
+                    .cloned()
+                    .ok_or_else(|| not_found(&resource, &name))?;
+                let sent = &patch["metadata"]["resourceVersion"];
+                if !sent.is_null() && *sent != before["metadata"]["resourceVersion"] {
+                    return Err(status(
+                        409,
+                        "Conflict",
+                        format!("Operation cannot be fulfilled on {} {name:?}", resource.name()),
+                        &resource,
+                        &name,
+                    ));
+                }
+                let mut after = before.clone();
+                match subresource.as_deref() {
+                    Some("status") => merge_patch(&mut after["status"], &patch["status"]),
+                    _ => {
+                        let mut patch = patch.clone();
+                        if let Some(p) = patch.as_object_mut() {
+                            p.remove("status");
+                        }
+                        merge_patch(&mut after, &patch);
+                    }
+                }
+                Ok(KubeReply::Object(self.store(key, &before, after).to_string()))
+            }
+            KubeRequest::Delete {
+                resource,
+                namespace,
+                name,
+            } => {
+                let key = Self::key(&resource, namespace.as_deref(), &name);
+                let before = self
+                    .objects
+                    .get(&key)
+                    .cloned()
+                    .ok_or_else(|| not_found(&resource, &name))?;
+                let mut after = before.clone();
+                after["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+                self.store(key, &before, after);
+                Ok(KubeReply::Done)
+            }
+            KubeRequest::CreateToken {
+                namespace,
+                name,
+                request,
+            } => {
+                let mut request: Value = serde_json::from_str(&request).map_err(|e| Error::Invalid(e.to_string()))?;
+                request["status"] = json!({"token": format!("token-{namespace}-{name}"), "expirationTimestamp": "2026-01-01T01:00:00Z"});
+                self.tokens.push((namespace, name));
+                Ok(KubeReply::Object(request.to_string()))
+            }
+        }
+    }
 }
 
 struct Shared(Arc<FakeHost>);
 
 impl HostCalls for Shared {
-    fn emit(&self, event: &CloudEvent) -> Result<u32, String> {
+    fn emit(&self, event: &CloudEvent) -> Result<u32, Error> {
         self.0.recorded().emitted.push(event.clone());
         Ok(self.0.subscribers)
     }
@@ -79,20 +361,25 @@ impl HostCalls for Shared {
     fn kv_delete(&self, key: &str) -> bool {
         self.0.recorded().kv.remove(key).is_some()
     }
-    fn config(&self) -> String {
-        self.0.config.clone()
-    }
-    fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String> {
-        let watch = (resource.clone(), namespace.map(str::to_owned));
-        let mut recorded = self.0.recorded();
-        if !recorded.watches.contains(&watch) {
-            recorded.watches.push(watch);
-        }
-        Ok(())
-    }
-    fn pg(&self, request: PgRequest) -> Result<PgReply, PgError> {
-        Err(PgError::new(format!(
+    fn pg(&self, request: PgRequest) -> Result<PgReply, Error> {
+        Err(Error::Unavailable(format!(
             "FakeHost has no database (got {request:?}); test database code against PostgreSQL"
         )))
+    }
+    fn kube(&self, request: KubeRequest) -> Result<KubeReply, Error> {
+        let mut recorded = self.0.recorded();
+        if let KubeRequest::Watch {
+            resource,
+            namespace,
+            selector,
+        } = &request
+        {
+            let watch = (resource.clone(), namespace.clone(), selector.clone());
+            if !recorded.watches.contains(&watch) {
+                recorded.watches.push(watch);
+            }
+            return Ok(KubeReply::Done);
+        }
+        recorded.call(request)
     }
 }

@@ -2,8 +2,15 @@
 //! the WIT import directly (so a component imports only the capabilities it uses); in a native
 //! library it calls the host through the C ABI; in unit tests it uses [`crate::fakes::FakeHost`].
 
-use crate::pg::{Database, PgError, PgReply, PgRequest};
-use crate::{ApiResource, CloudEvent};
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::kube::{Kube, KubeReply, KubeRequest};
+use crate::pg::{Database, PgReply, PgRequest};
+use crate::{CloudEvent, Error};
 
 /// Log levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -17,16 +24,15 @@ pub enum Level {
 
 /// The calls a host answers; implemented by each backend.
 pub trait HostCalls: Send + Sync {
-    fn emit(&self, event: &CloudEvent) -> Result<u32, String>;
+    fn emit(&self, event: &CloudEvent) -> Result<u32, Error>;
     fn log(&self, level: Level, message: &str);
     fn set_timer(&self, name: &str, after_ms: u64, repeat: bool);
     fn cancel_timer(&self, name: &str);
     fn kv_get(&self, key: &str) -> Option<Vec<u8>>;
     fn kv_set(&self, key: &str, value: &[u8]);
     fn kv_delete(&self, key: &str) -> bool;
-    fn config(&self) -> String;
-    fn pg(&self, request: PgRequest) -> Result<PgReply, PgError>;
-    fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String>;
+    fn pg(&self, request: PgRequest) -> Result<PgReply, Error>;
+    fn kube(&self, request: KubeRequest) -> Result<KubeReply, Error>;
 }
 
 /// The host, handed to every plugin call.
@@ -64,7 +70,7 @@ impl Host {
     }
 
     /// Hands a hub → agent event to the broker; returns how many subscribers received it.
-    pub fn emit(&self, event: &CloudEvent) -> Result<u32, String> {
+    pub fn emit(&self, event: &CloudEvent) -> Result<u32, Error> {
         call!(self, emit(event))
     }
 
@@ -84,9 +90,15 @@ impl Host {
         self.log(Level::Warn, message)
     }
 
-    /// Starts (or restarts) the named timer; it arrives as `HostEvent::Timer(name)`.
-    pub fn set_timer(&self, name: &str, after_ms: u64, repeat: bool) {
-        call!(self, set_timer(name, after_ms, repeat))
+    pub fn error(&self, message: &str) {
+        self.log(Level::Error, message)
+    }
+
+    /// Starts (or restarts) the named timer; it arrives as `HostEvent::Timer(name)`, once however
+    /// often it went off while its last firing was still queued.
+    pub fn set_timer(&self, name: &str, after: Duration, repeat: bool) {
+        let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+        call!(self, set_timer(name, ms, repeat))
     }
 
     pub fn cancel_timer(&self, name: &str) {
@@ -105,24 +117,70 @@ impl Host {
         call!(self, kv_delete(key))
     }
 
-    /// The plugin's configuration table as JSON.
-    pub fn config(&self) -> String {
-        call!(self, config())
-    }
-
     /// The PostgreSQL database `name` (one of the plugin's `databases` in `conductor.toml`).
     pub fn pg(&self, name: &str) -> Database<'_> {
         Database::new(self, name)
     }
 
-    pub(crate) fn pg_call(&self, request: PgRequest) -> Result<PgReply, PgError> {
+    pub(crate) fn pg_call(&self, request: PgRequest) -> Result<PgReply, Error> {
         call!(self, pg(request))
     }
 
-    /// Watches the objects of `resource` (in `namespace`, or everywhere) on the host's
-    /// Kubernetes API server: they arrive as [`crate::HostEvent::Kube`], first every existing
-    /// object, then each change. Watching twice is one watch.
-    pub fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String> {
-        call!(self, kube_watch(resource, namespace))
+    /// The Kubernetes API server of `[kubernetes]`.
+    pub fn kube(&self) -> Kube<'_> {
+        Kube::new(self)
+    }
+
+    pub(crate) fn kube_call(&self, request: KubeRequest) -> Result<KubeReply, Error> {
+        call!(self, kube(request))
+    }
+}
+
+/// A `kv` key holding a value of type `T` as JSON, shared by every instance of the plugin.
+///
+/// ```
+/// use conductor_plugin_sdk::KvKey;
+/// const SEEN: KvKey<Vec<String>> = KvKey::new("seen");
+/// # let fake = conductor_plugin_sdk::fakes::FakeHost::new();
+/// # let host = fake.host();
+/// let mut seen = SEEN.get(&host).unwrap_or_default();
+/// seen.push("cluster1".into());
+/// SEEN.set(&host, &seen);
+/// assert_eq!(SEEN.get(&host), Some(vec!["cluster1".to_owned()]));
+/// ```
+pub struct KvKey<T> {
+    name: &'static str,
+    value: PhantomData<fn() -> T>,
+}
+
+impl<T: Serialize + DeserializeOwned> KvKey<T> {
+    pub const fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            value: PhantomData,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The value, or `None` if unset (or unreadable: a value written by an older plugin version
+    /// of another shape reads as unset).
+    pub fn get(&self, host: &Host) -> Option<T> {
+        host.kv_get(self.name).and_then(|b| serde_json::from_slice(&b).ok())
+    }
+
+    pub fn set(&self, host: &Host, value: &T) {
+        if let Ok(bytes) = serde_json::to_vec(value) {
+            host.kv_set(self.name, &bytes);
+        }
+    }
+
+    /// Removes the value; returns it if there was one.
+    pub fn take(&self, host: &Host) -> Option<T> {
+        let value = self.get(host);
+        host.kv_delete(self.name);
+        value
     }
 }

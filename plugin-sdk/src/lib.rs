@@ -1,23 +1,27 @@
-//! The conductor plugin SDK: what a source plugin and the host share.
+//! The conductor plugin SDK: what a plugin and the host share.
 //!
 //! - [`Plugin`]: what a plugin implements; [`export_plugin!`] turns it into a WebAssembly
 //!   component (on `wasm32-wasip2`) or a native library (a `cdylib` anywhere else);
-//! - [`Host`]: the host capabilities a plugin calls; [`fakes::FakeHost`] for unit tests;
+//! - [`Host`]: the host capabilities a plugin calls ([`pg`], [`kube`], timers, `kv`, emit, log);
+//!   [`fakes::FakeHost`] for unit tests; [`KvKey`] and [`Retry`] for typed state and requeue
+//!   with backoff;
 //! - [`CloudEvent`]: the event, with extensions typed as they travel on the OCM wire;
 //! - [`ocm`]: data and event types, the OCM extensions, the resync payload, hub encoders;
-//! - [`SourceError`] and [`Status`]: errors agents understand (`{"ErrStatus": …}`);
-//! - [`Identity`]: the authenticated caller of a request;
-//! - [`pg`]: PostgreSQL through the host (`Host::pg`).
+//! - [`Error`] and [`Status`]: the contract's one error, and what agents see of it
+//!   (`{"ErrStatus": …}`);
+//! - [`Identity`]: the authenticated caller of a request.
 //!
-//! The contract itself is `wit/plugin.wit` (`conductor:plugin@0.2.0`).
+//! The contract itself is `wit/plugin.wit` (`conductor:plugin@0.3.0`, [`SDK_VERSION`]).
 
 pub mod error;
 pub mod event;
 pub mod host;
 pub mod identity;
+pub mod kube;
 pub mod ocm;
 pub mod pg;
 pub mod plugin;
+pub mod retry;
 mod wit_convert;
 
 #[cfg(target_arch = "wasm32")]
@@ -27,40 +31,34 @@ pub mod fakes;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
 
-pub use error::{SourceError, Status, StatusDetails};
+pub use error::{DatabaseError, Error, Status, StatusDetails};
 pub use event::{CloudEvent, ExtensionError, ExtensionValue, SPEC_VERSION, Timestamp};
-pub use host::{Host, Level};
+pub use host::{Host, KvKey, Level};
 pub use identity::Identity;
-pub use pg::{PgError, PgRow, PgRows, PgValue, Transaction};
-pub use plugin::{ApiResource, Capability, Description, HostEvent, KubeChange, ListOptions, Plugin, SDK_VERSION};
+pub use pg::{PgRow, PgRows, PgValue, Transaction};
+pub use plugin::{Capability, Description, HostEvent, ListOptions, NoConfig, Plugin, SDK_VERSION};
+pub use retry::Retry;
 
-/// Exports a [`Plugin`] implementation: as the component's `source` interface when built for
+/// Exports a [`Plugin`] implementation: as the component's `plugin` interface when built for
 /// `wasm32-wasip2`, as the native entry symbol (`conductor_plugin_v1`) otherwise.
 ///
 /// ```no_run
-/// use conductor_plugin_sdk::{CloudEvent, Description, Host, Identity, ListOptions, Plugin, SourceError};
+/// use conductor_plugin_sdk::{CloudEvent, Description, Error, Host, ListOptions, NoConfig, Plugin};
 ///
 /// struct Empty;
 ///
 /// impl Plugin for Empty {
+///     type Config = NoConfig;
 ///     fn describe() -> Description {
-///         Description {
-///             name: "empty".into(),
-///             version: "0.1.0".into(),
-///             sdk_version: conductor_plugin_sdk::SDK_VERSION.into(),
-///             sources: vec!["empty".into()],
-///             data_types: vec!["io.open-cluster-management.works.v1alpha1.manifestbundles".into()],
-///             capabilities: vec![],
-///         }
+///         Description::new("empty", "0.1.0")
+///             .sources(["empty"])
+///             .data_types(["io.open-cluster-management.works.v1alpha1.manifestbundles"])
 ///     }
-///     fn init(_: &Host, _: serde_json::Value) -> Result<Self, SourceError> {
+///     fn init(_: &Host, _: NoConfig) -> Result<Self, Error> {
 ///         Ok(Empty)
 ///     }
-///     fn list(&mut self, _: &Host, _: ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
+///     fn list(&mut self, _: &Host, _: ListOptions) -> Result<Vec<CloudEvent>, Error> {
 ///         Ok(vec![])
-///     }
-///     fn handle(&mut self, _: &Host, _: Identity, _: CloudEvent) -> Result<(), SourceError> {
-///         Err(SourceError::Invalid("read-only".into()))
 ///     }
 /// }
 ///
@@ -75,27 +73,34 @@ macro_rules! export_plugin {
         #[cfg(target_arch = "wasm32")]
         mod __conductor_plugin_component {
             use super::__ConductorPlugin;
-            use $crate::component::bindings::conductor::plugin::types as t;
             use $crate::component::Adapter;
+            use $crate::component::bindings::conductor::plugin::types as t;
+            use $crate::component::bindings::exports::conductor::plugin::plugin as p;
             pub struct Guest;
-            impl $crate::component::bindings::exports::conductor::plugin::source::Guest for Guest {
-                fn describe() -> t::Description {
+            impl p::Guest for Guest {
+                fn describe() -> p::Description {
                     Adapter::describe::<__ConductorPlugin>()
                 }
-                fn init(config: String) -> Result<(), t::PluginError> {
+                fn check_config(config: String) -> Result<(), t::Error> {
+                    Adapter::check_config::<__ConductorPlugin>(config)
+                }
+                fn init(config: String) -> Result<(), t::Error> {
                     Adapter::init::<__ConductorPlugin>(config)
                 }
-                fn list(options: t::ListOptions) -> Result<Vec<t::CloudEvent>, t::PluginError> {
+                fn start() -> Result<(), t::Error> {
+                    Adapter::start::<__ConductorPlugin>()
+                }
+                fn list(options: p::ListOptions) -> Result<Vec<t::CloudEvent>, t::Error> {
                     Adapter::list::<__ConductorPlugin>(options)
                 }
-                fn handle(identity: t::Identity, event: t::CloudEvent) -> Result<(), t::PluginError> {
+                fn handle(identity: t::Identity, event: t::CloudEvent) -> Result<(), t::Error> {
                     Adapter::handle::<__ConductorPlugin>(identity, event)
                 }
-                fn on_event(event: t::HostEvent) -> Result<(), t::PluginError> {
-                    Adapter::on_event::<__ConductorPlugin>(event)
+                fn on_events(events: Vec<p::HostEvent>) -> Result<(), t::Error> {
+                    Adapter::on_events::<__ConductorPlugin>(events)
                 }
             }
-            $crate::component::bindings::__export_source_plugin!(Guest with_types_in $crate::component::bindings);
+            $crate::component::bindings::__export_conductor_plugin!(Guest with_types_in $crate::component::bindings);
         }
 
         #[cfg(not(target_arch = "wasm32"))]

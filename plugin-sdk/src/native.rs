@@ -16,16 +16,21 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde::{Deserialize, Serialize};
 
 use crate::host::{Host, HostCalls, Level};
-use crate::pg::{PgError, PgReply, PgRequest};
-use crate::plugin::{Description, HostEvent, ListOptions, Plugin, SDK_VERSION};
-use crate::{ApiResource, CloudEvent, Identity, SourceError};
+use crate::kube::{KubeReply, KubeRequest};
+use crate::pg::{PgReply, PgRequest};
+use crate::plugin::{Description, HostEvent, ListOptions, Plugin, parse_config};
+use crate::{CloudEvent, Error, Identity};
 
-/// The version of this ABI; the host refuses libraries with another.
-pub const ABI_VERSION: u32 = 1;
+/// The version of this ABI; the host refuses libraries with another. It moves whenever the table
+/// below or a message changes (`tests::the_abi_version_moves_with_its_messages` holds the
+/// messages' fingerprint).
+pub const ABI_VERSION: u32 = 2;
+/// The contract version this ABI carries (`SDK_VERSION`'s major.minor).
+pub const ABI_CONTRACT: &str = "0.3";
 /// The symbol every native plugin exports.
 pub const ENTRY_SYMBOL: &[u8] = b"conductor_plugin_v1\0";
 /// `SDK_VERSION` as a C string, for [`PluginApi::sdk_version`].
-pub const SDK_VERSION_C: &[u8] = b"0.2.0\0";
+pub const SDK_VERSION_C: &str = concat!(env!("CONDUCTOR_CONTRACT_VERSION"), "\0");
 
 /// Bytes owned by the side that produced them.
 #[repr(C)]
@@ -85,8 +90,11 @@ pub struct PluginApi {
     pub sdk_version: *const c_char,
     /// An encoded [`Description`].
     pub describe: unsafe extern "C" fn() -> Buffer,
+    /// Checks a configuration (JSON) without a host: an empty buffer if it is good, or an encoded
+    /// [`Error`].
+    pub check_config: unsafe extern "C" fn(config: *const u8, len: usize) -> Buffer,
     /// Creates an instance with the configuration (JSON); writes it to `instance` and returns an
-    /// empty buffer, or returns an encoded [`SourceError`].
+    /// empty buffer, or returns an encoded [`Error`].
     pub create:
         unsafe extern "C" fn(host: *const HostApi, config: *const u8, len: usize, instance: *mut *mut c_void) -> Buffer,
     /// Answers an encoded [`PluginRequest`] with an encoded [`PluginResponse`].
@@ -103,13 +111,14 @@ unsafe impl Sync for PluginApi {}
 #[derive(Debug, Serialize, Deserialize)]
 #[allow(clippy::large_enum_variant)]
 pub enum PluginRequest {
+    Start,
     List(ListOptions),
     Handle(Identity, CloudEvent),
-    OnEvent(HostEvent),
+    OnEvents(Vec<HostEvent>),
 }
 
 /// Plugin → host answers.
-pub type PluginResponse = Result<PluginReply, SourceError>;
+pub type PluginResponse = Result<PluginReply, Error>;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum PluginReply {
@@ -128,20 +137,18 @@ pub enum HostRequest {
     KvGet(String),
     KvSet(String, #[serde(with = "serde_bytes")] Vec<u8>),
     KvDelete(String),
-    Config,
     Pg(PgRequest),
-    KubeWatch(ApiResource, Option<String>),
+    Kube(KubeRequest),
 }
 
 /// Host → plugin answers.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum HostResponse {
-    Emitted(Result<u32, String>),
+    Emitted(Result<u32, Error>),
     Value(#[serde(with = "serde_bytes")] Option<Vec<u8>>),
     Deleted(bool),
-    Config(String),
-    Pg(Result<PgReply, PgError>),
-    Watching(Result<(), String>),
+    Pg(Result<PgReply, Error>),
+    Kube(Result<KubeReply, Error>),
     Done,
 }
 
@@ -168,6 +175,7 @@ struct NativeHost(*const HostApi);
 
 // SAFETY: the host keeps its `HostApi` alive and thread-safe for the instance's lifetime.
 unsafe impl Send for NativeHost {}
+// SAFETY: as for `Send`: the table and its context are the host's, shared safely.
 unsafe impl Sync for NativeHost {}
 
 impl NativeHost {
@@ -186,10 +194,10 @@ impl NativeHost {
 }
 
 impl HostCalls for NativeHost {
-    fn emit(&self, event: &CloudEvent) -> Result<u32, String> {
+    fn emit(&self, event: &CloudEvent) -> Result<u32, Error> {
         match self.call(&HostRequest::Emit(event.clone())) {
             HostResponse::Emitted(r) => r,
-            _ => Err("the host gave no answer to emit".to_owned()),
+            _ => Err(Error::Internal("the host gave no answer to emit".to_owned())),
         }
     }
     fn log(&self, level: Level, message: &str) {
@@ -216,22 +224,16 @@ impl HostCalls for NativeHost {
             HostResponse::Deleted(true)
         )
     }
-    fn config(&self) -> String {
-        match self.call(&HostRequest::Config) {
-            HostResponse::Config(c) => c,
-            _ => "{}".to_owned(),
-        }
-    }
-    fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String> {
-        match self.call(&HostRequest::KubeWatch(resource.clone(), namespace.map(str::to_owned))) {
-            HostResponse::Watching(r) => r,
-            _ => Err("the host gave no answer to kube_watch".to_owned()),
-        }
-    }
-    fn pg(&self, request: PgRequest) -> Result<PgReply, PgError> {
+    fn pg(&self, request: PgRequest) -> Result<PgReply, Error> {
         match self.call(&HostRequest::Pg(request)) {
             HostResponse::Pg(r) => r,
-            _ => Err(PgError::new("the host gave no answer to a pg call")),
+            _ => Err(Error::Internal("the host gave no answer to a pg call".to_owned())),
+        }
+    }
+    fn kube(&self, request: KubeRequest) -> Result<KubeReply, Error> {
+        match self.call(&HostRequest::Kube(request)) {
+            HostResponse::Kube(r) => r,
+            _ => Err(Error::Internal("the host gave no answer to a kube call".to_owned())),
         }
     }
 }
@@ -244,15 +246,28 @@ struct Instance<P> {
 /// The plugin side of the ABI for `P`; `export_plugin!` returns it from the entry symbol.
 pub fn plugin_api<P: Plugin>() -> &'static PluginApi {
     unsafe extern "C" fn describe<P: Plugin>() -> Buffer {
-        let description = catch_unwind(P::describe).unwrap_or_else(|_| Description {
-            name: "<describe panicked>".to_owned(),
-            version: String::new(),
-            sdk_version: SDK_VERSION.to_owned(),
-            sources: vec![],
-            data_types: vec![],
-            capabilities: vec![],
-        });
+        // The host takes the contract version from `sdk_version` of the table, not from here.
+        let description = catch_unwind(P::describe).unwrap_or_else(|_| Description::new("<describe panicked>", ""));
         Buffer::from_vec(encode(&description))
+    }
+
+    unsafe extern "C" fn check_config<P: Plugin>(config: *const u8, len: usize) -> Buffer {
+        // SAFETY: the host passes a live config buffer.
+        let config = unsafe { std::slice::from_raw_parts(config, len) };
+        let checked = catch_unwind(AssertUnwindSafe(|| {
+            let json = std::str::from_utf8(config).map_err(|e| Error::Invalid(format!("config: {e}")))?;
+            P::check(&parse_config::<P::Config>(json)?)
+        }))
+        .unwrap_or_else(|p| {
+            Err(Error::Internal(format!(
+                "plugin panicked in check: {}",
+                panic_message(p)
+            )))
+        });
+        match checked {
+            Ok(()) => Buffer::from_vec(Vec::new()),
+            Err(e) => Buffer::from_vec(encode(&e)),
+        }
     }
 
     unsafe extern "C" fn create<P: Plugin>(
@@ -264,14 +279,14 @@ pub fn plugin_api<P: Plugin>() -> &'static PluginApi {
         // SAFETY: the host passes a live config buffer and a place for the instance.
         let config = unsafe { std::slice::from_raw_parts(config, len) };
         let made = catch_unwind(AssertUnwindSafe(|| {
-            let config: serde_json::Value =
-                serde_json::from_slice(config).map_err(|e| SourceError::Invalid(format!("plugin config: {e}")))?;
+            let json = std::str::from_utf8(config).map_err(|e| Error::Invalid(format!("config: {e}")))?;
+            let config = parse_config::<P::Config>(json)?;
             let host = Host::new(Box::new(NativeHost(host)));
             let plugin = P::init(&host, config)?;
-            Ok::<_, SourceError>(Box::new(Instance { plugin, host }))
+            Ok::<_, Error>(Box::new(Instance { plugin, host }))
         }))
         .unwrap_or_else(|p| {
-            Err(SourceError::Internal(format!(
+            Err(Error::Internal(format!(
                 "plugin panicked in init: {}",
                 panic_message(p)
             )))
@@ -289,24 +304,26 @@ pub fn plugin_api<P: Plugin>() -> &'static PluginApi {
     unsafe extern "C" fn call<P: Plugin>(instance: *mut c_void, request: *const u8, len: usize) -> Buffer {
         // SAFETY: `instance` came from `create` and calls on it never overlap (the host's pool).
         let instance = unsafe { &mut *instance.cast::<Instance<P>>() };
+        // SAFETY: the host passes a request buffer live for the call.
         let request = unsafe { std::slice::from_raw_parts(request, len) };
         let response: PluginResponse = catch_unwind(AssertUnwindSafe(|| {
             let Instance { plugin, host } = instance;
-            match decode::<PluginRequest>(request).map_err(SourceError::Invalid)? {
+            match decode::<PluginRequest>(request).map_err(Error::Invalid)? {
+                PluginRequest::Start => plugin.start(host).map(|()| PluginReply::Done),
                 PluginRequest::List(options) => plugin.list(host, options).map(PluginReply::Listed),
                 PluginRequest::Handle(identity, event) => {
                     plugin.handle(host, identity, event).map(|()| PluginReply::Done)
                 }
-                PluginRequest::OnEvent(event) => plugin.on_event(host, event).map(|()| PluginReply::Done),
+                PluginRequest::OnEvents(events) => plugin.on_events(host, events).map(|()| PluginReply::Done),
             }
         }))
-        .unwrap_or_else(|p| Err(SourceError::Internal(format!("plugin panicked: {}", panic_message(p)))));
+        .unwrap_or_else(|p| Err(Error::Internal(format!("plugin panicked: {}", panic_message(p)))));
         Buffer::from_vec(encode(&response))
     }
 
     unsafe extern "C" fn destroy<P: Plugin>(instance: *mut c_void) {
-        // SAFETY: `instance` came from `create` and is destroyed once.
         let _ = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: `instance` came from `create` and is destroyed once.
             drop(unsafe { Box::from_raw(instance.cast::<Instance<P>>()) })
         }));
     }
@@ -322,6 +339,7 @@ pub fn plugin_api<P: Plugin>() -> &'static PluginApi {
             abi_version: ABI_VERSION,
             sdk_version: SDK_VERSION_C.as_ptr().cast(),
             describe: describe::<P>,
+            check_config: check_config::<P>,
             create: create::<P>,
             call: call::<P>,
             destroy: destroy::<P>,

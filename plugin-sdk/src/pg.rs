@@ -1,12 +1,12 @@
 //! PostgreSQL through the host's `pg` capability: statements with typed parameters, transactions
-//! with Maestro's advisory locks, and LISTEN.
+//! (dropped = rolled back) with advisory locks, and LISTEN.
 //!
 //! ```no_run
-//! # use conductor_plugin_sdk::{Host, PgError};
-//! # fn example(host: &Host, event_id: &str) -> Result<(), PgError> {
+//! # use conductor_plugin_sdk::{Error, Host, pg::LockKey};
+//! # fn example(host: &Host, event_id: &str) -> Result<(), Error> {
 //! let db = host.pg("maestro");
 //! let tx = db.begin()?;
-//! if tx.try_advisory_lock(event_id, "events")? {
+//! if tx.try_advisory_lock(LockKey::Pair(7, 42))? {
 //!     let rows = tx.query("SELECT source_id FROM events WHERE id = $1", &[event_id.into()])?;
 //!     tx.commit()?;
 //! } // dropped without commit: rolled back
@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::host::Host;
-use crate::{SourceError, Timestamp};
+use crate::{DatabaseError, Error, Timestamp};
 
 /// A parameter or column value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,28 +65,33 @@ impl<T: Into<PgValue>> From<Option<T>> for PgValue {
     }
 }
 
-/// Why a statement failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[error("{message}{}", code.as_ref().map(|c| format!(" (SQLSTATE {c})")).unwrap_or_default())]
-pub struct PgError {
-    /// The SQLSTATE when the server answered; none when the connection failed.
-    pub code: Option<String>,
-    pub message: String,
+/// A NOTIFY on a channel the plugin listens on ([`Database::listen`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notification {
+    pub database: String,
+    pub channel: String,
+    pub payload: String,
 }
 
-impl PgError {
-    pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            code: None,
-            message: message.into(),
-        }
-    }
+/// A LISTEN was (re-)established: notifications sent while it was down are lost, so catch up
+/// from the tables. `reconnected` is false the first time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listening {
+    pub database: String,
+    pub channel: String,
+    pub reconnected: bool,
 }
 
-impl From<PgError> for SourceError {
-    fn from(e: PgError) -> Self {
-        SourceError::Internal(format!("database: {e}"))
-    }
+/// A PostgreSQL advisory-lock key. The two-`int4` form and the `bigint` form are different lock
+/// spaces: use the one the other holders of the lock use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LockKey {
+    Pair(i32, i32),
+    Big(i64),
+}
+
+fn row_error(message: String) -> Error {
+    Error::Database(DatabaseError::new(message))
 }
 
 /// What a query returned.
@@ -126,25 +131,25 @@ pub struct PgRow<'a> {
 }
 
 impl<'a> PgRow<'a> {
-    pub fn get(&self, column: &str) -> Result<&'a PgValue, PgError> {
+    pub fn get(&self, column: &str) -> Result<&'a PgValue, Error> {
         self.columns
             .iter()
             .position(|c| c == column)
             .and_then(|i| self.values.get(i))
-            .ok_or_else(|| PgError::new(format!("no column {column:?} in the result")))
+            .ok_or_else(|| row_error(format!("no column {column:?} in the result")))
     }
 
-    fn typed<T>(&self, column: &str, want: &str, f: impl Fn(&'a PgValue) -> Option<T>) -> Result<Option<T>, PgError> {
+    fn typed<T>(&self, column: &str, want: &str, f: impl Fn(&'a PgValue) -> Option<T>) -> Result<Option<T>, Error> {
         match self.get(column)? {
             PgValue::Null => Ok(None),
             v => f(v)
                 .map(Some)
-                .ok_or_else(|| PgError::new(format!("column {column:?} is {v:?}, not {want}"))),
+                .ok_or_else(|| row_error(format!("column {column:?} is {v:?}, not {want}"))),
         }
     }
 
     /// A `text` (or JSON) column.
-    pub fn text(&self, column: &str) -> Result<Option<&'a str>, PgError> {
+    pub fn text(&self, column: &str) -> Result<Option<&'a str>, Error> {
         self.typed(column, "text", |v| match v {
             PgValue::Text(s) | PgValue::Json(s) => Some(s.as_str()),
             _ => None,
@@ -152,7 +157,7 @@ impl<'a> PgRow<'a> {
     }
 
     /// An integer column (`int2`, `int4` or `int8`).
-    pub fn int(&self, column: &str) -> Result<Option<i64>, PgError> {
+    pub fn int(&self, column: &str) -> Result<Option<i64>, Error> {
         self.typed(column, "an integer", |v| match v {
             PgValue::Int4(i) => Some(i64::from(*i)),
             PgValue::Int8(i) => Some(*i),
@@ -160,14 +165,14 @@ impl<'a> PgRow<'a> {
         })
     }
 
-    pub fn bool(&self, column: &str) -> Result<Option<bool>, PgError> {
+    pub fn bool(&self, column: &str) -> Result<Option<bool>, Error> {
         self.typed(column, "a boolean", |v| match v {
             PgValue::Bool(b) => Some(*b),
             _ => None,
         })
     }
 
-    pub fn timestamp(&self, column: &str) -> Result<Option<Timestamp>, PgError> {
+    pub fn timestamp(&self, column: &str) -> Result<Option<Timestamp>, Error> {
         self.typed(column, "a timestamp", |v| match v {
             PgValue::Timestamp(t) => Some(*t),
             _ => None,
@@ -175,12 +180,12 @@ impl<'a> PgRow<'a> {
     }
 
     /// A `json`/`jsonb` column (or JSON text), parsed.
-    pub fn json(&self, column: &str) -> Result<Option<serde_json::Value>, PgError> {
+    pub fn json(&self, column: &str) -> Result<Option<serde_json::Value>, Error> {
         match self.text(column)? {
             None => Ok(None),
             Some(s) => serde_json::from_str(s)
                 .map(Some)
-                .map_err(|e| PgError::new(format!("column {column:?} is not JSON: {e}"))),
+                .map_err(|e| row_error(format!("column {column:?} is not JSON: {e}"))),
         }
     }
 }
@@ -214,8 +219,7 @@ pub enum PgRequest {
     },
     AdvisoryLock {
         transaction: TransactionId,
-        key: String,
-        lock_type: String,
+        key: LockKey,
         wait: bool,
     },
     Listen {
@@ -234,8 +238,8 @@ pub enum PgReply {
     Done,
 }
 
-fn unexpected(reply: PgReply) -> PgError {
-    PgError::new(format!("the host answered a pg call with {reply:?}"))
+fn unexpected(reply: PgReply) -> Error {
+    Error::Internal(format!("the host answered a pg call with {reply:?}"))
 }
 
 /// A database the plugin may use (`databases` in its `conductor.toml` table).
@@ -253,17 +257,17 @@ impl<'h> Database<'h> {
     }
 
     /// Runs a statement in autocommit and returns its rows.
-    pub fn query(&self, sql: &str, params: &[PgValue]) -> Result<PgRows, PgError> {
+    pub fn query(&self, sql: &str, params: &[PgValue]) -> Result<PgRows, Error> {
         query(self.host, &self.name, None, sql, params)
     }
 
     /// Runs a statement in autocommit and returns how many rows it changed.
-    pub fn execute(&self, sql: &str, params: &[PgValue]) -> Result<u64, PgError> {
+    pub fn execute(&self, sql: &str, params: &[PgValue]) -> Result<u64, Error> {
         execute(self.host, &self.name, None, sql, params)
     }
 
     /// Begins a transaction on a connection of its own; dropping it uncommitted rolls it back.
-    pub fn begin(&self) -> Result<Transaction<'h>, PgError> {
+    pub fn begin(&self) -> Result<Transaction<'h>, Error> {
         match self.host.pg_call(PgRequest::Begin {
             database: self.name.clone(),
         })? {
@@ -278,8 +282,8 @@ impl<'h> Database<'h> {
     }
 
     /// LISTENs on `channel`: notifications arrive as [`crate::HostEvent::Notification`], and each
-    /// (re)connect as [`crate::HostEvent::Listening`].
-    pub fn listen(&self, channel: &str) -> Result<(), PgError> {
+    /// (re)connect as [`crate::HostEvent::Listening`]. Call it from [`crate::Plugin::start`].
+    pub fn listen(&self, channel: &str) -> Result<(), Error> {
         self.host
             .pg_call(PgRequest::Listen {
                 database: self.name.clone(),
@@ -295,7 +299,7 @@ fn query(
     tx: Option<TransactionId>,
     sql: &str,
     params: &[PgValue],
-) -> Result<PgRows, PgError> {
+) -> Result<PgRows, Error> {
     match host.pg_call(PgRequest::Query {
         database: database.to_owned(),
         transaction: tx,
@@ -313,7 +317,7 @@ fn execute(
     tx: Option<TransactionId>,
     sql: &str,
     params: &[PgValue],
-) -> Result<u64, PgError> {
+) -> Result<u64, Error> {
     match host.pg_call(PgRequest::Execute {
         database: database.to_owned(),
         transaction: tx,
@@ -334,19 +338,18 @@ pub struct Transaction<'h> {
 }
 
 impl Transaction<'_> {
-    pub fn query(&self, sql: &str, params: &[PgValue]) -> Result<PgRows, PgError> {
+    pub fn query(&self, sql: &str, params: &[PgValue]) -> Result<PgRows, Error> {
         query(self.host, &self.database, Some(self.id), sql, params)
     }
 
-    pub fn execute(&self, sql: &str, params: &[PgValue]) -> Result<u64, PgError> {
+    pub fn execute(&self, sql: &str, params: &[PgValue]) -> Result<u64, Error> {
         execute(self.host, &self.database, Some(self.id), sql, params)
     }
 
-    fn lock(&self, key: &str, lock_type: &str, wait: bool) -> Result<bool, PgError> {
+    fn lock(&self, key: LockKey, wait: bool) -> Result<bool, Error> {
         match self.host.pg_call(PgRequest::AdvisoryLock {
             transaction: self.id,
-            key: key.to_owned(),
-            lock_type: lock_type.to_owned(),
+            key,
             wait,
         })? {
             PgReply::Locked(taken) => Ok(taken),
@@ -354,18 +357,19 @@ impl Transaction<'_> {
         }
     }
 
-    /// Takes Maestro's advisory lock on (`key`, `lock_type`) if it is free; held until the
-    /// transaction ends.
-    pub fn try_advisory_lock(&self, key: &str, lock_type: &str) -> Result<bool, PgError> {
-        self.lock(key, lock_type, false)
+    /// Takes the transaction-scoped advisory lock `key` if it is free (`pg_try_advisory_xact_lock`);
+    /// held until the transaction ends.
+    pub fn try_advisory_lock(&self, key: LockKey) -> Result<bool, Error> {
+        self.lock(key, false)
     }
 
-    /// Waits for Maestro's advisory lock on (`key`, `lock_type`); held until the transaction ends.
-    pub fn advisory_lock(&self, key: &str, lock_type: &str) -> Result<(), PgError> {
-        self.lock(key, lock_type, true).map(drop)
+    /// Waits for the transaction-scoped advisory lock `key` (`pg_advisory_xact_lock`, bounded by
+    /// the database's `statement_timeout`); held until the transaction ends.
+    pub fn advisory_lock(&self, key: LockKey) -> Result<(), Error> {
+        self.lock(key, true).map(drop)
     }
 
-    pub fn commit(mut self) -> Result<(), PgError> {
+    pub fn commit(mut self) -> Result<(), Error> {
         self.open = false;
         self.host.pg_call(PgRequest::Commit { transaction: self.id }).map(drop)
     }

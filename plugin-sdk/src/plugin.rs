@@ -1,31 +1,67 @@
-//! What a plugin author implements: a source of work, called by the host for resync (`list`),
-//! for agent events (`handle`) and for what the host observed for it (`on_event`).
+//! What a plugin author implements: [`Plugin`], called by the host for resync (`list`), for agent
+//! events (`handle`) and for what the host observed for it (`on_event`).
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::host::Host;
-use crate::{CloudEvent, Identity, SourceError};
+use crate::kube::WatchEvent;
+use crate::pg::{Listening, Notification};
+use crate::{CloudEvent, Error, Identity};
 
-/// The version of the plugin contract (`conductor:plugin@…`) this SDK implements.
-pub const SDK_VERSION: &str = "0.2.0";
+/// The version of the plugin contract (`conductor:plugin@…` in `wit/plugin.wit`, the one source
+/// of truth) this SDK implements.
+pub const SDK_VERSION: &str = env!("CONDUCTOR_CONTRACT_VERSION");
 
 /// What a plugin declares about itself; the host checks it before loading the plugin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Description {
     pub name: String,
     pub version: String,
-    /// The contract version the plugin was built against ([`SDK_VERSION`]).
+    /// The contract version the plugin was built against: filled in by the SDK.
     pub sdk_version: String,
     /// The sources whose events it owns (agents echo them back as `originalsource`).
     pub sources: Vec<String>,
-    /// The data types it serves.
+    /// The data types it serves; none for a plugin that serves no agent events.
     pub data_types: Vec<String>,
-    /// The host capabilities it needs (see [`Capability`]).
-    pub capabilities: Vec<String>,
+    /// The host capabilities it needs. A native library declares them here; a WebAssembly
+    /// component's capabilities are read from its imports instead.
+    pub capabilities: Vec<Capability>,
+}
+
+impl Description {
+    /// A plugin called `name` at `version` (e.g. `env!("CARGO_PKG_VERSION")`), built against
+    /// this SDK.
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            version: version.into(),
+            sdk_version: SDK_VERSION.to_owned(),
+            sources: vec![],
+            data_types: vec![],
+            capabilities: vec![],
+        }
+    }
+
+    pub fn sources<S: Into<String>>(mut self, sources: impl IntoIterator<Item = S>) -> Self {
+        self.sources = sources.into_iter().map(Into::into).collect();
+        self
+    }
+
+    pub fn data_types<S: Into<String>>(mut self, data_types: impl IntoIterator<Item = S>) -> Self {
+        self.data_types = data_types.into_iter().map(Into::into).collect();
+        self
+    }
+
+    pub fn capabilities(mut self, capabilities: impl IntoIterator<Item = Capability>) -> Self {
+        self.capabilities = capabilities.into_iter().collect();
+        self
+    }
 }
 
 /// The host capabilities a plugin can be granted in `conductor.toml`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Capability {
     /// Hand hub → agent events to the broker.
     Emit,
@@ -35,33 +71,22 @@ pub enum Capability {
     Timer,
     /// Small state shared by all instances of the plugin.
     Kv,
-    /// The plugin's configuration table.
-    Config,
     /// PostgreSQL: statements, transactions, advisory locks, LISTEN.
     Pg,
-    /// Kubernetes: watches.
+    /// Kubernetes: watches, reads and writes of the granted resources.
     Kube,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 7] = [
-        Self::Emit,
-        Self::Log,
-        Self::Timer,
-        Self::Kv,
-        Self::Config,
-        Self::Pg,
-        Self::Kube,
-    ];
+    pub const ALL: [Capability; 6] = [Self::Emit, Self::Log, Self::Timer, Self::Kv, Self::Pg, Self::Kube];
 
-    /// The name used in descriptions, grants and WIT interface names.
+    /// The name used in grants and as the WIT interface name.
     pub fn name(self) -> &'static str {
         match self {
             Self::Emit => "emit",
             Self::Log => "log",
             Self::Timer => "timer",
             Self::Kv => "kv",
-            Self::Config => "config",
             Self::Pg => "pg",
             Self::Kube => "kube",
         }
@@ -69,6 +94,12 @@ impl Capability {
 
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -85,71 +116,150 @@ pub enum HostEvent {
     /// The named timer went off.
     Timer(String),
     /// A NOTIFY on a channel the plugin listens on.
-    Notification {
-        database: String,
-        channel: String,
-        payload: String,
-    },
-    /// A LISTEN was (re-)established: notifications sent while it was down are lost, so catch
-    /// up from the tables. `reconnected` is false the first time.
-    Listening {
-        database: String,
-        channel: String,
-        reconnected: bool,
-    },
-    /// A watched Kubernetes object (see [`crate::Host::kube_watch`]).
-    Kube {
-        /// `<plural>.<group>` of the watch.
-        resource: String,
-        change: KubeChange,
-        /// The object, as JSON.
-        object: String,
-    },
+    Notification(Notification),
+    /// A LISTEN was (re-)established.
+    Listening(Listening),
+    /// A watched Kubernetes object.
+    Watch(WatchEvent),
 }
 
-/// What happened to a watched Kubernetes object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum KubeChange {
-    /// It exists as given: listed when the watch (re)starts, or created or changed since.
-    Applied,
-    Deleted,
-}
+/// The configuration of a plugin that takes none: an empty table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoConfig {}
 
-/// A kind of Kubernetes object; `group` is empty for the core group.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ApiResource {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    pub plural: String,
-}
+/// A plugin. The host runs a pool of instances, each made by [`Plugin::init`]; calls on one
+/// instance never overlap, and host events reach one instance at a time. State that instances
+/// share lives in the host's `kv` or in the backing store.
+///
+/// Only [`Plugin::describe`] and [`Plugin::init`] are required: a plugin that serves no agent
+/// events (a controller) leaves `list` and `handle` out.
+pub trait Plugin: Sized + 'static {
+    /// The plugin's table in `conductor.toml` (`[plugins.<name>.config]`), as serde reads it.
+    /// Unknown keys should be refused (`#[serde(deny_unknown_fields)]`); errors name the key.
+    type Config: DeserializeOwned;
 
-impl ApiResource {
-    /// `<plural>.<group>` (just `<plural>` for the core group), as watch events name it.
-    pub fn name(&self) -> String {
-        if self.group.is_empty() {
-            self.plural.clone()
-        } else {
-            format!("{}.{}", self.plural, self.group)
+    /// The plugin's name, version, sources, data types and needed capabilities.
+    fn describe() -> Description;
+
+    /// Checks a configuration beyond its shape. Runs without a host (`conductor check-config`):
+    /// no capability may be used here.
+    fn check(config: &Self::Config) -> Result<(), Error> {
+        let _ = config;
+        Ok(())
+    }
+
+    /// Creates an instance. Runs once per instance (a pool may hold several, and the host
+    /// replaces an instance whose call trapped): keep once-only work for [`Plugin::start`].
+    fn init(host: &Host, config: Self::Config) -> Result<Self, Error>;
+
+    /// Runs once per loaded plugin, on its first instance after `init`: start watches, LISTENs,
+    /// timers and other once-only work. A failure stops the plugin from loading.
+    fn start(&mut self, host: &Host) -> Result<(), Error> {
+        let _ = host;
+        Ok(())
+    }
+
+    /// Every resource of the data type for the cluster, as spec events (for resync).
+    fn list(&mut self, host: &Host, options: ListOptions) -> Result<Vec<CloudEvent>, Error> {
+        let _ = (host, options);
+        Ok(vec![])
+    }
+
+    /// An agent → hub event: a status update, a registration request, …
+    fn handle(&mut self, host: &Host, identity: Identity, event: CloudEvent) -> Result<(), Error> {
+        let _ = (host, identity);
+        Err(Error::Invalid(format!(
+            "plugin {} takes no agent events (got {})",
+            Self::describe().name,
+            event.ty
+        )))
+    }
+
+    /// One timer, watch event or notification the host delivers.
+    fn on_event(&mut self, host: &Host, event: HostEvent) -> Result<(), Error> {
+        let _ = (host, event);
+        Ok(())
+    }
+
+    /// What the host observed since the last call, oldest first. By default each event goes to
+    /// [`Plugin::on_event`]; every event is handled even if one fails, and the first failure is
+    /// returned. Override it to handle a burst at once (one query for many notifications).
+    fn on_events(&mut self, host: &Host, events: Vec<HostEvent>) -> Result<(), Error> {
+        let total = events.len();
+        let mut failed = 0;
+        let mut first = None;
+        for event in events {
+            if let Err(e) = self.on_event(host, event) {
+                failed += 1;
+                first.get_or_insert(e);
+            }
+        }
+        match first {
+            None => Ok(()),
+            Some(e) if total == 1 => Err(e),
+            Some(e) => Err(e.context(format!("{failed} of {total} host events failed; the first"))),
         }
     }
 }
 
-/// A source plugin. The host runs a pool of instances, each created by [`Plugin::init`]; calls
-/// on one instance never overlap. State that instances share lives in the host's `kv` or in the
-/// backing store.
-pub trait Plugin: Sized + 'static {
-    /// The plugin's name, version, sources, data types and needed capabilities.
-    fn describe() -> Description;
-    /// Creates an instance from the plugin's configuration table (as JSON).
-    fn init(host: &Host, config: serde_json::Value) -> Result<Self, SourceError>;
-    /// Every resource of the data type for the cluster, as spec events (for resync).
-    fn list(&mut self, host: &Host, options: ListOptions) -> Result<Vec<CloudEvent>, SourceError>;
-    /// An agent → hub event: a status update, a registration request, …
-    fn handle(&mut self, host: &Host, identity: Identity, event: CloudEvent) -> Result<(), SourceError>;
-    /// A timer, watch event or notification the host delivers.
-    fn on_event(&mut self, host: &Host, event: HostEvent) -> Result<(), SourceError> {
-        let _ = (host, event);
-        Ok(())
+/// Reads a plugin's configuration from JSON; an error names the key at fault.
+pub fn parse_config<C: DeserializeOwned>(json: &str) -> Result<C, Error> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            Error::Invalid(format!("config: {inner}"))
+        } else {
+            Error::Invalid(format!("config.{path}: {inner}"))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Config {
+        database: String,
+        #[serde(default)]
+        limits: Limits,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Limits {
+        #[serde(default)]
+        batch: u32,
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let err = parse_config::<Config>(r#"{"database": "m", "limits": {"batch": "x"}}"#).unwrap_err();
+        assert!(err.to_string().contains("config.limits.batch"), "{err}");
+        let err = parse_config::<Config>(r#"{"databse": "m"}"#).unwrap_err();
+        assert!(err.to_string().contains("databse"), "{err}");
+        assert!(parse_config::<NoConfig>("{}").is_ok());
+        assert!(parse_config::<NoConfig>(r#"{"x": 1}"#).is_err());
+    }
+
+    #[test]
+    fn the_sdk_fills_in_its_own_version() {
+        let d = Description::new("p", "1.0.0");
+        assert_eq!(d.sdk_version, SDK_VERSION);
+        assert!(SDK_VERSION.starts_with("0."), "{SDK_VERSION}");
+    }
+
+    #[test]
+    fn capabilities_have_their_wit_names() {
+        for c in Capability::ALL {
+            assert_eq!(Capability::parse(c.name()), Some(c));
+        }
+        assert_eq!(Capability::parse("config"), None);
     }
 }

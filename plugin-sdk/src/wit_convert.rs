@@ -2,13 +2,16 @@
 //! (wit-bindgen) and the host (wasmtime's bindgen) generate the same shapes in different crates;
 //! this macro writes the conversions once for both.
 
-/// Defines `to_wit_event`/`from_wit_event`, `to_wit_description`/`from_wit_description` and
-/// `to_wit_error`/`from_wit_error` in the calling
-/// module for the WIT `types` interface generated at `$t`.
+/// Defines, in the calling module, the conversions between the SDK's types and the WIT types
+/// generated at the given module paths: `to_wit_*`/`from_wit_*` for timestamps, events, errors,
+/// descriptions, list options, host events, pg values/rows/lock keys and kube resources/selectors.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __wit_conversions {
-    ($t:path) => {
+    (types = $t:path, pg = $p:path, kube = $k:path, plugin = $g:path) => {
+        use $g as __wit_plugin;
+        use $k as __wit_kube;
+        use $p as __wit_pg;
         use $t as __wit_types;
 
         pub fn to_wit_time(t: $crate::Timestamp) -> __wit_types::Timestamp {
@@ -84,96 +87,26 @@ macro_rules! __wit_conversions {
             }
         }
 
-        pub fn to_wit_description(d: $crate::Description) -> __wit_types::Description {
-            __wit_types::Description {
-                name: d.name,
-                version: d.version,
-                sdk_version: d.sdk_version,
-                sources: d.sources,
-                data_types: d.data_types,
-                capabilities: d.capabilities,
+        pub fn to_wit_identity(i: $crate::Identity) -> __wit_types::Identity {
+            __wit_types::Identity {
+                user: i.user,
+                groups: i.groups,
             }
         }
 
-        pub fn from_wit_description(d: __wit_types::Description) -> $crate::Description {
-            $crate::Description {
-                name: d.name,
-                version: d.version,
-                sdk_version: d.sdk_version,
-                sources: d.sources,
-                data_types: d.data_types,
-                capabilities: d.capabilities,
+        pub fn from_wit_identity(i: __wit_types::Identity) -> $crate::Identity {
+            $crate::Identity {
+                user: i.user,
+                groups: i.groups,
             }
         }
 
-        pub fn to_wit_host_event(e: $crate::HostEvent) -> __wit_types::HostEvent {
-            use $crate::HostEvent as H;
-            match e {
-                H::Timer(name) => __wit_types::HostEvent::Timer(name),
-                H::Notification {
-                    database,
-                    channel,
-                    payload,
-                } => __wit_types::HostEvent::Notification(__wit_types::Notification {
-                    database,
-                    channel,
-                    payload,
-                }),
-                H::Listening {
-                    database,
-                    channel,
-                    reconnected,
-                } => __wit_types::HostEvent::Listening(__wit_types::Listening {
-                    database,
-                    channel,
-                    reconnected,
-                }),
-                H::Kube {
-                    resource,
-                    change,
-                    object,
-                } => __wit_types::HostEvent::Kube(__wit_types::KubeEvent {
-                    resource,
-                    change: match change {
-                        $crate::KubeChange::Applied => __wit_types::KubeChange::Applied,
-                        $crate::KubeChange::Deleted => __wit_types::KubeChange::Deleted,
-                    },
-                    object,
-                }),
-            }
-        }
-
-        pub fn from_wit_host_event(e: __wit_types::HostEvent) -> $crate::HostEvent {
-            use $crate::HostEvent as H;
-            match e {
-                __wit_types::HostEvent::Timer(name) => H::Timer(name),
-                __wit_types::HostEvent::Notification(n) => H::Notification {
-                    database: n.database,
-                    channel: n.channel,
-                    payload: n.payload,
-                },
-                __wit_types::HostEvent::Listening(l) => H::Listening {
-                    database: l.database,
-                    channel: l.channel,
-                    reconnected: l.reconnected,
-                },
-                __wit_types::HostEvent::Kube(k) => H::Kube {
-                    resource: k.resource,
-                    change: match k.change {
-                        __wit_types::KubeChange::Applied => $crate::KubeChange::Applied,
-                        __wit_types::KubeChange::Deleted => $crate::KubeChange::Deleted,
-                    },
-                    object: k.object,
-                },
-            }
-        }
-
-        pub fn to_wit_error(e: $crate::SourceError) -> __wit_types::PluginError {
-            use $crate::SourceError as E;
+        pub fn to_wit_error(e: $crate::Error) -> __wit_types::Error {
+            use $crate::Error as E;
             match e {
                 E::Status(s) => {
                     let d = s.details.clone().unwrap_or_default();
-                    __wit_types::PluginError::Status(__wit_types::Status {
+                    __wit_types::Error::Status(__wit_types::Status {
                         status: s.status.clone(),
                         message: s.message.clone(),
                         reason: s.reason.clone(),
@@ -184,18 +117,24 @@ macro_rules! __wit_conversions {
                         details_uid: d.uid,
                     })
                 }
-                E::NotFound(m) => __wit_types::PluginError::NotFound(m),
-                E::AlreadyExists(m) => __wit_types::PluginError::AlreadyExists(m),
-                E::Conflict(m) => __wit_types::PluginError::Conflict(m),
-                E::Invalid(m) => __wit_types::PluginError::Invalid(m),
-                E::Internal(m) => __wit_types::PluginError::Internal(m),
+                E::NotFound(m) => __wit_types::Error::NotFound(m),
+                E::AlreadyExists(m) => __wit_types::Error::AlreadyExists(m),
+                E::Conflict(m) => __wit_types::Error::Conflict(m),
+                E::Invalid(m) => __wit_types::Error::Invalid(m),
+                E::Denied(m) => __wit_types::Error::Denied(m),
+                E::Unavailable(m) => __wit_types::Error::Unavailable(m),
+                E::Database(d) => __wit_types::Error::Database(__wit_types::DatabaseError {
+                    code: d.code,
+                    message: d.message,
+                }),
+                E::Internal(m) => __wit_types::Error::Internal(m),
             }
         }
 
-        pub fn from_wit_error(e: __wit_types::PluginError) -> $crate::SourceError {
-            use $crate::SourceError as E;
+        pub fn from_wit_error(e: __wit_types::Error) -> $crate::Error {
+            use $crate::Error as E;
             match e {
-                __wit_types::PluginError::Status(s) => {
+                __wit_types::Error::Status(s) => {
                     let has_details = [&s.details_name, &s.details_group, &s.details_kind, &s.details_uid]
                         .iter()
                         .any(|v| !v.is_empty());
@@ -212,23 +151,105 @@ macro_rules! __wit_conversions {
                         }),
                     })
                 }
-                __wit_types::PluginError::NotFound(m) => E::NotFound(m),
-                __wit_types::PluginError::AlreadyExists(m) => E::AlreadyExists(m),
-                __wit_types::PluginError::Conflict(m) => E::Conflict(m),
-                __wit_types::PluginError::Invalid(m) => E::Invalid(m),
-                __wit_types::PluginError::Internal(m) => E::Internal(m),
+                __wit_types::Error::NotFound(m) => E::NotFound(m),
+                __wit_types::Error::AlreadyExists(m) => E::AlreadyExists(m),
+                __wit_types::Error::Conflict(m) => E::Conflict(m),
+                __wit_types::Error::Invalid(m) => E::Invalid(m),
+                __wit_types::Error::Denied(m) => E::Denied(m),
+                __wit_types::Error::Unavailable(m) => E::Unavailable(m),
+                __wit_types::Error::Database(d) => E::Database($crate::DatabaseError {
+                    code: d.code,
+                    message: d.message,
+                }),
+                __wit_types::Error::Internal(m) => E::Internal(m),
             }
         }
-    };
-}
 
-/// Defines the conversions of the WIT `pg` interface generated at `$p`, next to
-/// [`__wit_conversions!`] (whose timestamp conversions they use).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __wit_pg_conversions {
-    ($p:path) => {
-        use $p as __wit_pg;
+        /// The WIT description has no capabilities: a component's are read from its imports.
+        pub fn to_wit_description(d: $crate::Description) -> __wit_plugin::Description {
+            __wit_plugin::Description {
+                name: d.name,
+                version: d.version,
+                sdk_version: d.sdk_version,
+                sources: d.sources,
+                data_types: d.data_types,
+            }
+        }
+
+        pub fn from_wit_description(d: __wit_plugin::Description) -> $crate::Description {
+            $crate::Description {
+                name: d.name,
+                version: d.version,
+                sdk_version: d.sdk_version,
+                sources: d.sources,
+                data_types: d.data_types,
+                capabilities: vec![],
+            }
+        }
+
+        pub fn to_wit_list_options(o: $crate::ListOptions) -> __wit_plugin::ListOptions {
+            __wit_plugin::ListOptions {
+                cluster_name: o.cluster_name,
+                data_type: o.data_type,
+            }
+        }
+
+        pub fn from_wit_list_options(o: __wit_plugin::ListOptions) -> $crate::ListOptions {
+            $crate::ListOptions {
+                cluster_name: o.cluster_name,
+                data_type: o.data_type,
+            }
+        }
+
+        pub fn to_wit_host_event(e: $crate::HostEvent) -> __wit_plugin::HostEvent {
+            use $crate::HostEvent as H;
+            match e {
+                H::Timer(name) => __wit_plugin::HostEvent::Timer(name),
+                H::Notification(n) => __wit_plugin::HostEvent::Notification(__wit_pg::Notification {
+                    database: n.database,
+                    channel: n.channel,
+                    payload: n.payload,
+                }),
+                H::Listening(l) => __wit_plugin::HostEvent::Listening(__wit_pg::Listening {
+                    database: l.database,
+                    channel: l.channel,
+                    reconnected: l.reconnected,
+                }),
+                H::Watch(w) => __wit_plugin::HostEvent::Watch(__wit_kube::WatchEvent {
+                    resource: w.resource,
+                    change: match w.change {
+                        $crate::kube::Change::Applied => __wit_kube::Change::Applied,
+                        $crate::kube::Change::Deleted => __wit_kube::Change::Deleted,
+                    },
+                    object: w.object,
+                }),
+            }
+        }
+
+        pub fn from_wit_host_event(e: __wit_plugin::HostEvent) -> $crate::HostEvent {
+            use $crate::HostEvent as H;
+            match e {
+                __wit_plugin::HostEvent::Timer(name) => H::Timer(name),
+                __wit_plugin::HostEvent::Notification(n) => H::Notification($crate::pg::Notification {
+                    database: n.database,
+                    channel: n.channel,
+                    payload: n.payload,
+                }),
+                __wit_plugin::HostEvent::Listening(l) => H::Listening($crate::pg::Listening {
+                    database: l.database,
+                    channel: l.channel,
+                    reconnected: l.reconnected,
+                }),
+                __wit_plugin::HostEvent::Watch(w) => H::Watch($crate::kube::WatchEvent {
+                    resource: w.resource,
+                    change: match w.change {
+                        __wit_kube::Change::Applied => $crate::kube::Change::Applied,
+                        __wit_kube::Change::Deleted => $crate::kube::Change::Deleted,
+                    },
+                    object: w.object,
+                }),
+            }
+        }
 
         pub fn to_wit_value(v: &$crate::PgValue) -> __wit_pg::Value {
             use $crate::PgValue as V;
@@ -282,17 +303,49 @@ macro_rules! __wit_pg_conversions {
             }
         }
 
-        pub fn to_wit_pg_error(e: $crate::PgError) -> __wit_pg::Error {
-            __wit_pg::Error {
-                code: e.code,
-                message: e.message,
+        pub fn to_wit_lock_key(k: $crate::pg::LockKey) -> __wit_pg::LockKey {
+            match k {
+                $crate::pg::LockKey::Pair(a, b) => __wit_pg::LockKey::Pair((a, b)),
+                $crate::pg::LockKey::Big(k) => __wit_pg::LockKey::Big(k),
             }
         }
 
-        pub fn from_wit_pg_error(e: __wit_pg::Error) -> $crate::PgError {
-            $crate::PgError {
-                code: e.code,
-                message: e.message,
+        pub fn from_wit_lock_key(k: __wit_pg::LockKey) -> $crate::pg::LockKey {
+            match k {
+                __wit_pg::LockKey::Pair((a, b)) => $crate::pg::LockKey::Pair(a, b),
+                __wit_pg::LockKey::Big(k) => $crate::pg::LockKey::Big(k),
+            }
+        }
+
+        pub fn to_wit_api_resource(r: &$crate::kube::ApiResource) -> __wit_kube::ApiResource {
+            __wit_kube::ApiResource {
+                group: r.group.clone(),
+                version: r.version.clone(),
+                kind: r.kind.clone(),
+                plural: r.plural.clone(),
+            }
+        }
+
+        pub fn from_wit_api_resource(r: __wit_kube::ApiResource) -> $crate::kube::ApiResource {
+            $crate::kube::ApiResource {
+                group: r.group,
+                version: r.version,
+                kind: r.kind,
+                plural: r.plural,
+            }
+        }
+
+        pub fn to_wit_selector(s: &$crate::kube::Selector) -> __wit_kube::Selector {
+            __wit_kube::Selector {
+                labels: s.labels.clone(),
+                fields: s.fields.clone(),
+            }
+        }
+
+        pub fn from_wit_selector(s: __wit_kube::Selector) -> $crate::kube::Selector {
+            $crate::kube::Selector {
+                labels: s.labels,
+                fields: s.fields,
             }
         }
     };

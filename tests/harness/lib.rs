@@ -208,6 +208,49 @@ impl Conductor {
         format!("http://{}", self.grpc_addr)
     }
 
+    /// The configuration file conductor was started with.
+    pub fn config_path(&self) -> PathBuf {
+        self._dir.path().join("conductor.toml")
+    }
+
+    /// Replaces the configuration file with `BASE_CONFIG` and `extra` (as [`Conductor::start`]
+    /// composes it), for a reload to pick up.
+    pub fn rewrite_config(&self, extra: &str) {
+        std::fs::write(self.config_path(), format!("{BASE_CONFIG}\n{extra}")).expect("the config file is writable");
+    }
+
+    /// Sends SIGHUP (reload).
+    pub fn hangup(&self) {
+        Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+    }
+
+    /// Waits until a log line contains `needle`, at most 10 s; returns the line.
+    pub async fn wait_for_log(&self, needle: &str) -> String {
+        self.wait_for_logs(needle, 1).await
+    }
+
+    /// Waits until `count` log lines contain `needle`, at most 10 s; returns the last.
+    pub async fn wait_for_logs(&self, needle: &str, count: usize) -> String {
+        for _ in 0..200 {
+            let found: Vec<String> = self
+                .logs
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains(needle))
+                .cloned()
+                .collect();
+            if found.len() >= count {
+                return found.last().cloned().unwrap_or_default();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no {count} lines with {needle:?} in the logs:\n{}", self.logs());
+    }
+
     pub async fn client(&self) -> Result<CloudEventServiceClient<tonic::transport::Channel>> {
         Ok(CloudEventServiceClient::connect(self.url()).await?)
     }

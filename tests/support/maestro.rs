@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use conductor::config::EmbeddedDatabase;
 use conductor::database::EmbeddedPostgres;
-pub use conductor::database::postgres::advisory_key;
 use conductor_blackbox_tests::events::{self, integer, string};
 pub use conductor_blackbox_tests::free_port;
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
 use conductor_blackbox_tests::{Form, Sub, WORKS, plugin_artifact, proto};
+pub use maestro_plugin::store::fnv1a as advisory_key;
 use serde_json::{Value, json};
 use sqlx::{PgPool, Row};
 
@@ -25,10 +25,17 @@ pub struct MaestroDb {
     pub port: u16,
 }
 
+/// Maestro's schema, as the maestro plugin ships it.
+pub fn maestro_schema() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/maestro/schema/maestro-schema.sql")
+}
+
 fn start_server(dir: &std::path::Path, port: u16) -> EmbeddedPostgres {
     EmbeddedPostgres::start(&EmbeddedDatabase {
         data_dir: dir.join("pg"),
-        port,
+        database: "maestro".into(),
+        init_sql: vec![maestro_schema()],
+        port: Some(port),
         bin_dir: None,
     })
     .expect("PostgreSQL starts")
@@ -46,14 +53,15 @@ impl MaestroDb {
             .unwrap();
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(8)
-            .connect(&pg.url())
+            .connect(&pg.tcp_url().expect("a TCP port"))
             .await
             .unwrap();
         Self { dir, pg, pool, port }
     }
 
+    /// The server on 127.0.0.1 (TLS tests need TCP: PostgreSQL does not encrypt a Unix socket).
     pub fn url(&self) -> String {
-        self.pg.url()
+        self.pg.tcp_url().expect("a TCP port")
     }
 
     /// Stops the server (fast shutdown: every session ends).
@@ -65,7 +73,7 @@ impl MaestroDb {
     /// Starts the stopped server again on the same folder and port.
     pub async fn restart(&mut self) {
         tokio::task::block_in_place(|| self.pg.resume()).unwrap();
-        self.pool = PgPool::connect(&self.pg.url()).await.unwrap();
+        self.pool = PgPool::connect(&self.url()).await.unwrap();
     }
 
     async fn exec(&self, sql: &'static str, args: &[&str]) {
@@ -263,7 +271,7 @@ pool_size = {connections}
 [plugins.maestro]
 kind = "{kind}"
 file = "{file}"
-grants = ["emit", "log", "timer", "kv", "config", "pg"]
+grants = ["emit", "log", "timer", "kv", "pg"]
 databases = ["maestro"]
 pool_size = {instances}
 config = {{ catch_up_interval = "{catch_up}" }}

@@ -9,18 +9,23 @@
 //!
 //! - resync (`list`) answers with the cluster's works;
 //! - status updates from work agents are kept in the host's `kv` (shared by all instances and
-//!   kept across reloads) and logged, an identical one as unchanged; a status for a work it does
-//!   not serve is `NotFound`;
-//! - with `announce_after_ms`, a timer emits every work once to the subscribed agents.
+//!   kept across reloads) and logged, an identical one as unchanged; a status that is not a
+//!   ManifestBundleStatus is refused with a clear error; a status for a work it does not serve
+//!   (any more) is answered OK and ignored, as OCM's own work service does, so an agent finishing
+//!   a deletion does not retry forever;
+//! - with `announce_after_ms`, a timer (set once, in `start`) emits every work once to the
+//!   subscribed agents.
 //!
 //! The same source builds as a WebAssembly component (`--target wasm32-wasip2`) and as a native
 //! library (`cdylib`); `export_plugin!` picks the form.
 
 use std::collections::BTreeMap;
 
+use std::time::Duration;
+
 use conductor_plugin_sdk::ocm::{EventType, OcmExtensions, SubResource, actions, codec, data_types};
 use conductor_plugin_sdk::{
-    CloudEvent, Description, Host, HostEvent, Identity, ListOptions, Plugin, SDK_VERSION, SourceError,
+    Capability, CloudEvent, Description, Error, Host, HostEvent, Identity, ListOptions, Plugin,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -29,9 +34,10 @@ use serde_json::{Value, json};
 pub const SOURCE: &str = "static";
 const ANNOUNCE: &str = "announce";
 
+/// `[plugins.<name>.config]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Config {
+pub struct Config {
     #[serde(default)]
     clusters: BTreeMap<String, BTreeMap<String, WorkConfig>>,
     #[serde(default)]
@@ -72,14 +78,14 @@ impl Work {
         })
     }
 
-    fn event(&self, action: &str) -> Result<CloudEvent, SourceError> {
-        codec::manifest_work_event(&self.manifest_work(), SOURCE, action)
-            .map_err(|e| SourceError::Internal(e.to_string()))
+    fn event(&self, action: &str) -> Result<CloudEvent, Error> {
+        codec::manifest_work_event(&self.manifest_work(), SOURCE, action).map_err(|e| Error::Internal(e.to_string()))
     }
 }
 
 pub struct StaticWorks {
     works: Vec<Work>,
+    announce_after: Option<Duration>,
 }
 
 impl StaticWorks {
@@ -108,20 +114,30 @@ fn uid_of(cluster: &str, name: &str) -> String {
 }
 
 impl Plugin for StaticWorks {
+    type Config = Config;
+
     fn describe() -> Description {
-        Description {
-            name: "static-works".to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            sdk_version: SDK_VERSION.to_owned(),
-            sources: vec![SOURCE.to_owned()],
-            data_types: vec![data_types::MANIFEST_BUNDLES.to_owned()],
-            capabilities: ["emit", "log", "timer", "kv", "config"].map(str::to_owned).to_vec(),
-        }
+        Description::new("static-works", env!("CARGO_PKG_VERSION"))
+            .sources([SOURCE])
+            .data_types([data_types::MANIFEST_BUNDLES])
+            .capabilities([Capability::Emit, Capability::Log, Capability::Timer, Capability::Kv])
     }
 
-    fn init(host: &Host, config: Value) -> Result<Self, SourceError> {
-        let config: Config =
-            serde_json::from_value(config).map_err(|e| SourceError::Invalid(format!("config: {e}")))?;
+    fn check(config: &Config) -> Result<(), Error> {
+        for (cluster, works) in &config.clusters {
+            for (name, work) in works {
+                if work.generation < 1 {
+                    return Err(Error::Invalid(format!(
+                        "clusters.{cluster}.{name}.generation: must be at least 1"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn init(host: &Host, config: Config) -> Result<Self, Error> {
+        let announce_after = config.announce_after_ms.map(Duration::from_millis);
         let works = config
             .clusters
             .into_iter()
@@ -136,13 +152,17 @@ impl Plugin for StaticWorks {
             })
             .collect::<Vec<_>>();
         host.debug(&format!("serving {} works", works.len()));
-        if let Some(ms) = config.announce_after_ms {
-            host.set_timer(ANNOUNCE, ms, false);
-        }
-        Ok(Self { works })
+        Ok(Self { works, announce_after })
     }
 
-    fn list(&mut self, _host: &Host, options: ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
+    fn start(&mut self, host: &Host) -> Result<(), Error> {
+        if let Some(after) = self.announce_after {
+            host.set_timer(ANNOUNCE, after, false);
+        }
+        Ok(())
+    }
+
+    fn list(&mut self, _host: &Host, options: ListOptions) -> Result<Vec<CloudEvent>, Error> {
         if options.data_type != data_types::MANIFEST_BUNDLES {
             return Ok(vec![]);
         }
@@ -153,20 +173,30 @@ impl Plugin for StaticWorks {
             .collect()
     }
 
-    fn handle(&mut self, host: &Host, _identity: Identity, event: CloudEvent) -> Result<(), SourceError> {
-        let ty = EventType::parse(&event.ty).map_err(|e| SourceError::Invalid(e.to_string()))?;
+    fn handle(&mut self, host: &Host, _identity: Identity, event: CloudEvent) -> Result<(), Error> {
+        let ty = EventType::parse(&event.ty).map_err(|e| Error::Invalid(e.to_string()))?;
         if ty.subresource != SubResource::Status || ty.action != actions::UPDATE_REQUEST {
-            return Err(SourceError::Invalid(format!(
+            return Err(Error::Invalid(format!(
                 "static-works is read-only: {} is not supported",
                 event.ty
             )));
         }
-        let cluster = event.cluster_name().map_err(|e| SourceError::Invalid(e.to_string()))?;
-        let id = event.resource_id().map_err(|e| SourceError::Invalid(e.to_string()))?;
-        let work = self
-            .by_id(cluster, id)
-            .ok_or_else(|| SourceError::NotFound(format!("manifestworks {id} not found in {cluster}")))?;
+        let cluster = event.cluster_name().map_err(|e| Error::Invalid(e.to_string()))?;
+        let id = event.resource_id().map_err(|e| Error::Invalid(e.to_string()))?;
+        let Some(work) = self.by_id(cluster, id) else {
+            // As OCM's work service: a status for a work no longer served is answered OK.
+            host.info(&format!("status of unknown work {id} in {cluster} ignored"));
+            return Ok(());
+        };
         let status = event.data.clone().unwrap_or_default();
+        let parsed: Value = serde_json::from_slice(&status)
+            .map_err(|e| Error::Invalid(format!("status of {cluster}/{} is not JSON: {e}", work.name)))?;
+        if !parsed.is_object() || !(parsed["conditions"].is_array() || parsed["conditions"].is_null()) {
+            return Err(Error::Invalid(format!(
+                "status of {cluster}/{} is not a ManifestBundleStatus (want an object with a `conditions` list)",
+                work.name
+            )));
+        }
         let key = format!("status/{cluster}/{}", work.name);
         if host.kv_get(&key).as_deref() == Some(status.as_slice()) {
             host.info(&format!("status of {cluster}/{} unchanged", work.name));
@@ -181,13 +211,11 @@ impl Plugin for StaticWorks {
         Ok(())
     }
 
-    fn on_event(&mut self, host: &Host, event: HostEvent) -> Result<(), SourceError> {
+    fn on_event(&mut self, host: &Host, event: HostEvent) -> Result<(), Error> {
         if matches!(event, HostEvent::Timer(name) if name == ANNOUNCE) {
             let mut reached = 0;
             for w in &self.works {
-                reached += host
-                    .emit(&w.event(actions::UPDATE_REQUEST)?)
-                    .map_err(SourceError::Internal)?;
+                reached += host.emit(&w.event(actions::UPDATE_REQUEST)?)?;
             }
             host.info(&format!(
                 "announced {} works to {reached} subscribers",
@@ -205,21 +233,34 @@ mod tests {
     use super::*;
     use conductor_plugin_sdk::fakes::FakeHost;
 
-    fn config() -> Value {
-        json!({
+    fn config() -> Config {
+        conductor_plugin_sdk::plugin::parse_config(&json!({
             "announce_after_ms": 10,
             "clusters": {
                 "cluster1": { "web": { "generation": 2, "manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}}] } },
                 "cluster2": { "db": { "manifests": [] } },
             }
         })
+        .to_string())
+        .unwrap()
+    }
+
+    #[test]
+    fn check_refuses_a_generation_below_one() {
+        let bad: Config = conductor_plugin_sdk::plugin::parse_config(
+            r#"{"clusters": {"c1": {"w": {"generation": 0, "manifests": []}}}}"#,
+        )
+        .unwrap();
+        let err = StaticWorks::check(&bad).unwrap_err();
+        assert!(err.to_string().contains("clusters.c1.w.generation"), "{err}");
     }
 
     #[test]
     fn lists_the_works_of_a_cluster() {
-        let fake = FakeHost::new(config());
+        let fake = FakeHost::new();
         let host = fake.host();
         let mut p = StaticWorks::init(&host, config()).unwrap();
+        p.start(&host).unwrap();
         let listed = p
             .list(
                 &host,
@@ -238,7 +279,7 @@ mod tests {
 
     #[test]
     fn stores_status_and_refuses_unknown_works() {
-        let fake = FakeHost::new(config());
+        let fake = FakeHost::new();
         let host = fake.host();
         let mut p = StaticWorks::init(&host, config()).unwrap();
         let mut status = CloudEvent::new(
@@ -256,16 +297,20 @@ mod tests {
         );
         p.handle(&host, Identity::anonymous(), status.clone()).unwrap();
         assert!(fake.recorded().logs.last().unwrap().1.ends_with("unchanged"));
+        status.data = Some(br#"["not", "a", "status"]"#.to_vec());
+        let err = p.handle(&host, Identity::anonymous(), status.clone()).unwrap_err();
+        assert!(
+            matches!(&err, Error::Invalid(m) if m.contains("not a ManifestBundleStatus")),
+            "{err}"
+        );
         status.set_extension("resourceid", "nope");
-        assert!(matches!(
-            p.handle(&host, Identity::anonymous(), status),
-            Err(SourceError::NotFound(_))
-        ));
+        p.handle(&host, Identity::anonymous(), status).unwrap();
+        assert!(fake.recorded().logs.last().unwrap().1.contains("unknown work nope"));
     }
 
     #[test]
     fn the_announce_timer_emits_every_work() {
-        let fake = FakeHost::new(config());
+        let fake = FakeHost::new();
         let host = fake.host();
         let mut p = StaticWorks::init(&host, config()).unwrap();
         p.on_event(&host, HostEvent::Timer(ANNOUNCE.into())).unwrap();

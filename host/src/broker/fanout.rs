@@ -15,7 +15,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::memory::MetadataMemory;
+use super::remembered::RememberedMetadata;
 use crate::{telemetry::Metrics, wire::WireEvent};
 
 /// Why an event could not be fanned out.
@@ -43,7 +43,7 @@ type ByDataType = HashMap<String, Vec<Subscriber>>;
 /// The subscriber table and the delivery paths.
 pub struct Fanout {
     subscribers: RwLock<HashMap<String, ByDataType>>,
-    memory: Mutex<MetadataMemory>,
+    remembered: Mutex<RememberedMetadata>,
     metrics: Metrics,
     queue_size: usize,
 }
@@ -68,7 +68,7 @@ impl Fanout {
     pub fn new(metrics: Metrics, queue_size: usize, remembered_metadata: usize) -> Arc<Self> {
         Arc::new(Self {
             subscribers: RwLock::default(),
-            memory: Mutex::new(MetadataMemory::new(remembered_metadata)),
+            remembered: Mutex::new(RememberedMetadata::new(remembered_metadata)),
             metrics,
             queue_size,
         })
@@ -134,18 +134,18 @@ impl Fanout {
 
     /// The last `metadata` and source delivered for a resource, if remembered.
     pub fn remembered(&self, cluster: &str, data_type: &str, resource_id: &str) -> Option<(String, String)> {
-        self.memory.lock().get(cluster, data_type, resource_id)
+        self.remembered.lock().get(cluster, data_type, resource_id)
     }
 
     /// Forgets a resource's metadata (after the agent was told it is gone).
     pub fn forget(&self, cluster: &str, data_type: &str, resource_id: &str) {
-        self.memory.lock().forget(cluster, data_type, resource_id);
+        self.remembered.lock().forget(cluster, data_type, resource_id);
     }
 
     /// Remembers the metadata of an event a source produced (delivered or listed).
     pub fn remember(&self, cluster: &str, data_type: &str, event: &CloudEvent) {
         if let (Ok(id), Some(meta)) = (event.resource_id(), event.metadata_json()) {
-            self.memory.lock().put(cluster, data_type, id, &event.source, meta);
+            self.remembered.lock().put(cluster, data_type, id, &event.source, meta);
         }
     }
 

@@ -1,14 +1,14 @@
 //! The broker (`ocm-grpc-protocol.md` §4–§6): subscriptions, the publish pipeline and spec resync.
 
 pub mod fanout;
-mod memory;
+mod remembered;
 pub mod resync;
 pub mod subscription;
 
 use std::{sync::Arc, time::Duration};
 
 use conductor_plugin_sdk::ocm::{DataType, EventType, OcmExtensions, actions};
-use conductor_plugin_sdk::{CloudEvent, Identity, SourceError};
+use conductor_plugin_sdk::{CloudEvent, Error, Identity, ListOptions};
 use tokio_util::sync::CancellationToken;
 
 pub use fanout::{EventSink, Fanout, FanoutError};
@@ -16,7 +16,7 @@ use resync::{Gone, ResyncError};
 pub use subscription::Subscription;
 
 use crate::config::BrokerConfig;
-use crate::registry::{ListOptions, Registry, RouteError};
+use crate::registry::{Registry, RouteError};
 use crate::telemetry::Metrics;
 
 /// How long a resync answer waits for room in a subscriber's queue before cutting it off.
@@ -39,7 +39,7 @@ pub enum PublishError {
     #[error(transparent)]
     Route(#[from] RouteError),
     #[error("{0}")]
-    Source(#[from] SourceError),
+    Source(#[from] Error),
 }
 
 pub struct Broker {
@@ -123,7 +123,7 @@ impl Broker {
         }
         let options = ListOptions {
             cluster_name: cluster.clone(),
-            data_type: data_type.clone(),
+            data_type: data_type.to_string(),
         };
         let lists = futures::future::join_all(sources.iter().map(|s| s.list(&options))).await;
         let mut listed = Vec::new();

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use conductor_plugin_sdk::ocm::{DataType, OcmExtensions, ResourceVersionList, SubResource, actions, extensions};
-use conductor_plugin_sdk::{CloudEvent, SourceError};
+use conductor_plugin_sdk::{CloudEvent, Error};
 
 /// Why a resync request could not be answered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -20,7 +20,7 @@ pub enum ResyncError {
     List {
         data_type: String,
         plugin: String,
-        error: SourceError,
+        error: Error,
     },
 }
 

@@ -99,21 +99,27 @@ pub enum TlsMode {
     VerifyFull,
 }
 
-/// An embedded development PostgreSQL.
+/// An embedded development PostgreSQL: it listens on a Unix socket in its data folder (and on
+/// 127.0.0.1 only when a port is given).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmbeddedDatabase {
     /// The data folder, relative to the configuration file; created and initialised when new.
     pub data_dir: PathBuf,
-    /// The port on 127.0.0.1.
-    #[serde(default = "default_embedded_port")]
-    pub port: u16,
+    /// The database to create in it.
+    #[serde(default = "default_embedded_database")]
+    pub database: String,
+    /// SQL files (relative to the configuration file) run, in order, when the database is created.
+    #[serde(default)]
+    pub init_sql: Vec<PathBuf>,
+    /// A TCP port on 127.0.0.1 to listen on besides the socket.
+    pub port: Option<u16>,
     /// Where `initdb`, `pg_ctl` and `psql` are; the newest `/usr/lib/postgresql/*/bin` if unset.
     pub bin_dir: Option<PathBuf>,
 }
 
-fn default_embedded_port() -> u16 {
-    55432
+fn default_embedded_database() -> String {
+    "postgres".to_owned()
 }
 
 /// The gRPC listener agents connect to.
@@ -218,19 +224,23 @@ pub enum LogFormat {
 }
 
 /// One plugin: what it is, where it is, what it may do, and its own configuration table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
     pub kind: PluginKind,
     /// The plugin file (`component`: a `.wasm` component; `native`: a shared library), relative
     /// to the configuration file's folder.
     pub file: Option<PathBuf>,
-    /// The host capabilities granted (`emit`, `log`, `timer`, `kv`, `config`); deny by default.
+    /// The host capabilities granted (`emit`, `log`, `timer`, `kv`, `pg`, `kube`); deny by
+    /// default.
     #[serde(default)]
     pub grants: Vec<String>,
     /// The databases (`[databases.<name>]`) the plugin may use through the `pg` capability.
     #[serde(default)]
     pub databases: Vec<String>,
+    /// The Kubernetes resources the plugin may reach through the `kube` capability.
+    #[serde(default)]
+    pub kube_resources: Vec<KubeResourceGrant>,
     /// Instances serving calls at once.
     #[serde(default = "default_pool_size")]
     pub pool_size: usize,
@@ -245,14 +255,22 @@ fn default_pool_size() -> usize {
     4
 }
 
-/// Per-call limits of a WebAssembly plugin.
-#[derive(Debug, Clone, Deserialize)]
+/// Limits of a plugin's calls and background work.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PluginLimits {
-    /// Linear memory one instance may grow to.
+    /// Linear memory one instance may grow to (components only).
     pub memory: ByteSize,
-    /// How long one call may run before it is interrupted.
+    /// How long one call may run before it fails (a component is interrupted; a native call's
+    /// thread runs on until the plugin returns).
     pub call_timeout: HumanDuration,
+    /// How long an agent's call waits for a free instance before it fails as `Unavailable`.
+    pub acquire_timeout: HumanDuration,
+    /// Distinct host events (timers, notifications, watched objects) that may wait for the
+    /// plugin; past it, their producers wait.
+    pub event_queue: usize,
+    /// Host events handed to one `on-events` call at most.
+    pub event_batch: usize,
 }
 
 impl Default for PluginLimits {
@@ -260,11 +278,85 @@ impl Default for PluginLimits {
         Self {
             memory: ByteSize(64 << 20),
             call_timeout: HumanDuration(Duration::from_secs(5)),
+            acquire_timeout: HumanDuration(Duration::from_secs(10)),
+            event_queue: 10_000,
+            event_batch: 100,
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+/// The verbs a `kube_resources` grant may name.
+pub const KUBE_VERBS: [&str; 7] = ["get", "list", "watch", "create", "update", "patch", "delete"];
+
+/// A Kubernetes resource a plugin may reach: `"<plural>.<group>"` (`"<plural>"` for the core
+/// group, `"<plural>.<group>/<subresource>"` for a subresource, `"serviceaccounts/token"` for
+/// TokenRequests) with every verb, or `{ resource = "…", verbs = ["get", …] }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeResourceGrant {
+    pub resource: String,
+    /// `None`: every verb.
+    pub verbs: Option<Vec<String>>,
+}
+
+impl KubeResourceGrant {
+    pub fn allows(&self, resource: &str, verb: &str) -> bool {
+        self.resource == resource && self.verbs.as_ref().is_none_or(|v| v.iter().any(|v| v == verb))
+    }
+
+    /// The verbs granted.
+    pub fn verbs(&self) -> Vec<&str> {
+        match &self.verbs {
+            Some(v) => v.iter().map(String::as_str).collect(),
+            None => KUBE_VERBS.to_vec(),
+        }
+    }
+
+    /// (group, plural, subresource) of the resource named.
+    pub fn parts(&self) -> (&str, &str, Option<&str>) {
+        let (name, sub) = match self.resource.split_once('/') {
+            Some((n, s)) => (n, Some(s)),
+            None => (self.resource.as_str(), None),
+        };
+        match name.split_once('.') {
+            Some((plural, group)) => (group, plural, sub),
+            None => ("", name, sub),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for KubeResourceGrant {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            resource: String,
+            verbs: Vec<String>,
+        }
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = KubeResourceGrant;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a resource name ("manifestworks.work.open-cluster-management.io") or { resource = "…", verbs = ["get", …] }"#)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(KubeResourceGrant {
+                    resource: v.to_owned(),
+                    verbs: None,
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let t = Table::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(KubeResourceGrant {
+                    resource: t.resource,
+                    verbs: Some(t.verbs),
+                })
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PluginKind {
     /// The built-in in-memory source (development and tests).
@@ -454,6 +546,52 @@ impl Config {
             if plugin.limits.call_timeout.0 < Duration::from_millis(10) {
                 return fail(&key("limits.call_timeout"), "must be at least 10ms".into());
             }
+            if plugin.limits.acquire_timeout.0.is_zero() {
+                return fail(&key("limits.acquire_timeout"), "must be longer than 0s".into());
+            }
+            if plugin.limits.event_queue == 0 {
+                return fail(&key("limits.event_queue"), "must be at least 1".into());
+            }
+            if plugin.limits.event_batch == 0 {
+                return fail(&key("limits.event_batch"), "must be at least 1".into());
+            }
+            let grants_kube = plugin.grants.iter().any(|g| g == "kube");
+            if !plugin.kube_resources.is_empty() && !grants_kube {
+                return fail(
+                    &key("grants"),
+                    "kube_resources are listed but `kube` is not granted".into(),
+                );
+            }
+            for (i, grant) in plugin.kube_resources.iter().enumerate() {
+                let at = format!("plugins.{name}.kube_resources[{i}]");
+                let (_, plural, sub) = grant.parts();
+                let well_formed = !plural.is_empty()
+                    && sub.is_none_or(|s| !s.is_empty() && !s.contains('/'))
+                    && grant
+                        .resource
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-./".contains(c));
+                if !well_formed {
+                    return fail(
+                        &at,
+                        format!(
+                            "{:?} is not a resource name: want <plural>.<group>[/<subresource>], e.g. \"manifestworks.work.open-cluster-management.io\"",
+                            grant.resource
+                        ),
+                    );
+                }
+                if let Some(verbs) = &grant.verbs {
+                    if verbs.is_empty() {
+                        return fail(&format!("{at}.verbs"), "must name at least one verb".into());
+                    }
+                    if let Some(bad) = verbs.iter().find(|v| !KUBE_VERBS.contains(&v.as_str())) {
+                        return fail(
+                            &format!("{at}.verbs"),
+                            format!("unknown verb {bad:?} (known: {KUBE_VERBS:?})"),
+                        );
+                    }
+                }
+            }
         }
         for (name, db) in &self.databases {
             match (&db.url, &db.embedded) {
@@ -469,8 +607,16 @@ impl Config {
                         "must start with postgres:// or postgresql://".into(),
                     );
                 }
-                (None, Some(e)) if e.port == 0 => {
+                (None, Some(e)) if e.port == Some(0) => {
                     return fail(&format!("databases.{name}.embedded.port"), "must not be 0".into());
+                }
+                (None, Some(e))
+                    if e.database.is_empty() || !e.database.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+                {
+                    return fail(
+                        &format!("databases.{name}.embedded.database"),
+                        "must be a plain identifier (letters, digits, _)".into(),
+                    );
                 }
                 _ => {}
             }
@@ -577,7 +723,11 @@ mod tests {
     #[test]
     fn databases_take_a_url_or_an_embedded_server() {
         let c = check("[databases.m]\nembedded = { data_dir = \"pg\" }\n").unwrap();
-        assert_eq!(c.databases["m"].embedded.as_ref().unwrap().port, 55432);
+        let embedded = c.databases["m"].embedded.as_ref().unwrap();
+        assert_eq!(embedded.port, None, "a Unix socket only, unless a port is given");
+        assert_eq!(embedded.database, "postgres");
+        let (key, _) = check("[databases.m]\nembedded = { data_dir = \"pg\", database = \"a-b\" }\n").unwrap_err();
+        assert_eq!(key, "databases.m.embedded.database");
         assert!(check("[databases.m]\nurl = \"postgres://u@h/db\"\n").is_ok());
         let (key, _) = check("[databases.m]\n").unwrap_err();
         assert_eq!(key, "databases.m");
@@ -585,6 +735,37 @@ mod tests {
         assert_eq!(key, "databases.m.url");
         let (key, _) = check("[databases.m]\nurl = \"postgres://x\"\nembedded = { data_dir = \"pg\" }\n").unwrap_err();
         assert_eq!(key, "databases.m");
+    }
+
+    #[test]
+    fn kube_resources_name_resources_and_verbs() {
+        let plugin = "[plugins.k]\nkind = \"component\"\nfile = \"k.wasm\"\ngrants = [\"kube\"]\n";
+        let c = check(&format!(
+            "{plugin}kube_resources = [\"manifestworks.work.open-cluster-management.io\", {{ resource = \"manifestworks.work.open-cluster-management.io/status\", verbs = [\"patch\"] }}, \"serviceaccounts/token\"]\n"
+        ))
+        .unwrap();
+        let grants = &c.plugins["k"].kube_resources;
+        assert!(grants[0].allows("manifestworks.work.open-cluster-management.io", "delete"));
+        assert!(!grants[0].allows("manifestworks.work.open-cluster-management.io/status", "patch"));
+        assert!(grants[1].allows("manifestworks.work.open-cluster-management.io/status", "patch"));
+        assert!(!grants[1].allows("manifestworks.work.open-cluster-management.io/status", "update"));
+        assert_eq!(
+            grants[1].parts(),
+            ("work.open-cluster-management.io", "manifestworks", Some("status"))
+        );
+        assert_eq!(grants[2].parts(), ("", "serviceaccounts", Some("token")));
+        let (key, reason) = check(&format!(
+            "{plugin}kube_resources = [{{ resource = \"leases.coordination.k8s.io\", verbs = [\"steal\"] }}]\n"
+        ))
+        .unwrap_err();
+        assert_eq!(key, "plugins.k.kube_resources[0].verbs");
+        assert!(reason.contains("steal"), "{reason}");
+        let (key, _) = check(&format!("{plugin}kube_resources = [\"Leases!\"]\n")).unwrap_err();
+        assert_eq!(key, "plugins.k.kube_resources[0]");
+        let (key, _) = check(&format!("{plugin}kube_resources = [{{ resource = \"x\" }}]\n")).unwrap_err();
+        assert_eq!(key, "plugins.k.kube_resources[0]");
+        let no_grant = "[plugins.k]\nkind = \"component\"\nfile = \"k.wasm\"\nkube_resources = [\"x\"]\n";
+        assert_eq!(check(no_grant).unwrap_err().0, "plugins.k.grants");
     }
 
     #[test]

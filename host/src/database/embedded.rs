@@ -1,19 +1,19 @@
 //! `embedded`: a local PostgreSQL for development, run from the machine's PostgreSQL binaries in a
-//! data folder of its own, with Maestro's schema loaded, and stopped when conductor stops.
+//! data folder of its own, and stopped when conductor stops. It listens on a Unix socket in its
+//! data folder (so it never competes for a TCP port), and on 127.0.0.1 only when a port is
+//! configured.
 //!
-//! The schema (`host/schema/maestro-schema.sql`, from the Maestro database contract) is loaded
-//! only into a database this host created itself: conductor never migrates a real Maestro
-//! database.
+//! The database it holds is created on first start and the configured SQL files (`init_sql`, e.g.
+//! the schema a plugin ships) run into it then — only into a database this host created itself.
+//! The host knows nothing of what the SQL is.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::config::EmbeddedDatabase;
 
-/// Maestro's schema as Maestro's migrations leave it (test and development fixture).
-pub const MAESTRO_SCHEMA: &str = include_str!("../../schema/maestro-schema.sql");
-/// The database the embedded server holds.
-const DATABASE: &str = "maestro";
+/// The port number of the socket file (`.s.PGSQL.<port>`) when no TCP port is configured.
+const SOCKET_PORT: u16 = 5432;
 
 /// Why the embedded database did not start.
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +30,10 @@ pub enum EmbeddedError {
 pub struct EmbeddedPostgres {
     bin: PathBuf,
     data: PathBuf,
+    database: String,
+    /// The port of the socket file, and on 127.0.0.1 when `tcp`.
     port: u16,
+    tcp: bool,
     /// Run the server's commands as `postgres` (PostgreSQL refuses to run as root).
     as_postgres: bool,
     running: bool,
@@ -71,8 +74,8 @@ fn find_binaries(bin_dir: Option<&Path>) -> Result<PathBuf, EmbeddedError> {
 }
 
 impl EmbeddedPostgres {
-    /// Initialises the data folder if it is new, starts the server on 127.0.0.1:`port`, creates
-    /// the `maestro` database and loads the schema into it if it has none.
+    /// Initialises the data folder if it is new, starts the server, and creates the database
+    /// (running `init_sql` into it) if it does not exist. Paths in `config` are absolute.
     pub fn start(config: &EmbeddedDatabase) -> Result<Self, EmbeddedError> {
         let bin = find_binaries(config.bin_dir.as_deref())?;
         std::fs::create_dir_all(&config.data_dir)
@@ -82,7 +85,9 @@ impl EmbeddedPostgres {
         let mut pg = Self {
             bin,
             data,
-            port: config.port,
+            database: config.database.clone(),
+            port: config.port.unwrap_or(SOCKET_PORT),
+            tcp: config.port.is_some(),
             as_postgres: running_as_root(),
             running: false,
         };
@@ -115,33 +120,45 @@ impl EmbeddedPostgres {
             pg.run("initdb", &mut initdb)?;
         }
         pg.resume()?;
+        let database = pg.database.clone();
         let exists = pg.psql(
             "postgres",
             &[
                 "-tAc",
-                &format!("SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"),
+                &format!("SELECT 1 FROM pg_database WHERE datname = '{database}'"),
             ],
         )?;
         if exists.trim() != "1" {
-            pg.psql("postgres", &["-c", &format!("CREATE DATABASE {DATABASE}")])?;
-        }
-        let has_schema = pg.psql(
-            DATABASE,
-            &["-tAc", "SELECT to_regclass('public.migrations') IS NOT NULL"],
-        )?;
-        if has_schema.trim() != "t" {
-            pg.psql(DATABASE, &["-v", "ON_ERROR_STOP=1", "-q", "-c", MAESTRO_SCHEMA])?;
-            tracing::info!(
-                database = DATABASE,
-                "loaded Maestro's schema into the embedded database"
-            );
+            if database != "postgres" {
+                pg.psql("postgres", &["-c", &format!("CREATE DATABASE {database}")])?;
+            }
+            for file in &config.init_sql {
+                let path = file.to_string_lossy();
+                pg.psql(&database, &["-v", "ON_ERROR_STOP=1", "-q", "-f", &path])
+                    .map_err(|e| EmbeddedError::Step {
+                        step: format!("init_sql {}", file.display()),
+                        detail: e.to_string(),
+                    })?;
+                tracing::info!(database, file = %file.display(), "ran SQL into the new embedded database");
+            }
         }
         Ok(pg)
     }
 
-    /// `postgres://postgres@127.0.0.1:<port>/maestro`.
+    /// `postgres://postgres@localhost/<database>?host=<data folder>`: the Unix socket.
     pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/{DATABASE}", self.port)
+        format!(
+            "postgres://postgres@localhost:{}/{}?host={}",
+            self.port,
+            self.database,
+            percent_encode(&self.data.to_string_lossy())
+        )
+    }
+
+    /// `postgres://postgres@127.0.0.1:<port>/<database>`, when a TCP port is configured.
+    pub fn tcp_url(&self) -> Option<String> {
+        self.tcp
+            .then(|| format!("postgres://postgres@127.0.0.1:{}/{}", self.port, self.database))
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -153,8 +170,9 @@ impl EmbeddedPostgres {
         if self.running {
             return Ok(());
         }
+        let listen = if self.tcp { "127.0.0.1" } else { "''" };
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "-p {} -k {} -c listen_addresses={listen} -c fsync=off",
             self.port,
             self.data.display()
         );
@@ -201,18 +219,10 @@ impl EmbeddedPostgres {
             .find(|p| p.is_absolute() && p.exists())
             .unwrap_or_else(|| PathBuf::from("psql"));
         let mut c = Command::new(psql);
-        c.args([
-            "-X",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &self.port.to_string(),
-            "-U",
-            "postgres",
-            "-d",
-            database,
-        ])
-        .args(args);
+        c.args(["-X", "-h"])
+            .arg(&self.data)
+            .args(["-p", &self.port.to_string(), "-U", "postgres", "-d", database])
+            .args(args);
         let out = self.run("psql", &mut c)?;
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
@@ -238,6 +248,16 @@ impl EmbeddedPostgres {
             detail,
         })
     }
+}
+
+/// Percent-encodes what a URL query value cannot hold as it is.
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 impl Drop for EmbeddedPostgres {

@@ -6,12 +6,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use conductor_plugin_sdk::HostEvent;
+use conductor_plugin_sdk::pg::{Listening, Notification};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgSslMode};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::postgres::{self, DbEvent};
 use crate::config::{DatabaseConfig, TlsMode};
+use crate::plugins::events::{EventKey, EventQueue};
 use crate::telemetry::Metrics;
 use crate::telemetry::admin::Readiness;
 
@@ -104,15 +106,16 @@ impl Databases {
     }
 
     /// LISTENs on `channel` of `database` for `plugin`: the first connection is made now (so an
-    /// unreachable database or a role that cannot LISTEN is an error here), then notifications
-    /// and every (re)connect go to `events` until the returned token is cancelled.
+    /// unreachable database or a role that cannot LISTEN is an error here); the returned task
+    /// then delivers notifications and every (re)connect to `events` until `stop`.
     pub async fn listen(
         &self,
         plugin: &str,
         database: &str,
         channel: &str,
-        events: mpsc::UnboundedSender<HostEvent>,
-    ) -> Result<CancellationToken, String> {
+        events: Arc<EventQueue>,
+        stop: CancellationToken,
+    ) -> Result<impl Future<Output = ()> + Send + 'static, String> {
         let pool = self
             .pool(database)
             .ok_or_else(|| format!("no database {database:?}"))?
@@ -121,28 +124,34 @@ impl Databases {
         let first = postgres::listener(&pool, &channels)
             .await
             .map_err(|e| format!("cannot LISTEN on {channel:?} in database {database:?}: {e}"))?;
-        let stop = CancellationToken::new();
-        let (tx, mut rx) = mpsc::channel(256);
-        let task = postgres::listen(pool, channels, Some(first), tx, stop.clone());
+        let (tx, mut rx) = mpsc::channel(64);
+        let listen = postgres::listen(pool, channels, Some(first), tx, stop);
         let (metrics, readiness) = (self.metrics.clone(), Arc::clone(&self.readiness));
         let (plugin, database, channel) = (plugin.to_owned(), database.to_owned(), channel.to_owned());
         let what = format!("database {database:?} LISTEN {channel:?} (plugin {plugin})");
-        tokio::spawn(async move {
+        let done = (
+            self.metrics.clone(),
+            Arc::clone(&self.readiness),
+            database.clone(),
+            channel.clone(),
+            what.clone(),
+        );
+        let forward = async move {
             while let Some(event) = rx.recv().await {
                 let forward = match event {
-                    DbEvent::Notification { channel, payload } => HostEvent::Notification {
+                    DbEvent::Notification { channel, payload } => HostEvent::Notification(Notification {
                         database: database.clone(),
                         channel,
                         payload,
-                    },
+                    }),
                     DbEvent::Listening { reconnected } => {
                         metrics.listener(&database, &channel, true);
                         readiness.set_down(&what, None);
-                        HostEvent::Listening {
+                        HostEvent::Listening(Listening {
                             database: database.clone(),
                             channel: channel.clone(),
                             reconnected,
-                        }
+                        })
                     }
                     DbEvent::Lost(reason) => {
                         tracing::warn!(%plugin, %database, %channel, %reason, "database LISTEN connection lost; reconnecting");
@@ -151,14 +160,26 @@ impl Databases {
                         continue;
                     }
                 };
-                if events.send(forward).is_err() {
+                let Some(key) = EventKey::of(&forward) else { continue };
+                if !events.push(key, forward).await {
                     break;
                 }
             }
-            task.abort();
+        };
+        let (metrics, readiness, database, channel, what) = done;
+        Ok(async move {
+            // Either ends when the plugin stops (the listener on `stop`, the forwarder when the
+            // queue closes or the listener's channel ends).
+            tokio::join!(listen, forward);
             metrics.listener_removed(&database, &channel);
             readiness.set_down(&what, None);
-        });
-        Ok(stop)
+        })
+    }
+
+    /// Closes every pool: their connections end.
+    pub async fn close(&self) {
+        for pool in self.pools.values() {
+            pool.close().await;
+        }
     }
 }

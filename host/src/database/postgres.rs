@@ -1,29 +1,11 @@
-//! PostgreSQL for the plugins that share a database with another system (Maestro): Maestro's
-//! advisory-lock keys, and LISTEN as a resumable stream of notifications that says when it
-//! (re)connected, so a plugin can catch up on what it missed. (Whether a database holds Maestro's
-//! schema is the maestro plugin's own startup check.)
+//! LISTEN as a resumable stream of notifications that says when it (re)connected, so a plugin can
+//! catch up on what it missed.
 
 use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgPool};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-/// FNV-1a, 32 bits, reinterpreted as `int4`: Maestro's advisory-lock key of a string.
-pub fn advisory_key(s: &str) -> i32 {
-    let mut hash: u32 = 2_166_136_261;
-    for b in s.bytes() {
-        hash ^= u32::from(b);
-        hash = hash.wrapping_mul(16_777_619);
-    }
-    hash as i32
-}
-
-/// The two-`int4` advisory lock Maestro takes for `id` of `lock_type` (`events`, `resources`,
-/// `resource_status`, …). The `bigint` form is a different lock space: always bind both keys.
-pub fn advisory_keys(id: &str, lock_type: &str) -> (i32, i32) {
-    (advisory_key(id), advisory_key(lock_type))
-}
 
 /// What a LISTEN stream delivers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,15 +33,16 @@ pub async fn listener(pool: &PgPool, channels: &[String]) -> Result<PgListener, 
 
 /// Listens on `channels` until `stop`, sending what arrives to `events`, starting with
 /// `connected` when the caller already holds a listening connection. A lost connection is
-/// re-established with backoff (100 ms doubling to 10 s, logged each time).
-pub fn listen(
+/// re-established with backoff (100 ms doubling to 10 s, logged each time). When `events` is
+/// full, the connection is not read until there is room.
+pub async fn listen(
     pool: PgPool,
     channels: Vec<String>,
     connected: Option<PgListener>,
     events: mpsc::Sender<DbEvent>,
     stop: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+) {
+    {
         let mut backoff = Duration::from_millis(100);
         let mut reconnected = false;
         let mut connected = connected;
@@ -114,23 +97,5 @@ pub fn listen(
                 return;
             }
         }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn advisory_keys_match_maestros() {
-        // maestro-db.md §4.1, computed by Maestro's Go code.
-        assert_eq!(advisory_key("events"), 316_203_908);
-        assert_eq!(advisory_key("resources"), 1_893_056_498);
-        assert_eq!(advisory_key("resource_status"), -1_890_629_248);
-        assert_eq!(advisory_key("instances"), 105_446_707);
-        assert_eq!(advisory_key("migrations"), 457_026_696);
-        assert_eq!(advisory_key("maestro-instances-liveness-check"), -63_087_106);
-        assert_eq!(advisory_key("maestro-undelivered-check"), -534_849_769);
-        assert_eq!(advisory_key("maestro-stale-delete-check"), -1_780_146_569);
     }
 }

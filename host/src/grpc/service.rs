@@ -62,7 +62,11 @@ fn publish_status(error: PublishError) -> Status {
     match error {
         PublishError::Resync(e) => Status::failed_precondition(PublishError::Resync(e).to_string()),
         PublishError::Route(e) => Status::invalid_argument(e.to_string()),
-        // Agents parse the message as {"ErrStatus": <Kubernetes Status>}.
+        // Agents parse the message as {"ErrStatus": <Kubernetes Status>}; a busy or unreachable
+        // source is Unavailable, which agents retry.
+        PublishError::Source(e @ conductor_plugin_sdk::Error::Unavailable(_)) => {
+            Status::unavailable(e.to_err_status_json())
+        }
         PublishError::Source(e) => Status::failed_precondition(e.to_err_status_json()),
     }
 }

@@ -1,89 +1,86 @@
-//! The host capabilities of one plugin: `emit`, `log`, `timer`, `kv`, `config`, `pg` (whose
-//! per-instance transactions live in [`super::pg::PgSession`]). Every call checks
-//! the plugin's grants (components cannot even link an ungranted import; native libraries are
-//! refused at load when they declare one, and this check stops any call that slips through).
+//! The host capabilities of one plugin, shared by all its instances: `emit`, `log`, `timer`, `kv`,
+//! `pg` (whose per-instance transactions live in [`super::pg::PgSession`]) and `kube`. Every call
+//! checks the plugin's grants (components cannot even link an ungranted import; native libraries
+//! are refused at load when they declare one, and this check stops any call that slips through).
+//!
+//! Everything a plugin starts in the background — timers, LISTENs, watches — runs in the plugin's
+//! task tree ([`Tasks`]): one cancellation parent, every task tracked, all of them stopped and
+//! awaited when the plugin is unloaded, replaced or the host stops.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use conductor_plugin_sdk::{ApiResource, Capability, CloudEvent, HostEvent, Level, PgError};
+use conductor_plugin_sdk::kube::{ApiResource, KubeReply, KubeRequest};
+use conductor_plugin_sdk::{Capability, CloudEvent, Error, HostEvent, Level};
 use parking_lot::Mutex;
 use sqlx::PgPool;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
+use super::events::{EventKey, EventQueue};
 use crate::broker::EventSink;
+use crate::config::KubeResourceGrant;
 use crate::database::Databases;
-use crate::kube::Kubernetes;
+use crate::kube::selector::LabelSelector;
+use crate::kube::watch::{Watch, WatchKey};
+use crate::kube::{Kubernetes, api};
 
 /// A plugin's `kv` state. It belongs to the plugin's name, not to one loaded copy, so it
 /// survives reloads.
 pub type KvStore = Arc<Mutex<HashMap<String, Vec<u8>>>>;
 
-/// What the host does for one plugin, shared by all its instances.
-pub struct Capabilities {
-    plugin: String,
-    grants: BTreeSet<Capability>,
-    sink: Arc<dyn EventSink>,
-    kv: KvStore,
-    config_json: String,
-    timers: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
-    /// Where fired timers go: the plugin's event loop calls `on_event` with them.
-    events: mpsc::UnboundedSender<HostEvent>,
-    runtime: tokio::runtime::Handle,
-    backends: Backends,
-    /// The databases this plugin may use (`databases` in its table).
-    allowed_databases: BTreeSet<String>,
-    /// LISTEN registrations by (database, channel), and Kubernetes watches by (resource,
-    /// namespace); cancelled when the plugin goes.
-    listeners: Registrations<(String, String)>,
-    watches: Registrations<(ApiResource, Option<String>)>,
+/// The background tasks of one plugin: cancelled together, awaited together.
+#[derive(Clone, Default)]
+pub struct Tasks {
+    stop: CancellationToken,
+    tracker: TaskTracker,
 }
 
-/// Background work a plugin started (a LISTEN, a watch), started once per key however often the
-/// plugin asks, and stopped with the plugin.
-struct Registrations<K>(tokio::sync::Mutex<HashMap<K, CancellationToken>>);
-
-impl<K> Default for Registrations<K> {
-    fn default() -> Self {
-        Self(tokio::sync::Mutex::default())
-    }
-}
-
-impl<K: Eq + std::hash::Hash> Registrations<K> {
-    /// Runs `start` unless `key` is registered already; registers what it returns.
-    async fn once<E>(&self, key: K, start: impl Future<Output = Result<CancellationToken, E>>) -> Result<bool, E> {
-        let mut running = self.0.lock().await;
-        if running.contains_key(&key) {
-            return Ok(false);
-        }
-        running.insert(key, start.await?);
-        Ok(true)
-    }
-
-    /// Stops everything registered (if no registration is under way).
-    fn stop(&self) {
-        if let Ok(mut running) = self.0.try_lock() {
-            for (_, stop) in running.drain() {
-                stop.cancel();
+impl Tasks {
+    /// Runs `task` until it ends or the plugin stops.
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let stop = self.stop.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = task => {}
             }
-        }
+        });
+    }
+
+    /// A token cancelled when the plugin stops (or earlier, by whoever holds it).
+    pub fn child(&self) -> CancellationToken {
+        self.stop.child_token()
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+
+    /// Stops every task and waits until all have ended.
+    pub async fn stop(&self) {
+        self.stop.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
     }
 }
 
-impl<K> Drop for Registrations<K> {
-    fn drop(&mut self) {
-        for stop in self.0.get_mut().values() {
-            stop.cancel();
-        }
-    }
-}
-
-/// What a plugin was granted in `conductor.toml`: capabilities, and the databases `pg` reaches.
+/// What a plugin was granted in `conductor.toml`.
+#[derive(Debug, Clone, Default)]
 pub struct Grants {
     pub capabilities: BTreeSet<Capability>,
+    /// The databases `pg` reaches.
     pub databases: BTreeSet<String>,
+    /// The Kubernetes resources `kube` reaches, and with which verbs.
+    pub kube_resources: Vec<KubeResourceGrant>,
+}
+
+impl Grants {
+    /// Whether `verb` on `resource` (`<plural>.<group>`, with `/<subresource>` for one) is granted.
+    pub fn allows_kube(&self, resource: &str, verb: &str) -> bool {
+        self.kube_resources.iter().any(|g| g.allows(resource, verb))
+    }
 }
 
 /// What the host reaches for its plugins besides the broker.
@@ -103,29 +100,61 @@ impl Backends {
     }
 }
 
+/// How a plugin's capabilities behave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Serving: everything granted works.
+    Serve,
+    /// `check-config --connect`: reads only. Statements run in read-only transactions; LISTEN,
+    /// watches, timers, emits and Kubernetes writes are refused.
+    ReadOnly,
+}
+
+/// What the host does for one plugin, shared by all its instances.
+pub struct Capabilities {
+    plugin: String,
+    grants: Grants,
+    mode: Mode,
+    sink: Arc<dyn EventSink>,
+    kv: KvStore,
+    events: Arc<EventQueue>,
+    tasks: Tasks,
+    timers: Mutex<HashMap<String, CancellationToken>>,
+    backends: Backends,
+    /// LISTENs by (database, channel): one each, however often asked.
+    listening: tokio::sync::Mutex<HashSet<(String, String)>>,
+    /// Watches by what was asked: one each; their caches answer lists.
+    watches: tokio::sync::Mutex<HashMap<WatchKey, Arc<Watch>>>,
+}
+
+fn denied(capability: &str, plugin: &str) -> Error {
+    Error::Denied(format!("capability {capability:?} is not granted to plugin {plugin:?}"))
+}
+
 impl Capabilities {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         plugin: &str,
         grants: Grants,
+        mode: Mode,
         sink: Arc<dyn EventSink>,
-        config_json: String,
-        events: mpsc::UnboundedSender<HostEvent>,
         kv: KvStore,
+        events: Arc<EventQueue>,
+        tasks: Tasks,
         backends: Backends,
     ) -> Arc<Self> {
         Arc::new(Self {
             plugin: plugin.to_owned(),
-            grants: grants.capabilities,
+            grants,
+            mode,
             sink,
             kv,
-            config_json,
-            timers: Mutex::default(),
             events,
-            runtime: tokio::runtime::Handle::current(),
+            tasks,
+            timers: Mutex::default(),
             backends,
-            allowed_databases: grants.databases,
-            listeners: Registrations::default(),
-            watches: Registrations::default(),
+            listening: tokio::sync::Mutex::default(),
+            watches: tokio::sync::Mutex::default(),
         })
     }
 
@@ -134,28 +163,42 @@ impl Capabilities {
     }
 
     pub fn granted(&self, capability: Capability) -> bool {
-        self.grants.contains(&capability)
+        self.grants.capabilities.contains(&capability)
     }
 
-    fn check(&self, capability: Capability) -> Result<(), String> {
+    pub fn grants(&self) -> &Grants {
+        &self.grants
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    fn check(&self, capability: Capability) -> Result<(), Error> {
         if self.granted(capability) {
             Ok(())
         } else {
             tracing::warn!(plugin = %self.plugin, capability = capability.name(), "call to an ungranted capability refused");
-            Err(format!(
-                "capability {:?} is not granted to plugin {:?}",
-                capability.name(),
-                self.plugin
-            ))
+            Err(denied(capability.name(), &self.plugin))
         }
     }
 
-    pub fn emit(&self, event: &CloudEvent) -> Result<u32, String> {
+    fn serving(&self, what: &str) -> Result<(), Error> {
+        match self.mode {
+            Mode::Serve => Ok(()),
+            Mode::ReadOnly => Err(Error::Denied(format!(
+                "{what} is not allowed while checking a configuration (read-only)"
+            ))),
+        }
+    }
+
+    pub fn emit(&self, event: &CloudEvent) -> Result<u32, Error> {
         self.check(Capability::Emit)?;
+        self.serving("emit")?;
         self.sink
             .emit(event)
             .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
-            .map_err(|e| e.to_string())
+            .map_err(|e| Error::Invalid(e.to_string()))
     }
 
     pub fn log(&self, level: Level, message: &str) {
@@ -172,31 +215,40 @@ impl Capabilities {
         }
     }
 
+    /// Starts (or restarts) a timer in the plugin's task tree; its firings go through the event
+    /// queue, where one still waiting absorbs the next.
     pub fn set_timer(&self, name: &str, after_ms: u64, repeat: bool) {
-        if self.check(Capability::Timer).is_err() {
+        if self.check(Capability::Timer).is_err() || self.serving("a timer").is_err() || self.tasks.is_stopped() {
             return;
         }
-        let events = self.events.clone();
-        let event_name = name.to_owned();
+        let stop = self.tasks.child();
+        if let Some(old) = self.timers.lock().insert(name.to_owned(), stop.clone()) {
+            old.cancel();
+        }
+        let events = Arc::clone(&self.events);
+        let name = name.to_owned();
         let period = Duration::from_millis(after_ms.max(1));
-        let task = self.runtime.spawn(async move {
+        self.tasks.spawn(async move {
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tokio::time::sleep(period).await;
-                if events.send(HostEvent::Timer(event_name.clone())).is_err() || !repeat {
-                    break;
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = ticks.tick() => {}
+                }
+                let fired = HostEvent::Timer(name.clone());
+                if !events.push(EventKey::Timer(name.clone()), fired).await || !repeat {
+                    return;
                 }
             }
         });
-        if let Some(old) = self.timers.lock().insert(name.to_owned(), task) {
-            old.abort();
-        }
     }
 
     pub fn cancel_timer(&self, name: &str) {
         if self.check(Capability::Timer).is_ok()
-            && let Some(task) = self.timers.lock().remove(name)
+            && let Some(stop) = self.timers.lock().remove(name)
         {
-            task.abort();
+            stop.cancel();
         }
     }
 
@@ -215,70 +267,203 @@ impl Capabilities {
         self.check(Capability::Kv).is_ok() && self.kv.lock().remove(key).is_some()
     }
 
-    pub fn config(&self) -> String {
-        if self.check(Capability::Config).is_err() {
-            return "{}".to_owned();
-        }
-        self.config_json.clone()
-    }
-
     /// The pool of `database`, if the plugin may use it.
-    pub fn pg_pool(&self, database: &str) -> Result<&PgPool, PgError> {
-        self.check(Capability::Pg).map_err(PgError::new)?;
-        if !self.allowed_databases.contains(database) {
-            return Err(PgError::new(format!(
+    pub fn pg_pool(&self, database: &str) -> Result<&PgPool, Error> {
+        self.check(Capability::Pg)?;
+        if !self.grants.databases.contains(database) {
+            return Err(Error::Denied(format!(
                 "plugin {:?} may not use database {database:?} (its databases: {:?})",
-                self.plugin, self.allowed_databases
+                self.plugin, self.grants.databases
             )));
         }
         self.backends
             .databases
             .pool(database)
-            .ok_or_else(|| PgError::new(format!("no database {database:?}")))
+            .ok_or_else(|| Error::Invalid(format!("no database {database:?}")))
     }
 
-    /// LISTENs on `channel` for the plugin, once however often it asks.
-    pub async fn pg_listen(&self, database: &str, channel: &str) -> Result<(), PgError> {
+    /// LISTENs on `channel` for the plugin, once however often it asks. The first connection is
+    /// made now (an unreachable database or a role that cannot LISTEN is an error here).
+    pub async fn pg_listen(&self, database: &str, channel: &str) -> Result<(), Error> {
         self.pg_pool(database)?;
+        self.serving("LISTEN")?;
+        let mut listening = self.listening.lock().await;
         let key = (database.to_owned(), channel.to_owned());
-        let start = self
+        if listening.contains(&key) {
+            return Ok(());
+        }
+        let task = self
             .backends
             .databases
-            .listen(&self.plugin, database, channel, self.events.clone());
-        if self.listeners.once(key, start).await.map_err(PgError::new)? {
-            tracing::info!(plugin = %self.plugin, database, channel, "listening");
-        }
+            .listen(
+                &self.plugin,
+                database,
+                channel,
+                Arc::clone(&self.events),
+                self.tasks.child(),
+            )
+            .await
+            .map_err(Error::Unavailable)?;
+        self.tasks.spawn(task);
+        listening.insert(key);
+        tracing::info!(plugin = %self.plugin, database, channel, "listening");
         Ok(())
     }
 
-    /// Watches `resource` on the Kubernetes API server for the plugin, once however often it
-    /// asks.
-    pub async fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String> {
+    /// Answers one `kube` call of the plugin.
+    pub async fn kube(&self, request: KubeRequest) -> Result<KubeReply, Error> {
         self.check(Capability::Kube)?;
-        let key = (resource.clone(), namespace.map(str::to_owned));
-        let start = self
-            .backends
-            .kubernetes
-            .watch(&self.plugin, resource, namespace, self.events.clone());
-        if self.watches.once(key, start).await? {
-            tracing::info!(plugin = %self.plugin, resource = %resource.name(), ?namespace, "watching");
+        let (resource, verb, subresource) = match &request {
+            KubeRequest::Watch { resource, .. } => (resource.name(), "watch", None),
+            KubeRequest::Get { resource, .. } => (resource.name(), "get", None),
+            KubeRequest::List { resource, .. } => (resource.name(), "list", None),
+            KubeRequest::Create { resource, .. } => (resource.name(), "create", None),
+            KubeRequest::Update {
+                resource, subresource, ..
+            } => (resource.name(), "update", subresource.clone()),
+            KubeRequest::Patch {
+                resource, subresource, ..
+            } => (resource.name(), "patch", subresource.clone()),
+            KubeRequest::Delete { resource, .. } => (resource.name(), "delete", None),
+            KubeRequest::CreateToken { .. } => ("serviceaccounts".to_owned(), "create", Some("token".to_owned())),
+        };
+        let granted_name = match &subresource {
+            Some(sub) => format!("{resource}/{sub}"),
+            None => resource,
+        };
+        if !self.grants.allows_kube(&granted_name, verb) {
+            return Err(Error::Denied(format!(
+                "plugin {:?} may not {verb} {granted_name} (not in its kube_resources)",
+                self.plugin
+            )));
         }
+        if self.mode == Mode::ReadOnly && !matches!(verb, "get" | "list") {
+            self.serving(&format!("{verb} of {granted_name}"))?;
+        }
+        let client = self.backends.kubernetes.client().await?;
+        match request {
+            KubeRequest::Watch {
+                resource,
+                namespace,
+                selector,
+            } => {
+                let key = WatchKey {
+                    resource,
+                    namespace,
+                    labels: selector.labels,
+                    fields: selector.fields,
+                };
+                self.watch(client, key).await.map(|()| KubeReply::Done)
+            }
+            KubeRequest::Get {
+                resource,
+                namespace,
+                name,
+            } => api::get(&client, &resource, namespace.as_deref(), &name)
+                .await
+                .map(KubeReply::MaybeObject),
+            KubeRequest::List {
+                resource,
+                namespace,
+                selector,
+            } => {
+                if let Some(cached) = self.cached_list(&resource, namespace.as_deref(), &selector).await? {
+                    return Ok(KubeReply::Objects(cached));
+                }
+                api::list(&client, &resource, namespace.as_deref(), &selector)
+                    .await
+                    .map(KubeReply::Objects)
+            }
+            KubeRequest::Create {
+                resource,
+                namespace,
+                object,
+            } => api::create(&client, &resource, namespace.as_deref(), &object)
+                .await
+                .map(KubeReply::Object),
+            KubeRequest::Update {
+                resource,
+                namespace,
+                object,
+                subresource,
+            } => api::update(
+                &client,
+                &resource,
+                namespace.as_deref(),
+                &object,
+                subresource.as_deref(),
+            )
+            .await
+            .map(KubeReply::Object),
+            KubeRequest::Patch {
+                resource,
+                namespace,
+                name,
+                patch,
+                subresource,
+            } => api::patch(
+                &client,
+                &resource,
+                namespace.as_deref(),
+                &name,
+                &patch,
+                subresource.as_deref(),
+            )
+            .await
+            .map(KubeReply::Object),
+            KubeRequest::Delete {
+                resource,
+                namespace,
+                name,
+            } => api::delete(&client, &resource, namespace.as_deref(), &name)
+                .await
+                .map(|()| KubeReply::Done),
+            KubeRequest::CreateToken {
+                namespace,
+                name,
+                request,
+            } => api::create_token(&client, &namespace, &name, &request)
+                .await
+                .map(KubeReply::Object),
+        }
+    }
+
+    /// Starts a watch for the plugin, once however often it asks.
+    async fn watch(&self, client: kube::Client, key: WatchKey) -> Result<(), Error> {
+        self.serving("a watch")?;
+        let mut watches = self.watches.lock().await;
+        if watches.contains_key(&key) {
+            return Ok(());
+        }
+        let what = (key.resource.name(), key.namespace.clone());
+        let (watch, task) = crate::kube::watch::start(
+            client,
+            key.clone(),
+            &self.plugin,
+            Arc::clone(&self.events),
+            self.tasks.child(),
+        )?;
+        self.tasks.spawn(task);
+        watches.insert(key, watch);
+        tracing::info!(plugin = %self.plugin, resource = %what.0, namespace = ?what.1, "watching");
         Ok(())
     }
 
-    /// Stops every timer, LISTEN and watch (the plugin is being replaced or the host stops).
-    pub fn stop(&self) {
-        for (_, task) in self.timers.lock().drain() {
-            task.abort();
+    /// The answer of a running watch's cache, if one covers the list.
+    async fn cached_list(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        selector: &conductor_plugin_sdk::kube::Selector,
+    ) -> Result<Option<Vec<String>>, Error> {
+        let labels = LabelSelector::parse(selector.labels.as_deref().unwrap_or_default())
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let watches = self.watches.lock().await;
+        for watch in watches.values() {
+            if let Some(fields) = watch.covers(resource, namespace, &labels, selector.fields.as_deref()) {
+                return Ok(Some(watch.list(namespace, &labels, &fields)));
+            }
         }
-        self.listeners.stop();
-        self.watches.stop();
-    }
-}
-
-impl Drop for Capabilities {
-    fn drop(&mut self) {
-        // Listeners and watches stop as their registrations drop.
-        self.stop();
+        Ok(None)
     }
 }

@@ -1,34 +1,46 @@
-//! Plugins: sources loaded from files named in `conductor.toml` — WebAssembly components
-//! ([`wasm`]) or native libraries ([`native`]) — checked against their grants, run as pools of
-//! instances, and reachable by the broker only as a [`Source`].
+//! Plugins: loaded from files named in `conductor.toml` — WebAssembly components ([`wasm`]) or
+//! native libraries ([`native`]) — checked against their grants, run as pools of instances, and
+//! reachable by the broker only as a [`Source`].
+//!
+//! A plugin's life: its file is read and checked ([`PluginFile`]), instances are made (`init`),
+//! [`PluginSource::start`] runs its once-only work and starts delivering host events, and
+//! [`PluginSource::stop`] stops every task it started and waits for them.
 
 pub mod capabilities;
+pub mod events;
 pub mod native;
 mod pg;
 mod pool;
 pub mod wasm;
 
-use std::collections::BTreeSet;
-use std::path::Path;
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use conductor_plugin_sdk::native::{PluginReply, PluginRequest};
 use conductor_plugin_sdk::ocm::DataType;
-use conductor_plugin_sdk::{Capability, CloudEvent, Description, HostEvent, Identity, SDK_VERSION, SourceError};
-use tokio::sync::mpsc;
+use conductor_plugin_sdk::{Capability, CloudEvent, Description, Error, Identity, ListOptions, SDK_VERSION};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::broker::EventSink;
-use crate::config::{PluginConfig, PluginKind};
-use crate::registry::{ListOptions, Source};
-pub use capabilities::{Backends, KvStore};
-use capabilities::{Capabilities, Grants};
+use crate::config::{PluginConfig, PluginKind, PluginLimits};
+use crate::registry::Source;
+use crate::telemetry::Metrics;
+pub use capabilities::{Backends, KvStore, Mode};
+use capabilities::{Capabilities, Grants, Tasks};
+use events::EventQueue;
+use pool::Wait;
 
 /// Why a plugin did not load.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot open plugin file: {0}")]
-    Open(String),
+    #[error("cannot read {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a plugin: {reason}")]
+    NotAPlugin { path: PathBuf, reason: String },
     #[error("incompatible plugin: {0}")]
     Incompatible(String),
     #[error(
@@ -37,28 +49,109 @@ pub enum LoadError {
     Ungranted { missing: Vec<String>, granted: Vec<String> },
     #[error("invalid description: {0}")]
     Description(String),
+    #[error("plugin configuration refused: {0}")]
+    Config(#[source] Error),
     #[error("plugin init failed: {0}")]
-    Init(SourceError),
+    Init(#[source] Error),
+    #[error("plugin start failed: {0}")]
+    Start(#[source] Error),
+    #[error("{0}")]
+    Runtime(String),
 }
 
 /// A loaded plugin's calls, whatever runs it.
 #[async_trait]
 pub trait Runtime: Send + Sync + 'static {
-    fn description(&self) -> &Description;
-    async fn call(&self, request: PluginRequest) -> Result<PluginReply, SourceError>;
+    async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error>;
+    /// How many instances exist now.
+    fn instances(&self) -> usize;
 }
 
-/// What a plugin file declares, read without starting it.
-pub async fn inspect(kind: PluginKind, file: &Path) -> Result<Description, LoadError> {
-    match kind {
-        PluginKind::Native => native::describe(file),
-        PluginKind::Component => wasm::describe(file).await,
-        PluginKind::Memory => Err(LoadError::Open("the memory source is built in; it has no file".into())),
+/// What a plugin file declares, read without running anything of it but `describe` (and
+/// `check-config`, which has no capability).
+#[derive(Clone)]
+pub struct PluginFile {
+    pub kind: PluginKind,
+    pub path: PathBuf,
+    pub description: Description,
+    /// The capabilities the plugin uses: a component's function imports, a native library's
+    /// declaration.
+    pub capabilities: Vec<Capability>,
+    runtime: FileRuntime,
+}
+
+impl std::fmt::Debug for PluginFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginFile")
+            .field("kind", &self.kind)
+            .field("path", &self.path)
+            .field("description", &self.description)
+            .field("capabilities", &self.capabilities)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone)]
+enum FileRuntime {
+    Component(wasmtime::component::Component),
+    Native(&'static conductor_plugin_sdk::native::PluginApi),
+}
+
+impl PluginFile {
+    /// Reads and describes a plugin file (compiling a component off the async workers).
+    pub async fn read(kind: PluginKind, path: &Path) -> Result<Self, LoadError> {
+        match kind {
+            PluginKind::Component => {
+                let (component, description, capabilities) = wasm::describe(path).await?;
+                Ok(Self {
+                    kind,
+                    path: path.to_owned(),
+                    description,
+                    capabilities,
+                    runtime: FileRuntime::Component(component),
+                })
+            }
+            PluginKind::Native => {
+                let path_owned = path.to_owned();
+                let (api, description) = tokio::task::spawn_blocking(move || native::load_library(&path_owned))
+                    .await
+                    .map_err(|e| LoadError::Runtime(format!("loading the library: {e}")))??;
+                Ok(Self {
+                    kind,
+                    path: path.to_owned(),
+                    capabilities: description.capabilities.clone(),
+                    description,
+                    runtime: FileRuntime::Native(api),
+                })
+            }
+            PluginKind::Memory => Err(LoadError::NotAPlugin {
+                path: path.to_owned(),
+                reason: "the memory source is built in; it has no file".into(),
+            }),
+        }
+    }
+
+    /// Checks the description against this host and the plugin's grants; returns its data types.
+    pub fn check(&self, grants: &BTreeSet<Capability>) -> Result<Vec<DataType>, LoadError> {
+        check(&self.description, &self.capabilities, grants)
+    }
+
+    /// Asks the plugin whether it takes `config` (JSON), with no capability at hand.
+    pub async fn check_config(&self, config: &str) -> Result<(), LoadError> {
+        match &self.runtime {
+            FileRuntime::Component(component) => wasm::check_config(component, config).await,
+            FileRuntime::Native(api) => native::check_config(api, config),
+        }
+        .map_err(LoadError::Config)
     }
 }
 
 /// Checks a description against this host and the plugin's grants.
-pub fn check(description: &Description, grants: &BTreeSet<Capability>) -> Result<Vec<DataType>, LoadError> {
+pub fn check(
+    description: &Description,
+    capabilities: &[Capability],
+    grants: &BTreeSet<Capability>,
+) -> Result<Vec<DataType>, LoadError> {
     let ours = version_prefix(SDK_VERSION);
     if version_prefix(&description.sdk_version) != ours {
         return Err(LoadError::Incompatible(format!(
@@ -66,18 +159,11 @@ pub fn check(description: &Description, grants: &BTreeSet<Capability>) -> Result
             description.sdk_version
         )));
     }
-    let mut missing = Vec::new();
-    for name in &description.capabilities {
-        match Capability::parse(name) {
-            Some(c) if grants.contains(&c) => {}
-            Some(_) => missing.push(name.clone()),
-            None => {
-                return Err(LoadError::Incompatible(format!(
-                    "needs capability {name:?}, which this host does not have"
-                )));
-            }
-        }
-    }
+    let missing: Vec<String> = capabilities
+        .iter()
+        .filter(|c| !grants.contains(c))
+        .map(|c| c.name().to_owned())
+        .collect();
     if !missing.is_empty() {
         return Err(LoadError::Ungranted {
             missing,
@@ -105,111 +191,150 @@ fn version_prefix(v: &str) -> String {
     }
 }
 
-/// The grants of a plugin's configuration (validated at load of the configuration).
-pub fn grants(config: &PluginConfig) -> BTreeSet<Capability> {
-    config.grants.iter().filter_map(|g| Capability::parse(g)).collect()
+/// The grants of a plugin's configuration (validated when the configuration was loaded).
+pub fn grants(config: &PluginConfig) -> Grants {
+    Grants {
+        capabilities: config.grants.iter().filter_map(|g| Capability::parse(g)).collect(),
+        databases: config.databases.iter().cloned().collect(),
+        kube_resources: config.kube_resources.clone(),
+    }
+}
+
+/// What the host hands every plugin it loads.
+#[derive(Clone)]
+pub struct HostContext {
+    pub sink: Arc<dyn EventSink>,
+    pub backends: Backends,
+    pub metrics: Metrics,
+    pub mode: Mode,
 }
 
 /// A loaded plugin as the registry sees it.
 pub struct PluginSource {
     name: String,
+    file: PluginFile,
+    config: PluginConfig,
     runtime: Arc<dyn Runtime>,
     data_types: Vec<DataType>,
-    capabilities: Arc<Capabilities>,
-    events: tokio::task::JoinHandle<()>,
+    events: Arc<EventQueue>,
+    tasks: Tasks,
+    limits: PluginLimits,
 }
 
 impl PluginSource {
-    /// Loads the plugin `name` from `file`: reads its description, checks it against the grants,
-    /// starts its first instance (`init`) and its event loop (timers). `kv` is the plugin's state,
-    /// kept by the caller across reloads.
+    /// Loads the plugin `name` from its (already read) `file`: checks it against the grants and
+    /// makes its first instance (`init`). Nothing runs in the background until [`Self::start`].
+    /// `kv` is the plugin's state, kept by the caller across reloads.
     pub async fn load(
         name: &str,
         config: &PluginConfig,
-        file: &Path,
-        sink: Arc<dyn EventSink>,
+        file: PluginFile,
         kv: KvStore,
-        backends: Backends,
+        host: &HostContext,
     ) -> Result<Arc<Self>, LoadError> {
         let grants = grants(config);
-        // Each file is opened (native) or compiled and described (component) once.
-        let (description, native_api) = match config.kind {
-            PluginKind::Native => {
-                let (api, description) = native::load_library(file)?;
-                (description, Some(api))
-            }
-            PluginKind::Component => (wasm::describe(file).await?, None),
-            PluginKind::Memory => return Err(LoadError::Open("the memory source is built in".into())),
-        };
-        let data_types = check(&description, &grants)?;
+        let data_types = file.check(&grants.capabilities)?;
         let config_json = serde_json::to_string(&config.config).unwrap_or_else(|_| "{}".to_owned());
-        let (events_tx, mut events_rx) = mpsc::unbounded_channel::<HostEvent>();
-        let grants = Grants {
-            capabilities: grants,
-            databases: config.databases.iter().cloned().collect(),
-        };
-        let capabilities = Capabilities::new(name, grants, sink, config_json.clone(), events_tx, kv, backends);
-        let runtime: Arc<dyn Runtime> = match native_api {
-            Some(api) => Arc::new(
-                native::NativeRuntime::load(
-                    api,
-                    description,
-                    Arc::clone(&capabilities),
-                    config.pool_size,
-                    config_json,
-                )
-                .await?,
+        file.check_config(&config_json).await?;
+        let tasks = Tasks::default();
+        let metrics = host.metrics.plugin(name);
+        let events = Arc::new(EventQueue::new(config.limits.event_queue, metrics));
+        let capabilities = Capabilities::new(
+            name,
+            grants,
+            host.mode,
+            Arc::clone(&host.sink),
+            kv,
+            Arc::clone(&events),
+            tasks.clone(),
+            host.backends.clone(),
+        );
+        let runtime: Arc<dyn Runtime> = match &file.runtime {
+            FileRuntime::Native(api) => Arc::new(
+                native::NativeRuntime::load(api, capabilities, config.pool_size, &config.limits, config_json).await?,
             ),
-            None => Arc::new(
-                wasm::WasmRuntime::load(
-                    file,
-                    description,
-                    Arc::clone(&capabilities),
-                    config.pool_size,
-                    &config.limits,
-                    config_json,
-                )
-                .await?,
+            FileRuntime::Component(component) => Arc::new(
+                wasm::WasmRuntime::load(component, capabilities, config.pool_size, &config.limits, config_json).await?,
             ),
-        };
-        let events = {
-            let runtime = Arc::clone(&runtime);
-            let plugin = name.to_owned();
-            tokio::spawn(async move {
-                while let Some(event) = events_rx.recv().await {
-                    if let Err(e) = runtime.call(PluginRequest::OnEvent(event)).await {
-                        tracing::warn!(plugin, error = %e, "plugin failed to handle a host event");
-                    }
-                }
-            })
         };
         tracing::info!(
             plugin = name,
-            file = %file.display(),
+            file = %file.path.display(),
             kind = ?config.kind,
-            version = %runtime.description().version,
-            sources = ?runtime.description().sources,
-            data_types = ?runtime.description().data_types,
+            version = %file.description.version,
+            sources = ?file.description.sources,
+            data_types = ?file.description.data_types,
+            capabilities = ?file.capabilities.iter().map(|c| c.name()).collect::<Vec<_>>(),
             "plugin loaded"
         );
         Ok(Arc::new(Self {
             name: name.to_owned(),
+            file,
+            config: config.clone(),
             runtime,
             data_types,
-            capabilities,
             events,
+            tasks,
+            limits: config.limits.clone(),
         }))
     }
 
+    /// Runs the plugin's once-only `start` (on its first instance), then delivers its host events.
+    pub async fn start(self: &Arc<Self>) -> Result<(), LoadError> {
+        self.runtime
+            .call(PluginRequest::Start, Wait::Patient)
+            .await
+            .map_err(LoadError::Start)?;
+        let plugin = Arc::clone(self);
+        self.tasks.spawn(async move { plugin.deliver_events().await });
+        Ok(())
+    }
+
+    /// The dispatcher: batches of queued host events to `on-events`, one call at a time.
+    async fn deliver_events(&self) {
+        while let Some(batch) = self.events.next_batch(self.limits.event_batch).await {
+            let count = batch.len();
+            // A busy pool delays events; it never drops them.
+            if let Err(e) = self.runtime.call(PluginRequest::OnEvents(batch), Wait::Patient).await {
+                tracing::warn!(plugin = %self.name, events = count, error = %e, "plugin failed to handle host events");
+            }
+        }
+    }
+
+    /// Stops everything the plugin runs in the background and waits for it; calls in flight
+    /// finish on their own.
+    pub async fn stop(&self) {
+        self.events.close();
+        self.tasks.stop().await;
+        tracing::debug!(plugin = %self.name, "plugin stopped");
+    }
+
     pub fn description(&self) -> &Description {
-        self.runtime.description()
+        &self.file.description
+    }
+
+    pub fn file(&self) -> &PluginFile {
+        &self.file
+    }
+
+    /// The configuration it was loaded with.
+    pub fn config(&self) -> &PluginConfig {
+        &self.config
+    }
+
+    pub fn instances(&self) -> usize {
+        self.runtime.instances()
+    }
+
+    pub fn queued_events(&self) -> usize {
+        self.events.len()
     }
 }
 
 impl Drop for PluginSource {
     fn drop(&mut self) {
-        self.events.abort();
-        self.capabilities.stop();
+        // A backstop: `stop` is the orderly way.
+        self.events.close();
     }
 }
 
@@ -224,23 +349,23 @@ impl Source for PluginSource {
     }
 
     fn sources(&self) -> &[String] {
-        &self.runtime.description().sources
+        &self.file.description.sources
     }
 
-    async fn list(&self, options: &ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
-        let request = PluginRequest::List(conductor_plugin_sdk::ListOptions {
-            cluster_name: options.cluster_name.clone(),
-            data_type: options.data_type.to_string(),
-        });
-        match self.runtime.call(request).await? {
+    async fn list(&self, options: &ListOptions) -> Result<Vec<CloudEvent>, Error> {
+        match self
+            .runtime
+            .call(PluginRequest::List(options.clone()), Wait::Bounded)
+            .await?
+        {
             PluginReply::Listed(events) => Ok(events),
             PluginReply::Done => Ok(vec![]),
         }
     }
 
-    async fn handle(&self, identity: &Identity, event: CloudEvent) -> Result<(), SourceError> {
+    async fn handle(&self, identity: &Identity, event: CloudEvent) -> Result<(), Error> {
         self.runtime
-            .call(PluginRequest::Handle(identity.clone(), event))
+            .call(PluginRequest::Handle(identity.clone(), event), Wait::Bounded)
             .await
             .map(|_| ())
     }
@@ -250,42 +375,41 @@ impl Source for PluginSource {
 mod tests {
     use super::*;
 
-    fn description(sdk: &str, caps: &[&str]) -> Description {
-        Description {
-            name: "p".into(),
-            version: "1.0.0".into(),
-            sdk_version: sdk.into(),
-            sources: vec!["s".into()],
-            data_types: vec!["a.v1.things".into()],
-            capabilities: caps.iter().map(|s| s.to_string()).collect(),
-        }
+    fn description(sdk: &str) -> Description {
+        let mut d = Description::new("p", "1.0.0")
+            .sources(["s"])
+            .data_types(["a.v1.things"]);
+        d.sdk_version = sdk.into();
+        d
     }
 
     #[test]
     fn sdk_versions_must_share_major_and_minor() {
         let grants = [Capability::Emit].into();
-        assert!(check(&description("0.2.7", &["emit"]), &grants).is_ok());
+        let minor = SDK_VERSION.rsplit_once('.').map(|(m, _)| m).unwrap_or(SDK_VERSION);
+        assert!(check(&description(&format!("{minor}.7")), &[Capability::Emit], &grants).is_ok());
         assert!(matches!(
-            check(&description("0.1.0", &[]), &grants),
+            check(&description("0.2.0"), &[], &grants),
             Err(LoadError::Incompatible(_))
         ));
         assert!(matches!(
-            check(&description("1.0.0", &[]), &grants),
+            check(&description("1.0.0"), &[], &grants),
             Err(LoadError::Incompatible(_))
         ));
     }
 
     #[test]
-    fn capabilities_must_be_granted_and_known() {
+    fn capabilities_must_be_granted() {
         let grants = [Capability::Emit, Capability::Log].into();
-        let err = check(&description("0.2.0", &["emit", "kv", "timer"]), &grants).unwrap_err();
+        let err = check(
+            &description(SDK_VERSION),
+            &[Capability::Emit, Capability::Kv, Capability::Timer],
+            &grants,
+        )
+        .unwrap_err();
         match err {
             LoadError::Ungranted { missing, .. } => assert_eq!(missing, ["kv", "timer"]),
             other => panic!("{other}"),
         }
-        assert!(matches!(
-            check(&description("0.2.0", &["teleport"]), &grants),
-            Err(LoadError::Incompatible(_))
-        ));
     }
 }

@@ -1,39 +1,51 @@
 //! Native plugins: shared libraries exporting the SDK's C ABI (`conductor_plugin_v1`), loaded
 //! with libloading. The library's ABI version is checked before anything else; libraries are
 //! never unloaded (their code may still be on a stack, and Rust `cdylib`s do not support
-//! unloading cleanly). Calls run in place on the calling task, one instance per call.
+//! unloading cleanly).
+//!
+//! Calls run on tokio's blocking threads, never on an async worker, one instance per call, with
+//! a deadline: a call past `limits.call_timeout` fails with a clear error at the deadline. Native
+//! code cannot be interrupted, so its thread keeps running the call until the plugin returns; the
+//! instance is then destroyed on that thread instead of going back to the pool.
 
 use std::ffi::{CStr, c_void};
 use std::path::Path;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use async_trait::async_trait;
+use conductor_plugin_sdk::kube::{KubeReply, KubeRequest};
 use conductor_plugin_sdk::native::{
     self as abi, ABI_VERSION, Buffer, ENTRY_SYMBOL, HostApi, HostRequest, HostResponse, PluginApi, PluginReply,
     PluginRequest,
 };
-use conductor_plugin_sdk::{Description, SourceError};
+use conductor_plugin_sdk::pg::{PgReply, PgRequest};
+use conductor_plugin_sdk::{Description, Error};
 
 use super::capabilities::Capabilities;
 use super::pg::PgSession;
-use super::pool::{MakeInstance, Pool};
+use super::pool::{MakeInstance, Pool, Wait};
 use super::{LoadError, Runtime};
-use conductor_plugin_sdk::pg::{PgReply, PgRequest};
-use conductor_plugin_sdk::{ApiResource, PgError};
+use crate::config::PluginLimits;
 
 /// A private copy of the library named by its contents. The dynamic loader hands out an already
 /// loaded library again for the same path, so without this a replaced file would never reload.
 fn private_copy(path: &Path) -> Result<std::path::PathBuf, LoadError> {
     use std::hash::{Hash, Hasher};
-    let bytes = std::fs::read(path).map_err(|e| LoadError::Open(format!("{}: {e}", path.display())))?;
+    let open = |path: &Path| {
+        let path = path.to_owned();
+        move |source| LoadError::Open { path, source }
+    };
+    let bytes = std::fs::read(path).map_err(open(path))?;
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     bytes.hash(&mut hasher);
     let dir = std::env::temp_dir().join(format!("conductor-plugins-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| LoadError::Open(format!("{}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir).map_err(open(&dir))?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("plugin");
     let copy = dir.join(format!("{stem}-{:016x}.so", hasher.finish()));
     if !copy.exists() {
-        std::fs::write(&copy, &bytes).map_err(|e| LoadError::Open(format!("{}: {e}", copy.display())))?;
+        std::fs::write(&copy, &bytes).map_err(open(&copy))?;
     }
     Ok(copy)
 }
@@ -43,8 +55,10 @@ fn open(path: &Path) -> Result<&'static PluginApi, LoadError> {
     let copy = private_copy(path)?;
     // SAFETY: loading runs the library's initialisers; plugins are trusted code the operator
     // installed, as any native library is.
-    let library =
-        unsafe { libloading::Library::new(&copy) }.map_err(|e| LoadError::Open(format!("{}: {e}", path.display())))?;
+    let library = unsafe { libloading::Library::new(&copy) }.map_err(|e| LoadError::NotAPlugin {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
     // Never unloaded: leak the handle.
     let library: &'static libloading::Library = Box::leak(Box::new(library));
     // SAFETY: the symbol's type is the one `export_plugin!` defines.
@@ -67,14 +81,26 @@ fn open(path: &Path) -> Result<&'static PluginApi, LoadError> {
 }
 
 /// Loads a plugin library (once) and reads its description, without creating an instance.
+/// Blocking: it reads and copies the file.
 pub fn load_library(path: &Path) -> Result<(&'static PluginApi, Description), LoadError> {
     let api = open(path)?;
     Ok((api, describe_api(api)?))
 }
 
-/// Reads a plugin's description without creating an instance.
-pub fn describe(path: &Path) -> Result<Description, LoadError> {
-    load_library(path).map(|(_, description)| description)
+/// Asks the library whether it takes `config`, without a host.
+pub fn check_config(api: &'static PluginApi, config: &str) -> Result<(), Error> {
+    // SAFETY: the API table is valid; the config is borrowed for the call; the buffer is read,
+    // then freed by the plugin.
+    unsafe {
+        let out = (api.check_config)(config.as_ptr(), config.len());
+        let answer = (out.len > 0).then(|| abi::decode::<Error>(out.as_slice()));
+        (api.free)(out);
+        match answer {
+            None => Ok(()),
+            Some(Ok(e)) => Err(e),
+            Some(Err(e)) => Err(Error::Internal(e)),
+        }
+    }
 }
 
 fn describe_api(api: &'static PluginApi) -> Result<Description, LoadError> {
@@ -97,32 +123,34 @@ fn describe_api(api: &'static PluginApi) -> Result<Description, LoadError> {
 struct HostContext {
     capabilities: Arc<Capabilities>,
     pg: tokio::sync::Mutex<PgSession>,
+    runtime: tokio::runtime::Handle,
 }
 
 impl HostContext {
-    fn pg(&self, request: PgRequest) -> Result<PgReply, PgError> {
-        block_on(async { self.pg.lock().await.call(&self.capabilities, request).await }).map_err(PgError::new)?
+    /// Runs an asynchronous host call for the plugin's (synchronous) call, which runs on a
+    /// blocking thread of the runtime.
+    fn block_on<T>(&self, call: impl Future<Output = T>) -> T {
+        match tokio::runtime::Handle::try_current() {
+            // On an async worker (a plugin made in place): lend the thread to blocking work.
+            Ok(_) => tokio::task::block_in_place(|| self.runtime.block_on(call)),
+            Err(_) => self.runtime.block_on(call),
+        }
     }
 
-    fn kube_watch(&self, resource: &ApiResource, namespace: Option<&str>) -> Result<(), String> {
-        block_on(self.capabilities.kube_watch(resource, namespace))?
+    fn pg(&self, request: PgRequest) -> Result<PgReply, Error> {
+        self.block_on(async { self.pg.lock().await.call(&self.capabilities, request).await })
     }
-}
 
-/// Runs an asynchronous host call for a native plugin's (synchronous) call: the plugin runs in
-/// place on a worker thread of the multi-threaded runtime, which lends the thread to blocking work.
-fn block_on<T>(call: impl Future<Output = T>) -> Result<T, String> {
-    let handle = tokio::runtime::Handle::try_current().map_err(|_| "called outside the host's runtime".to_owned())?;
-    if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread {
-        return Err("native plugins make asynchronous host calls only on the multi-threaded runtime".to_owned());
+    fn kube(&self, request: KubeRequest) -> Result<KubeReply, Error> {
+        self.block_on(self.capabilities.kube(request))
     }
-    Ok(tokio::task::block_in_place(|| handle.block_on(call)))
 }
 
 unsafe extern "C" fn host_call(ctx: *const c_void, request: *const u8, len: usize) -> Buffer {
     let answer = std::panic::catch_unwind(|| {
         // SAFETY: `ctx` is the `HostContext` this host made for the plugin and keeps alive.
         let ctx = unsafe { &*ctx.cast::<HostContext>() };
+        // SAFETY: the plugin passes a request buffer live for the call.
         let request = unsafe { std::slice::from_raw_parts(request, len) };
         let caps = &ctx.capabilities;
         match abi::decode::<HostRequest>(request) {
@@ -145,11 +173,8 @@ unsafe extern "C" fn host_call(ctx: *const c_void, request: *const u8, len: usiz
                 HostResponse::Done
             }
             Ok(HostRequest::KvDelete(key)) => HostResponse::Deleted(caps.kv_delete(&key)),
-            Ok(HostRequest::Config) => HostResponse::Config(caps.config()),
             Ok(HostRequest::Pg(request)) => HostResponse::Pg(ctx.pg(request)),
-            Ok(HostRequest::KubeWatch(resource, namespace)) => {
-                HostResponse::Watching(ctx.kube_watch(&resource, namespace.as_deref()))
-            }
+            Ok(HostRequest::Kube(request)) => HostResponse::Kube(ctx.kube(request)),
             Err(e) => {
                 tracing::warn!(plugin = %caps.plugin(), error = %e, "malformed host call");
                 HostResponse::Done
@@ -181,13 +206,15 @@ struct InstanceHost {
 // SAFETY: `api.ctx` points into `context`, owned alongside and never moved (boxed); the context
 // is `Send + Sync` (an `Arc` and a mutex), and the table holds only that pointer and functions.
 unsafe impl Send for InstanceHost {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for InstanceHost {}
 
 impl InstanceHost {
-    fn new(capabilities: Arc<Capabilities>) -> Self {
+    fn new(capabilities: Arc<Capabilities>, runtime: tokio::runtime::Handle) -> Self {
         let context = Box::new(HostContext {
             capabilities,
             pg: tokio::sync::Mutex::default(),
+            runtime,
         });
         let api = Box::new(HostApi {
             abi_version: ABI_VERSION,
@@ -216,25 +243,30 @@ impl Drop for Instance {
 }
 
 pub struct NativeRuntime {
-    description: Description,
-    pool: Pool<Instance, SourceError>,
+    pool: Pool<Instance>,
+    call_timeout: Duration,
+    name: String,
 }
 
 impl NativeRuntime {
     /// Starts the first instance of a library opened by [`load_library`].
     pub async fn load(
         api: &'static PluginApi,
-        description: Description,
         capabilities: Arc<Capabilities>,
         pool_size: usize,
+        limits: &PluginLimits,
         config_json: String,
     ) -> Result<Self, LoadError> {
+        let name = capabilities.plugin().to_owned();
         let config = Arc::new(config_json.into_bytes());
-        let make: MakeInstance<Instance, SourceError> = Arc::new(move || {
+        let runtime = tokio::runtime::Handle::current();
+        let make: MakeInstance<Instance> = Arc::new(move || {
             let config = Arc::clone(&config);
-            let host = InstanceHost::new(Arc::clone(&capabilities));
+            let host = InstanceHost::new(Arc::clone(&capabilities), runtime.clone());
             Box::pin(async move {
-                let made = create(api, host, &config);
+                let made = tokio::task::spawn_blocking(move || create(api, host, &config))
+                    .await
+                    .map_err(|e| Error::Internal(format!("plugin init panicked: {e}")))?;
                 if let Ok(instance) = &made {
                     instance.host.end_call().await;
                 }
@@ -243,57 +275,74 @@ impl NativeRuntime {
         });
         let first = make().await.map_err(LoadError::Init)?;
         Ok(Self {
-            description,
-            pool: Pool::new(pool_size, first, make),
+            pool: Pool::new(&name, pool_size, limits.acquire_timeout.0, first, make),
+            call_timeout: limits.call_timeout.0,
+            name,
         })
     }
 }
 
-fn create(api: &'static PluginApi, host: InstanceHost, config: &[u8]) -> Result<Instance, SourceError> {
+fn create(api: &'static PluginApi, host: InstanceHost, config: &[u8]) -> Result<Instance, Error> {
     let mut ptr: *mut c_void = std::ptr::null_mut();
     // SAFETY: the host table lives in the instance; the config is borrowed for the call; the
     // returned buffer is read, then freed by the plugin.
     unsafe {
         let out = (api.create)(&*host.api, config.as_ptr(), config.len(), &mut ptr);
         let failed = out.len > 0;
-        let error = failed.then(|| abi::decode::<SourceError>(out.as_slice()));
+        let error = failed.then(|| abi::decode::<Error>(out.as_slice()));
         (api.free)(out);
         match error {
             Some(Ok(e)) => Err(e),
-            Some(Err(e)) => Err(SourceError::Internal(e)),
-            None if ptr.is_null() => Err(SourceError::Internal("the plugin created no instance".into())),
+            Some(Err(e)) => Err(Error::Internal(e)),
+            None if ptr.is_null() => Err(Error::Internal("the plugin created no instance".into())),
             None => Ok(Instance { api, ptr, host }),
         }
     }
 }
 
-fn call(instance: &Instance, request: &[u8]) -> Result<PluginReply, SourceError> {
+fn call(instance: &Instance, request: &[u8]) -> Result<PluginReply, Error> {
     // SAFETY: the instance is live and ours alone for the call; the buffer is read, then freed
     // by the plugin.
     unsafe {
         let out = (instance.api.call)(instance.ptr, request.as_ptr(), request.len());
         let response = abi::decode::<abi::PluginResponse>(out.as_slice());
         (instance.api.free)(out);
-        response.map_err(SourceError::Internal)?
+        response.map_err(Error::Internal)?
     }
 }
 
 #[async_trait]
 impl Runtime for NativeRuntime {
-    fn description(&self) -> &Description {
-        &self.description
-    }
-
-    async fn call(&self, request: PluginRequest) -> Result<PluginReply, SourceError> {
+    async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error> {
         let bytes = abi::encode(&request);
         self.pool
-            .with(async |instance: Instance| {
-                // Called in place, as component calls are: a hand-off to a blocking thread per
-                // call cost more than the call itself (BENCHMARKS.md). Native code is trusted.
-                let result = call(&instance, &bytes);
-                instance.host.end_call().await;
-                (result, Some(instance))
+            .with(wait, async |instance: Instance| {
+                let running = tokio::task::spawn_blocking(move || {
+                    let result = call(&instance, &bytes);
+                    (result, instance)
+                });
+                match tokio::time::timeout(self.call_timeout, running).await {
+                    Ok(Ok((result, instance))) => {
+                        instance.host.end_call().await;
+                        (result, Some(instance))
+                    }
+                    Ok(Err(panicked)) => (Err(Error::Internal(format!("plugin {} call panicked: {panicked}", self.name))), None),
+                    Err(_elapsed) => {
+                        tracing::warn!(plugin = %self.name, timeout = ?self.call_timeout, "native plugin call exceeded its timeout; its thread runs on until the plugin returns, and the instance is discarded");
+                        (
+                            Err(Error::Unavailable(format!(
+                                "plugin {} exceeded its call timeout of {:?}",
+                                self.name, self.call_timeout
+                            ))),
+                            None,
+                        )
+                    }
+                }
             })
             .await?
+    }
+
+    fn instances(&self) -> usize {
+        self.pool.instances()
     }
 }

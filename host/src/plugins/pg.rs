@@ -1,16 +1,16 @@
 //! The `pg` capability for one plugin instance: statements with typed parameters, transactions
 //! (each on a pooled connection of its own, rolled back if the call that began it returns with it
-//! still open), Maestro's two-`int4` advisory locks, and LISTEN registrations.
+//! still open), advisory locks, and LISTEN registrations. In read-only mode (`check-config
+//! --connect`) every statement runs in a read-only transaction.
 
 use std::collections::HashMap;
 
-use conductor_plugin_sdk::pg::{PgReply, PgRequest, TransactionId};
-use conductor_plugin_sdk::{PgError, PgRows, PgValue};
+use conductor_plugin_sdk::pg::{LockKey, PgReply, PgRequest, TransactionId};
+use conductor_plugin_sdk::{DatabaseError, Error, PgRows, PgValue};
 use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::{Column, Postgres, Row, TypeInfo, ValueRef};
+use sqlx::{Column, PgPool, Postgres, Row, TypeInfo, ValueRef};
 
-use super::capabilities::Capabilities;
-use crate::database::postgres::advisory_keys;
+use super::capabilities::{Capabilities, Mode};
 
 /// Transactions one instance may hold open at once (each pins a pooled connection).
 const MAX_OPEN_TRANSACTIONS: usize = 8;
@@ -27,17 +27,36 @@ pub struct PgSession {
     next: TransactionId,
 }
 
-fn sql_error(e: sqlx::Error) -> PgError {
+fn sql_error(e: sqlx::Error) -> Error {
     match &e {
-        sqlx::Error::Database(db) => PgError {
+        sqlx::Error::Database(db) => Error::Database(DatabaseError {
             code: db.code().map(|c| c.into_owned()),
             message: db.message().to_owned(),
-        },
-        _ => PgError::new(e.to_string()),
+        }),
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+            Error::Unavailable(format!("database: {e}"))
+        }
+        _ => Error::Database(DatabaseError::new(e.to_string())),
     }
 }
 
-fn bind(sql: String, params: Vec<PgValue>) -> Result<sqlx::query::Query<'static, Postgres, PgArguments>, PgError> {
+fn db_error(message: String) -> Error {
+    Error::Database(DatabaseError::new(message))
+}
+
+/// Begins a transaction on `pool`, read-only in read-only mode.
+async fn begin(pool: &PgPool, mode: Mode) -> Result<sqlx::Transaction<'static, Postgres>, Error> {
+    let mut tx = pool.begin().await.map_err(sql_error)?;
+    if mode == Mode::ReadOnly {
+        sqlx::query("SET TRANSACTION READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .map_err(sql_error)?;
+    }
+    Ok(tx)
+}
+
+fn bind(sql: String, params: Vec<PgValue>) -> Result<sqlx::query::Query<'static, Postgres, PgArguments>, Error> {
     // The plugin's statement, with its values bound as parameters, never spliced in.
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for (i, value) in params.into_iter().enumerate() {
@@ -52,7 +71,7 @@ fn bind(sql: String, params: Vec<PgValue>) -> Result<sqlx::query::Query<'static,
             // into a tree.
             PgValue::Json(s) => {
                 let raw = serde_json::value::RawValue::from_string(s)
-                    .map_err(|e| PgError::new(format!("parameter ${} is not JSON: {e}", i + 1)))?;
+                    .map_err(|e| db_error(format!("parameter ${} is not JSON: {e}", i + 1)))?;
                 query.bind(sqlx::types::Json(raw))
             }
             PgValue::Timestamp(t) => query.bind(t),
@@ -62,13 +81,13 @@ fn bind(sql: String, params: Vec<PgValue>) -> Result<sqlx::query::Query<'static,
     Ok(query)
 }
 
-fn column_value(row: &PgRow, i: usize) -> Result<PgValue, PgError> {
+fn column_value(row: &PgRow, i: usize) -> Result<PgValue, Error> {
     let raw = row.try_get_raw(i).map_err(sql_error)?;
     if raw.is_null() {
         return Ok(PgValue::Null);
     }
     let type_name = raw.type_info().name().to_owned();
-    let get_err = |e: sqlx::Error| PgError::new(format!("column {i} ({type_name}): {e}"));
+    let get_err = |e: sqlx::Error| db_error(format!("column {i} ({type_name}): {e}"));
     Ok(match type_name.as_str() {
         "BOOL" => PgValue::Bool(row.try_get(i).map_err(get_err)?),
         "INT2" => PgValue::Int4(i32::from(row.try_get::<i16, _>(i).map_err(get_err)?)),
@@ -87,14 +106,14 @@ fn column_value(row: &PgRow, i: usize) -> Result<PgValue, PgError> {
         "VOID" => PgValue::Null,
         other => {
             let name = row.columns()[i].name();
-            return Err(PgError::new(format!(
+            return Err(db_error(format!(
                 "column {name:?} has type {other}, which the pg capability does not carry; cast it to text"
             )));
         }
     })
 }
 
-fn rows(result: Vec<PgRow>) -> Result<PgRows, PgError> {
+fn rows(result: Vec<PgRow>) -> Result<PgRows, Error> {
     let columns = result
         .first()
         .map(|r| r.columns().iter().map(|c| c.name().to_owned()).collect())
@@ -108,7 +127,7 @@ fn rows(result: Vec<PgRow>) -> Result<PgRows, PgError> {
 
 impl PgSession {
     /// Answers one `pg` call of the instance.
-    pub async fn call(&mut self, caps: &Capabilities, request: PgRequest) -> Result<PgReply, PgError> {
+    pub async fn call(&mut self, caps: &Capabilities, request: PgRequest) -> Result<PgReply, Error> {
         match request {
             PgRequest::Query {
                 database,
@@ -117,9 +136,15 @@ impl PgSession {
                 params,
             } => {
                 let query = bind(sql, params)?;
-                let result = match transaction {
-                    Some(id) => query.fetch_all(&mut *self.transaction(id, &database)?.tx).await,
-                    None => query.fetch_all(caps.pg_pool(&database)?).await,
+                let result = match (transaction, caps.mode()) {
+                    (Some(id), _) => query.fetch_all(&mut *self.transaction(id)?.tx).await,
+                    (None, Mode::Serve) => query.fetch_all(caps.pg_pool(&database)?).await,
+                    (None, Mode::ReadOnly) => {
+                        let mut tx = begin(caps.pg_pool(&database)?, Mode::ReadOnly).await?;
+                        let rows = query.fetch_all(&mut *tx).await;
+                        tx.rollback().await.map_err(sql_error)?;
+                        rows
+                    }
                 };
                 rows(result.map_err(sql_error)?).map(PgReply::Rows)
             }
@@ -130,19 +155,25 @@ impl PgSession {
                 params,
             } => {
                 let query = bind(sql, params)?;
-                let result = match transaction {
-                    Some(id) => query.execute(&mut *self.transaction(id, &database)?.tx).await,
-                    None => query.execute(caps.pg_pool(&database)?).await,
+                let result = match (transaction, caps.mode()) {
+                    (Some(id), _) => query.execute(&mut *self.transaction(id)?.tx).await,
+                    (None, Mode::Serve) => query.execute(caps.pg_pool(&database)?).await,
+                    (None, Mode::ReadOnly) => {
+                        let mut tx = begin(caps.pg_pool(&database)?, Mode::ReadOnly).await?;
+                        let done = query.execute(&mut *tx).await;
+                        tx.rollback().await.map_err(sql_error)?;
+                        done
+                    }
                 };
                 Ok(PgReply::Affected(result.map_err(sql_error)?.rows_affected()))
             }
             PgRequest::Begin { database } => {
                 if self.open.len() >= MAX_OPEN_TRANSACTIONS {
-                    return Err(PgError::new(format!(
+                    return Err(Error::Unavailable(format!(
                         "too many open transactions (at most {MAX_OPEN_TRANSACTIONS} per instance)"
                     )));
                 }
-                let tx = caps.pg_pool(&database)?.begin().await.map_err(sql_error)?;
+                let tx = begin(caps.pg_pool(&database)?, caps.mode()).await?;
                 self.next += 1;
                 self.open.insert(self.next, OpenTransaction { database, tx });
                 Ok(PgReply::Begun(self.next))
@@ -157,31 +188,21 @@ impl PgSession {
                 open.tx.rollback().await.map_err(sql_error)?;
                 Ok(PgReply::Done)
             }
-            PgRequest::AdvisoryLock {
-                transaction,
-                key,
-                lock_type,
-                wait,
-            } => {
-                let (k1, k2) = advisory_keys(&key, &lock_type);
-                let open = self.open.get_mut(&transaction).ok_or_else(|| unknown(transaction))?;
-                if wait {
-                    sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
-                        .bind(k1)
-                        .bind(k2)
-                        .execute(&mut *open.tx)
-                        .await
-                        .map_err(sql_error)?;
-                    Ok(PgReply::Locked(true))
-                } else {
-                    let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1, $2)")
-                        .bind(k1)
-                        .bind(k2)
-                        .fetch_one(&mut *open.tx)
-                        .await
-                        .map_err(sql_error)?;
-                    Ok(PgReply::Locked(taken))
-                }
+            PgRequest::AdvisoryLock { transaction, key, wait } => {
+                let tx = &mut *self.transaction(transaction)?.tx;
+                let sql = match (key, wait) {
+                    (LockKey::Pair(..), true) => "SELECT pg_advisory_xact_lock($1::int4, $2::int4)::text",
+                    (LockKey::Pair(..), false) => "SELECT pg_try_advisory_xact_lock($1::int4, $2::int4)::text",
+                    (LockKey::Big(_), true) => "SELECT pg_advisory_xact_lock($1::int8)::text",
+                    (LockKey::Big(_), false) => "SELECT pg_try_advisory_xact_lock($1::int8)::text",
+                };
+                let query = match key {
+                    LockKey::Pair(a, b) => sqlx::query_scalar::<_, Option<String>>(sql).bind(a).bind(b),
+                    LockKey::Big(k) => sqlx::query_scalar::<_, Option<String>>(sql).bind(k),
+                };
+                // The waiting form answers `void` (text ''), the try form `true` or `false`.
+                let answer = query.fetch_one(tx).await.map_err(sql_error)?;
+                Ok(PgReply::Locked(wait || answer.as_deref() == Some("true")))
             }
             PgRequest::Listen { database, channel } => {
                 caps.pg_listen(&database, &channel).await?;
@@ -190,18 +211,11 @@ impl PgSession {
         }
     }
 
-    fn transaction(&mut self, id: TransactionId, database: &str) -> Result<&mut OpenTransaction, PgError> {
-        let open = self.open.get_mut(&id).ok_or_else(|| unknown(id))?;
-        if open.database != database {
-            return Err(PgError::new(format!(
-                "transaction {id} belongs to database {:?}, not {database:?}",
-                open.database
-            )));
-        }
-        Ok(open)
+    fn transaction(&mut self, id: TransactionId) -> Result<&mut OpenTransaction, Error> {
+        self.open.get_mut(&id).ok_or_else(|| unknown(id))
     }
 
-    fn take(&mut self, id: TransactionId) -> Result<OpenTransaction, PgError> {
+    fn take(&mut self, id: TransactionId) -> Result<OpenTransaction, Error> {
         self.open.remove(&id).ok_or_else(|| unknown(id))
     }
 
@@ -217,8 +231,8 @@ impl PgSession {
     }
 }
 
-fn unknown(id: TransactionId) -> PgError {
-    PgError::new(format!(
+fn unknown(id: TransactionId) -> Error {
+    Error::Invalid(format!(
         "no open transaction {id} (committed, rolled back, or not this instance's)"
     ))
 }
@@ -235,7 +249,8 @@ mod tests {
     use crate::broker::Fanout;
     use crate::config::{DatabaseConfig, EmbeddedDatabase, HumanDuration};
     use crate::database::{Databases, EmbeddedPostgres};
-    use crate::plugins::capabilities::{Backends, Grants};
+    use crate::plugins::capabilities::{Backends, Grants, Tasks};
+    use crate::plugins::events::EventQueue;
     use crate::telemetry::Metrics;
 
     fn query(sql: &str, params: Vec<PgValue>, transaction: Option<TransactionId>) -> PgRequest {
@@ -247,27 +262,49 @@ mod tests {
         }
     }
 
-    fn rows(reply: Result<PgReply, PgError>) -> PgRows {
+    fn rows(reply: Result<PgReply, Error>) -> PgRows {
         match reply {
             Ok(PgReply::Rows(rows)) => rows,
             other => panic!("{other:?}"),
         }
     }
 
+    fn capabilities(databases: Arc<Databases>, mode: Mode) -> Arc<Capabilities> {
+        Capabilities::new(
+            "p",
+            Grants {
+                capabilities: [Capability::Pg].into(),
+                databases: ["db".to_owned()].into(),
+                kube_resources: vec![],
+            },
+            mode,
+            Fanout::new(Metrics::new(), 1, 0),
+            Default::default(),
+            Arc::new(EventQueue::new(10, Metrics::new().plugin("p"))),
+            Tasks::default(),
+            Backends {
+                databases,
+                kubernetes: Arc::new(crate::kube::Kubernetes::new(None)),
+            },
+        )
+    }
+
+    fn message(e: Error) -> String {
+        e.to_string()
+    }
+
     /// The capability against a real PostgreSQL: every value type both ways, errors with their
-    /// SQLSTATE, Maestro's locks, and transactions a call leaves open rolled back.
+    /// SQLSTATE, advisory locks of both forms, transactions a call leaves open rolled back, and
+    /// the read-only mode of `check-config --connect`.
     #[tokio::test(flavor = "multi_thread")]
     async fn statements_values_locks_and_transactions_against_postgres() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let embedded = EmbeddedDatabase {
             data_dir: dir.path().join("pg"),
-            port,
+            database: "postgres".into(),
+            init_sql: vec![],
+            port: None,
             bin_dir: None,
         };
         let pg = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&embedded))
@@ -287,22 +324,7 @@ mod tests {
             Arc::default(),
         )
         .unwrap();
-        let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
-        let caps = Capabilities::new(
-            "p",
-            Grants {
-                capabilities: [Capability::Pg].into(),
-                databases: ["db".to_owned()].into(),
-            },
-            Fanout::new(Metrics::new(), 1, 0),
-            "{}".into(),
-            events,
-            Default::default(),
-            Backends {
-                databases,
-                kubernetes: Arc::new(crate::kube::Kubernetes::new(None)),
-            },
-        );
+        let caps = capabilities(Arc::clone(&databases), Mode::Serve);
         let mut session = PgSession::default();
 
         let now = chrono::DateTime::from_timestamp(1_750_000_000, 123_456_000).unwrap();
@@ -341,7 +363,7 @@ mod tests {
             )
             .await
             .unwrap_err();
-        assert!(err.message.contains("parameter $1 is not JSON"), "{err}");
+        assert!(message(err).contains("parameter $1 is not JSON"));
         let timeout = rows(session.call(&caps, query("SHOW statement_timeout", vec![], None)).await);
         assert_eq!(
             timeout.rows,
@@ -352,59 +374,66 @@ mod tests {
             .call(&caps, query("SELECT 1::numeric", vec![], None))
             .await
             .unwrap_err();
-        assert!(err.message.contains("cast it to text"), "{err}");
+        assert!(message(err).contains("cast it to text"));
         let err = session
             .call(&caps, query("SELECT * FROM nowhere", vec![], None))
             .await
             .unwrap_err();
-        assert_eq!(err.code.as_deref(), Some("42P01"), "{err}");
+        assert!(
+            matches!(&err, Error::Database(d) if d.code.as_deref() == Some("42P01")),
+            "{err}"
+        );
         let other = PgRequest::Begin {
             database: "other".into(),
         };
-        assert!(
-            session
-                .call(&caps, other)
-                .await
-                .unwrap_err()
-                .message
-                .contains("may not use")
-        );
+        let err = session.call(&caps, other).await.unwrap_err();
+        assert!(matches!(&err, Error::Denied(m) if m.contains("may not use")), "{err}");
 
-        // Maestro's lock: taken in one transaction, refused to another, released by end_call.
+        // A lock taken in one transaction is refused to another and released by end_call, in
+        // both key forms (two int4: objsubid 2; bigint: objsubid 1).
         let begin = || PgRequest::Begin { database: "db".into() };
-        let Ok(PgReply::Begun(first)) = session.call(&caps, begin()).await else {
-            panic!()
-        };
-        let lock = |transaction, wait| PgRequest::AdvisoryLock {
-            transaction,
-            key: "event-1".into(),
-            lock_type: "events".into(),
-            wait,
-        };
-        assert_eq!(session.call(&caps, lock(first, false)).await, Ok(PgReply::Locked(true)));
-        let mut other = PgSession::default();
-        let Ok(PgReply::Begun(second)) = other.call(&caps, begin()).await else {
-            panic!()
-        };
-        assert_eq!(other.call(&caps, lock(second, false)).await, Ok(PgReply::Locked(false)));
-        let held = "SELECT count(*)::int4 AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = 1675502341::oid AND objid = 316203908::oid AND objsubid = 2";
-        let count = |r: PgRows| r.rows[0][0].clone();
-        assert_eq!(
-            count(rows(other.call(&caps, query(held, vec![], None)).await)),
-            PgValue::Int4(1)
-        );
-        session.end_call("p").await;
-        assert_eq!(
-            count(rows(other.call(&caps, query(held, vec![], None)).await)),
-            PgValue::Int4(0)
-        );
-        assert!(
-            session
-                .call(&caps, PgRequest::Commit { transaction: first })
-                .await
-                .is_err()
-        );
-        other.end_call("p").await;
+        for (key, held) in [
+            (
+                LockKey::Pair(1_675_502_341, 316_203_908),
+                "SELECT count(*)::int4 AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = 1675502341::oid AND objid = 316203908::oid AND objsubid = 2",
+            ),
+            (
+                LockKey::Big(42),
+                "SELECT count(*)::int4 AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = 0::oid AND objid = 42::oid AND objsubid = 1",
+            ),
+        ] {
+            let Ok(PgReply::Begun(first)) = session.call(&caps, begin()).await else {
+                panic!()
+            };
+            let lock = |transaction, wait| PgRequest::AdvisoryLock { transaction, key, wait };
+            assert_eq!(session.call(&caps, lock(first, false)).await, Ok(PgReply::Locked(true)));
+            let mut other = PgSession::default();
+            let Ok(PgReply::Begun(second)) = other.call(&caps, begin()).await else {
+                panic!()
+            };
+            assert_eq!(other.call(&caps, lock(second, false)).await, Ok(PgReply::Locked(false)));
+            let count = |r: PgRows| r.rows[0][0].clone();
+            assert_eq!(
+                count(rows(other.call(&caps, query(held, vec![], None)).await)),
+                PgValue::Int4(1),
+                "{key:?}"
+            );
+            session.end_call("p").await;
+            assert_eq!(
+                count(rows(other.call(&caps, query(held, vec![], None)).await)),
+                PgValue::Int4(0),
+                "{key:?}"
+            );
+            // The waiting form takes a free lock.
+            assert_eq!(other.call(&caps, lock(second, true)).await, Ok(PgReply::Locked(true)));
+            assert!(
+                session
+                    .call(&caps, PgRequest::Commit { transaction: first })
+                    .await
+                    .is_err()
+            );
+            other.end_call("p").await;
+        }
 
         // A committed write stays; a transaction left open is rolled back.
         let create = query("CREATE TABLE t (v int4)", vec![], None);
@@ -434,14 +463,35 @@ mod tests {
         for _ in 0..MAX_OPEN_TRANSACTIONS {
             session.call(&caps, begin()).await.unwrap();
         }
-        assert!(
-            session
-                .call(&caps, begin())
-                .await
-                .unwrap_err()
-                .message
-                .contains("too many")
-        );
+        let err = session.call(&caps, begin()).await.unwrap_err();
+        assert!(message(err).contains("too many"));
         session.end_call("p").await;
+
+        // Read-only: reads work, writes are refused by the server, LISTEN by the host.
+        let read_only = capabilities(databases, Mode::ReadOnly);
+        let mut checking = PgSession::default();
+        let all = rows(checking.call(&read_only, query("SELECT v FROM t", vec![], None)).await);
+        assert_eq!(all.rows, [[PgValue::Int4(1)]]);
+        let err = checking.call(&read_only, insert(3, None)).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Database(d) if d.code.as_deref() == Some("25006")),
+            "{err}"
+        );
+        let Ok(PgReply::Begun(tx)) = checking.call(&read_only, begin()).await else {
+            panic!()
+        };
+        let err = checking.call(&read_only, insert(3, Some(tx))).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Database(d) if d.code.as_deref() == Some("25006")),
+            "{err}"
+        );
+        checking.end_call("p").await;
+        let listen = PgRequest::Listen {
+            database: "db".into(),
+            channel: "c".into(),
+        };
+        assert!(matches!(checking.call(&read_only, listen).await, Err(Error::Denied(_))));
+        let all = rows(session.call(&caps, query("SELECT v FROM t", vec![], None)).await);
+        assert_eq!(all.rows, [[PgValue::Int4(1)]], "nothing written while checking");
     }
 }

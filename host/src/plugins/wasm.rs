@@ -1,47 +1,64 @@
 //! WebAssembly component plugins (`wasm32-wasip2`), run by wasmtime: sandboxed, limited per call
-//! (linear memory cap, epoch deadline), linked only with the capabilities they were granted, and
-//! replaced instance by instance when a call traps.
+//! (a linear-memory cap, and a wall-clock deadline: the guest yields to the async runtime every
+//! epoch tick, so a busy plugin never holds a runtime thread, and is interrupted past its
+//! deadline), linked only with the capabilities they were granted, and replaced instance by
+//! instance when a call traps. Compilation runs on a blocking thread, never on an async worker.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
+use conductor_plugin_sdk::kube::KubeRequest;
 use conductor_plugin_sdk::native::{PluginReply, PluginRequest};
-use conductor_plugin_sdk::{Capability, Description, SourceError};
+use conductor_plugin_sdk::pg::{PgReply, PgRequest};
+use conductor_plugin_sdk::{Capability, Description, Error};
 use parking_lot::Mutex;
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
+use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::capabilities::Capabilities;
 use super::pg::PgSession;
-use super::pool::{MakeInstance, Pool};
+use super::pool::{MakeInstance, Pool, Wait};
 use super::{LoadError, Runtime};
 use crate::config::PluginLimits;
-use conductor_plugin_sdk::pg::{PgReply, PgRequest};
+
+/// The host's side of a guest's `pg.transaction` handle: its id in the instance's [`PgSession`].
+pub struct TransactionHandle;
 
 mod bindings {
     wasmtime::component::bindgen!({
         path: "../plugin-sdk/wit",
-        world: "source-plugin",
+        world: "conductor-plugin",
         imports: { default: async },
         exports: { default: async },
+        with: {
+            "conductor:plugin/pg.transaction": super::TransactionHandle,
+        },
     });
 }
 
-use bindings::SourcePlugin;
-use bindings::conductor::plugin::{config, emit, kube, kv, log, pg, timer, types};
+use bindings::ConductorPlugin;
+use bindings::conductor::plugin::{emit, kube, kv, log, pg, timer, types};
 
 mod convert {
-    conductor_plugin_sdk::__wit_conversions!(super::types);
-    conductor_plugin_sdk::__wit_pg_conversions!(super::pg);
+    conductor_plugin_sdk::__wit_conversions!(
+        types = super::types,
+        pg = super::pg,
+        kube = super::kube,
+        plugin = super::bindings::exports::conductor::plugin::plugin
+    );
 }
 
-/// The epoch advances this often; call deadlines are counted in these ticks.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// The epoch advances this often: a busy guest yields to the async runtime at least this often.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
 const WIT_PACKAGE: &str = "conductor:plugin/";
+/// How long past its deadline a call stuck in a host call is abandoned (a busy guest is
+/// interrupted at the deadline itself).
+const HOST_CALL_GRACE: Duration = Duration::from_millis(100);
 
 /// The process-wide engine: async host functions, epoch interruption, the component model.
 fn engine() -> &'static Engine {
@@ -65,12 +82,15 @@ fn engine() -> &'static Engine {
     })
 }
 
-/// Compiled components by file, so inspecting and loading (and reloading an unchanged file)
-/// compile once.
-fn compile(file: &Path) -> Result<Component, LoadError> {
+/// Compiles a component on a blocking thread (cached by path, mtime and size, so inspecting,
+/// loading and reloading an unchanged file compile once).
+async fn compile(file: &Path) -> Result<Component, LoadError> {
     type Key = (PathBuf, SystemTime, u64);
     static CACHE: OnceLock<Mutex<HashMap<Key, Component>>> = OnceLock::new();
-    let meta = std::fs::metadata(file).map_err(|e| LoadError::Open(format!("{}: {e}", file.display())))?;
+    let meta = std::fs::metadata(file).map_err(|source| LoadError::Open {
+        path: file.to_owned(),
+        source,
+    })?;
     let key = (
         file.to_owned(),
         meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
@@ -80,28 +100,59 @@ fn compile(file: &Path) -> Result<Component, LoadError> {
     if let Some(c) = cache.lock().get(&key) {
         return Ok(c.clone());
     }
-    let component = Component::from_file(engine(), file)
-        .map_err(|e| LoadError::Open(format!("{} is not a WebAssembly component: {e:#}", file.display())))?;
+    let path = file.to_owned();
+    let component = tokio::task::spawn_blocking(move || Component::from_file(engine(), &path))
+        .await
+        .map_err(|e| LoadError::Runtime(format!("compiling {}: {e}", file.display())))?
+        .map_err(|e| LoadError::NotAPlugin {
+            path: file.to_owned(),
+            reason: format!("not a WebAssembly component: {e:#}"),
+        })?;
     cache.lock().insert(key, component.clone());
     Ok(component)
 }
 
-/// The conductor capabilities a component imports (WASI imports are always provided, without
-/// files, network or environment).
-fn imported_capabilities(component: &Component) -> Result<Vec<String>, LoadError> {
-    let mut caps = Vec::new();
-    for (name, _) in component.component_type().imports(engine()) {
+/// The conductor interfaces a component imports, and whether it imports functions of each (a
+/// capability it uses) or only types (which every component does for the types its exports
+/// mention). Anything else but WASI is refused.
+fn imported_interfaces(component: &Component) -> Result<Vec<(String, bool)>, LoadError> {
+    let mut interfaces = Vec::new();
+    for (name, import) in component.component_type().imports(engine()) {
         if let Some(rest) = name.strip_prefix(WIT_PACKAGE) {
-            let interface = rest.split('@').next().unwrap_or(rest);
-            if interface != "types" {
-                caps.push(interface.to_owned());
-            }
+            let interface = rest.split('@').next().unwrap_or(rest).to_owned();
+            let uses_functions = match &import.ty {
+                ComponentItem::ComponentInstance(instance) => instance
+                    .exports(engine())
+                    .any(|(_, e)| matches!(e.ty, ComponentItem::ComponentFunc(_))),
+                _ => true,
+            };
+            interfaces.push((interface, uses_functions));
         } else if !name.starts_with("wasi:") {
             return Err(LoadError::Incompatible(format!(
                 "imports {name:?}, which this host does not provide"
             )));
         }
     }
+    Ok(interfaces)
+}
+
+/// The capabilities a component uses: the conductor interfaces it imports functions from.
+fn used_capabilities(component: &Component) -> Result<Vec<Capability>, LoadError> {
+    let mut caps = Vec::new();
+    for (interface, uses_functions) in imported_interfaces(component)? {
+        if !uses_functions || interface == "types" {
+            continue;
+        }
+        match Capability::parse(&interface) {
+            Some(c) => caps.push(c),
+            None => {
+                return Err(LoadError::Incompatible(format!(
+                    "uses the interface {interface:?}, which this host does not have"
+                )));
+            }
+        }
+    }
+    caps.sort();
     Ok(caps)
 }
 
@@ -111,6 +162,8 @@ struct State {
     limits: StoreLimits,
     capabilities: Option<Arc<Capabilities>>,
     pg: PgSession,
+    /// When the running call must have returned.
+    deadline: Instant,
 }
 
 impl WasiView for State {
@@ -133,21 +186,52 @@ impl State {
                 .build(),
             capabilities,
             pg: PgSession::default(),
+            deadline: Instant::now(),
         }
     }
 
-    fn caps(&self) -> &Capabilities {
-        self.capabilities
-            .as_deref()
-            .expect("capabilities are linked only with a plugin's state")
+    fn caps(&self) -> Arc<Capabilities> {
+        Arc::clone(
+            self.capabilities
+                .as_ref()
+                .expect("capabilities are linked only with a plugin's state"),
+        )
     }
+
+    async fn pg(&mut self, request: PgRequest) -> Result<PgReply, Error> {
+        let caps = self.caps();
+        self.pg.call(&caps, request).await
+    }
+}
+
+/// A store whose calls yield every epoch tick and trap past `State::deadline`.
+fn store(state: State) -> Store<State> {
+    let mut store = Store::new(engine(), state);
+    store.limiter(|s| &mut s.limits);
+    store.epoch_deadline_callback(|ctx| {
+        if Instant::now() >= ctx.data().deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    store
+}
+
+fn arm(store: &mut Store<State>, timeout: Duration) {
+    store.data_mut().deadline = Instant::now() + timeout;
+    store.set_epoch_deadline(1);
+}
+
+fn wit_error(e: Error) -> types::Error {
+    convert::to_wit_error(e)
 }
 
 impl types::Host for State {}
 
 impl emit::Host for State {
-    async fn emit(&mut self, event: types::CloudEvent) -> Result<u32, String> {
-        self.caps().emit(&convert::from_wit_event(event))
+    async fn emit(&mut self, event: types::CloudEvent) -> Result<u32, types::Error> {
+        self.caps().emit(&convert::from_wit_event(event)).map_err(wit_error)
     }
 }
 
@@ -185,133 +269,277 @@ impl kv::Host for State {
     }
 }
 
-impl config::Host for State {
-    async fn get(&mut self) -> String {
-        self.caps().config()
-    }
+fn unexpected_pg(reply: PgReply) -> types::Error {
+    types::Error::Internal(format!("unexpected pg reply {reply:?}"))
 }
 
-impl kube::Host for State {
-    async fn watch(&mut self, resource: kube::ApiResource, namespace: Option<String>) -> Result<(), String> {
-        let resource = conductor_plugin_sdk::ApiResource {
-            group: resource.group,
-            version: resource.version,
-            kind: resource.kind,
-            plural: resource.plural,
-        };
-        self.caps().kube_watch(&resource, namespace.as_deref()).await
-    }
+fn transaction_id(handle: &Resource<TransactionHandle>) -> u64 {
+    u64::from(handle.rep())
 }
 
-impl State {
-    async fn pg(&mut self, request: PgRequest) -> Result<PgReply, pg::Error> {
-        let caps = Arc::clone(
-            self.capabilities
-                .as_ref()
-                .expect("pg is linked only with a plugin's state"),
-        );
-        self.pg.call(&caps, request).await.map_err(convert::to_wit_pg_error)
-    }
-}
-
-fn reply_error(reply: PgReply) -> pg::Error {
-    convert::to_wit_pg_error(conductor_plugin_sdk::PgError::new(format!(
-        "unexpected reply {reply:?}"
-    )))
-}
-
-impl pg::Host for State {
+impl pg::HostTransaction for State {
     async fn query(
         &mut self,
-        database: String,
-        transaction: Option<u64>,
+        this: Resource<TransactionHandle>,
         sql: String,
         params: Vec<pg::Value>,
-    ) -> Result<pg::Rows, pg::Error> {
-        let params = params.into_iter().map(convert::from_wit_value).collect();
-        match self
-            .pg(PgRequest::Query {
-                database,
-                transaction,
-                sql,
-                params,
-            })
-            .await?
-        {
+    ) -> Result<pg::Rows, types::Error> {
+        let request = PgRequest::Query {
+            database: String::new(),
+            transaction: Some(transaction_id(&this)),
+            sql,
+            params: params.into_iter().map(convert::from_wit_value).collect(),
+        };
+        match self.pg(request).await.map_err(wit_error)? {
             PgReply::Rows(rows) => Ok(convert::to_wit_rows(rows)),
-            other => Err(reply_error(other)),
+            other => Err(unexpected_pg(other)),
         }
     }
 
     async fn execute(
         &mut self,
-        database: String,
-        transaction: Option<u64>,
+        this: Resource<TransactionHandle>,
         sql: String,
         params: Vec<pg::Value>,
-    ) -> Result<u64, pg::Error> {
-        let params = params.into_iter().map(convert::from_wit_value).collect();
-        match self
-            .pg(PgRequest::Execute {
-                database,
-                transaction,
-                sql,
-                params,
-            })
-            .await?
-        {
+    ) -> Result<u64, types::Error> {
+        let request = PgRequest::Execute {
+            database: String::new(),
+            transaction: Some(transaction_id(&this)),
+            sql,
+            params: params.into_iter().map(convert::from_wit_value).collect(),
+        };
+        match self.pg(request).await.map_err(wit_error)? {
             PgReply::Affected(n) => Ok(n),
-            other => Err(reply_error(other)),
+            other => Err(unexpected_pg(other)),
         }
-    }
-
-    async fn begin(&mut self, database: String) -> Result<u64, pg::Error> {
-        match self.pg(PgRequest::Begin { database }).await? {
-            PgReply::Begun(id) => Ok(id),
-            other => Err(reply_error(other)),
-        }
-    }
-
-    async fn commit(&mut self, transaction: u64) -> Result<(), pg::Error> {
-        self.pg(PgRequest::Commit { transaction }).await.map(drop)
-    }
-
-    async fn rollback(&mut self, transaction: u64) {
-        let _ = self.pg(PgRequest::Rollback { transaction }).await;
     }
 
     async fn advisory_lock(
         &mut self,
-        transaction: u64,
-        key: String,
-        lock_type: String,
+        this: Resource<TransactionHandle>,
+        key: pg::LockKey,
         wait: bool,
-    ) -> Result<bool, pg::Error> {
-        match self
-            .pg(PgRequest::AdvisoryLock {
-                transaction,
-                key,
-                lock_type,
-                wait,
-            })
-            .await?
-        {
+    ) -> Result<bool, types::Error> {
+        let request = PgRequest::AdvisoryLock {
+            transaction: transaction_id(&this),
+            key: convert::from_wit_lock_key(key),
+            wait,
+        };
+        match self.pg(request).await.map_err(wit_error)? {
             PgReply::Locked(taken) => Ok(taken),
-            other => Err(reply_error(other)),
+            other => Err(unexpected_pg(other)),
         }
     }
 
-    async fn listen(&mut self, database: String, channel: String) -> Result<(), pg::Error> {
-        self.pg(PgRequest::Listen { database, channel }).await.map(drop)
+    async fn commit(&mut self, this: Resource<TransactionHandle>) -> Result<(), types::Error> {
+        let transaction = transaction_id(&this);
+        self.pg(PgRequest::Commit { transaction })
+            .await
+            .map(drop)
+            .map_err(wit_error)
+    }
+
+    async fn drop(&mut self, this: Resource<TransactionHandle>) -> wasmtime::Result<()> {
+        // Committed transactions are gone from the session already; any other is rolled back.
+        let transaction = transaction_id(&this);
+        let _ = self.pg(PgRequest::Rollback { transaction }).await;
+        Ok(())
     }
 }
 
-/// A linker with WASI and exactly the granted conductor capabilities.
-fn linker(capabilities: &Capabilities) -> Result<Linker<State>, LoadError> {
+impl pg::Host for State {
+    async fn query(&mut self, database: String, sql: String, params: Vec<pg::Value>) -> Result<pg::Rows, types::Error> {
+        let request = PgRequest::Query {
+            database,
+            transaction: None,
+            sql,
+            params: params.into_iter().map(convert::from_wit_value).collect(),
+        };
+        match self.pg(request).await.map_err(wit_error)? {
+            PgReply::Rows(rows) => Ok(convert::to_wit_rows(rows)),
+            other => Err(unexpected_pg(other)),
+        }
+    }
+
+    async fn execute(&mut self, database: String, sql: String, params: Vec<pg::Value>) -> Result<u64, types::Error> {
+        let request = PgRequest::Execute {
+            database,
+            transaction: None,
+            sql,
+            params: params.into_iter().map(convert::from_wit_value).collect(),
+        };
+        match self.pg(request).await.map_err(wit_error)? {
+            PgReply::Affected(n) => Ok(n),
+            other => Err(unexpected_pg(other)),
+        }
+    }
+
+    async fn begin(&mut self, database: String) -> Result<Resource<TransactionHandle>, types::Error> {
+        match self.pg(PgRequest::Begin { database }).await.map_err(wit_error)? {
+            PgReply::Begun(id) => {
+                let rep = u32::try_from(id).map_err(|_| types::Error::Internal("transaction ids ran out".into()))?;
+                Ok(Resource::new_own(rep))
+            }
+            other => Err(unexpected_pg(other)),
+        }
+    }
+
+    async fn listen(&mut self, database: String, channel: String) -> Result<(), types::Error> {
+        self.pg(PgRequest::Listen { database, channel })
+            .await
+            .map(drop)
+            .map_err(wit_error)
+    }
+}
+
+impl State {
+    async fn kube(&mut self, request: KubeRequest) -> Result<conductor_plugin_sdk::kube::KubeReply, types::Error> {
+        self.caps().kube(request).await.map_err(wit_error)
+    }
+}
+
+fn unexpected_kube(reply: conductor_plugin_sdk::kube::KubeReply) -> types::Error {
+    types::Error::Internal(format!("unexpected kube reply {reply:?}"))
+}
+
+impl kube::Host for State {
+    async fn watch(
+        &mut self,
+        resource: kube::ApiResource,
+        namespace: Option<String>,
+        selector: kube::Selector,
+    ) -> Result<(), types::Error> {
+        let request = KubeRequest::Watch {
+            resource: convert::from_wit_api_resource(resource),
+            namespace,
+            selector: convert::from_wit_selector(selector),
+        };
+        self.kube(request).await.map(drop)
+    }
+
+    async fn get(
+        &mut self,
+        resource: kube::ApiResource,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<Option<String>, types::Error> {
+        let request = KubeRequest::Get {
+            resource: convert::from_wit_api_resource(resource),
+            namespace,
+            name,
+        };
+        match self.kube(request).await? {
+            conductor_plugin_sdk::kube::KubeReply::MaybeObject(o) => Ok(o),
+            other => Err(unexpected_kube(other)),
+        }
+    }
+
+    async fn list(
+        &mut self,
+        resource: kube::ApiResource,
+        namespace: Option<String>,
+        selector: kube::Selector,
+    ) -> Result<Vec<String>, types::Error> {
+        let request = KubeRequest::List {
+            resource: convert::from_wit_api_resource(resource),
+            namespace,
+            selector: convert::from_wit_selector(selector),
+        };
+        match self.kube(request).await? {
+            conductor_plugin_sdk::kube::KubeReply::Objects(o) => Ok(o),
+            other => Err(unexpected_kube(other)),
+        }
+    }
+
+    async fn create(
+        &mut self,
+        resource: kube::ApiResource,
+        namespace: Option<String>,
+        object: String,
+    ) -> Result<String, types::Error> {
+        let request = KubeRequest::Create {
+            resource: convert::from_wit_api_resource(resource),
+            namespace,
+            object,
+        };
+        self.kube_object(request).await
+    }
+
+    async fn update(
+        &mut self,
+        resource: kube::ApiResource,
+        namespace: Option<String>,
+        object: String,
+        subresource: Option<String>,
+    ) -> Result<String, types::Error> {
+        let request = KubeRequest::Update {
+            resource: convert::from_wit_api_resource(resource),
+            namespace,
+            object,
+            subresource,
+        };
+        self.kube_object(request).await
+    }
+
+    async fn patch(
+        &mut self,
+        resource: kube::ApiResource,
+        namespace: Option<String>,
+        name: String,
+        patch: String,
+        subresource: Option<String>,
+    ) -> Result<String, types::Error> {
+        let request = KubeRequest::Patch {
+            resource: convert::from_wit_api_resource(resource),
+            namespace,
+            name,
+            patch,
+            subresource,
+        };
+        self.kube_object(request).await
+    }
+
+    async fn delete(
+        &mut self,
+        resource: kube::ApiResource,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<(), types::Error> {
+        let request = KubeRequest::Delete {
+            resource: convert::from_wit_api_resource(resource),
+            namespace,
+            name,
+        };
+        self.kube(request).await.map(drop)
+    }
+
+    async fn create_token(&mut self, namespace: String, name: String, request: String) -> Result<String, types::Error> {
+        self.kube_object(KubeRequest::CreateToken {
+            namespace,
+            name,
+            request,
+        })
+        .await
+    }
+}
+
+impl State {
+    async fn kube_object(&mut self, request: KubeRequest) -> Result<String, types::Error> {
+        match self.kube(request).await? {
+            conductor_plugin_sdk::kube::KubeReply::Object(o) => Ok(o),
+            other => Err(unexpected_kube(other)),
+        }
+    }
+}
+
+/// A linker with WASI and exactly the granted conductor capabilities; the conductor interfaces
+/// a component imports only types of are defined empty.
+fn linker(capabilities: &Capabilities, component: &Component) -> Result<Linker<State>, LoadError> {
     let wasm = |e: wasmtime::Error| LoadError::Incompatible(format!("{e:#}"));
     let mut linker = Linker::<State>::new(engine());
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm)?;
     types::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wasm)?;
+    let mut linked = vec!["types".to_owned()];
     for capability in Capability::ALL {
         if !capabilities.granted(capability) {
             continue;
@@ -321,72 +549,97 @@ fn linker(capabilities: &Capabilities) -> Result<Linker<State>, LoadError> {
             Capability::Log => log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
             Capability::Timer => timer::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
             Capability::Kv => kv::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Config => config::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
             Capability::Pg => pg::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
             Capability::Kube => kube::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
         }
         .map_err(wasm)?;
+        linked.push(capability.name().to_owned());
+    }
+    for (name, _) in component.component_type().imports(engine()) {
+        let Some(rest) = name.strip_prefix(WIT_PACKAGE) else {
+            continue;
+        };
+        let interface = rest.split('@').next().unwrap_or(rest);
+        if !linked.iter().any(|l| l == interface) {
+            // Only types are imported (checked at load): an empty instance satisfies it.
+            linker.instance(name).map_err(wasm)?;
+        }
     }
     Ok(linker)
 }
 
-/// Reads a component's description: instantiated with WASI only (its capability imports trap),
-/// `describe` called, nothing else.
-pub async fn describe(file: &Path) -> Result<Description, LoadError> {
-    let component = compile(file)?;
+/// A component instantiated with WASI only (its capability imports trap), for `describe` and
+/// `check-config`.
+async fn sandboxed(component: &Component) -> Result<(Store<State>, ConductorPlugin), LoadError> {
     let mut linker = Linker::<State>::new(engine());
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
     linker
-        .define_unknown_imports_as_traps(&component)
+        .define_unknown_imports_as_traps(component)
         .map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
-    let mut store = Store::new(engine(), State::new(None, 64 << 20));
-    store.limiter(|s| &mut s.limits);
-    store.set_epoch_deadline(ticks(Duration::from_secs(5)));
-    let plugin = SourcePlugin::instantiate_async(&mut store, &component, &linker)
+    let mut store = store(State::new(None, 64 << 20));
+    arm(&mut store, Duration::from_secs(5));
+    let plugin = ConductorPlugin::instantiate_async(&mut store, component, &linker)
         .await
-        .map_err(|e| LoadError::Incompatible(format!("not a conductor:plugin source component: {e:#}")))?;
+        .map_err(|e| LoadError::Incompatible(format!("not a conductor:plugin component: {e:#}")))?;
+    Ok((store, plugin))
+}
+
+/// Reads a component's description and the capabilities it uses, running nothing but
+/// `describe`.
+pub async fn describe(file: &Path) -> Result<(Component, Description, Vec<Capability>), LoadError> {
+    let component = compile(file).await?;
+    let capabilities = used_capabilities(&component)?;
+    let (mut store, plugin) = sandboxed(&component).await?;
     let d = plugin
-        .conductor_plugin_source()
+        .conductor_plugin_plugin()
         .call_describe(&mut store)
         .await
         .map_err(|e| LoadError::Incompatible(format!("describe failed: {e:#}")))?;
-    Ok(convert::from_wit_description(d))
+    let mut description = convert::from_wit_description(d);
+    description.capabilities = capabilities.clone();
+    Ok((component, description, capabilities))
 }
 
-fn ticks(timeout: Duration) -> u64 {
-    (timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1
+/// Asks a component whether it takes `config`, with no capability linked.
+pub async fn check_config(component: &Component, config: &str) -> Result<(), Error> {
+    let (mut store, plugin) = sandboxed(component).await.map_err(|e| Error::Internal(e.to_string()))?;
+    plugin
+        .conductor_plugin_plugin()
+        .call_check_config(&mut store, config)
+        .await
+        .map_err(|e| Error::Internal(format!("check-config trapped: {e:#}")))?
+        .map_err(convert::from_wit_error)
 }
 
 struct Instance {
     store: Store<State>,
-    plugin: SourcePlugin,
+    plugin: ConductorPlugin,
 }
 
 pub struct WasmRuntime {
-    description: Description,
-    pool: Pool<Instance, SourceError>,
-    call_ticks: u64,
+    pool: Pool<Instance>,
     call_timeout: Duration,
     name: String,
 }
 
 impl WasmRuntime {
-    /// Starts the first instance of the component in `file`, whose `description` the caller
-    /// already read (and checked) with [`describe`].
+    /// Starts the first instance of `component` (already described and checked).
     pub async fn load(
-        file: &Path,
-        description: Description,
+        component: &Component,
         capabilities: Arc<Capabilities>,
         pool_size: usize,
         limits: &PluginLimits,
         config_json: String,
     ) -> Result<Self, LoadError> {
-        let component = compile(file)?;
-        let imported = imported_capabilities(&component)?;
+        let imported = imported_interfaces(component)?;
         let missing: Vec<String> = imported
             .iter()
-            .filter(|c| Capability::parse(c).is_none_or(|c| !capabilities.granted(c)))
-            .cloned()
+            .filter(|(interface, uses_functions)| {
+                *uses_functions
+                    && interface != "types"
+                    && Capability::parse(interface).is_none_or(|c| !capabilities.granted(c))
+            })
+            .map(|(interface, _)| interface.clone())
             .collect();
         if !missing.is_empty() {
             return Err(LoadError::Ungranted {
@@ -398,32 +651,31 @@ impl WasmRuntime {
                     .collect(),
             });
         }
-        let linker = linker(&capabilities)?;
+        let linker = linker(&capabilities, component)?;
         let pre = linker
-            .instantiate_pre(&component)
+            .instantiate_pre(component)
             .map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
-        let pre = bindings::SourcePluginPre::new(pre).map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
+        let pre = bindings::ConductorPluginPre::new(pre).map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
         let memory = limits.memory.as_usize();
-        let call_ticks = ticks(limits.call_timeout.0);
+        let call_timeout = limits.call_timeout.0;
         let name = capabilities.plugin().to_owned();
-        let make: MakeInstance<Instance, SourceError> = Arc::new(move || {
+        let make: MakeInstance<Instance> = Arc::new(move || {
             let pre = pre.clone();
             let capabilities = Arc::clone(&capabilities);
             let config_json = config_json.clone();
             Box::pin(async move {
-                let mut store = Store::new(engine(), State::new(Some(capabilities), memory));
-                store.limiter(|s| &mut s.limits);
-                store.set_epoch_deadline(call_ticks);
+                let name = capabilities.plugin().to_owned();
+                let mut store = store(State::new(Some(capabilities), memory));
+                arm(&mut store, call_timeout);
                 let plugin = pre
                     .instantiate_async(&mut store)
                     .await
-                    .map_err(|e| SourceError::Internal(format!("instantiating the plugin failed: {e:#}")))?;
+                    .map_err(|e| Error::Internal(format!("instantiating the plugin failed: {e:#}")))?;
                 let init = plugin
-                    .conductor_plugin_source()
+                    .conductor_plugin_plugin()
                     .call_init(&mut store, &config_json)
                     .await
-                    .map_err(|e| SourceError::Internal(format!("plugin init trapped: {e:#}")));
-                let name = store.data().caps().plugin().to_owned();
+                    .map_err(|e| Error::Internal(format!("plugin init trapped: {e:#}")));
                 store.data_mut().pg.end_call(&name).await;
                 init?.map_err(convert::from_wit_error)?;
                 Ok(Instance { store, plugin })
@@ -431,71 +683,84 @@ impl WasmRuntime {
         });
         let first = make().await.map_err(LoadError::Init)?;
         Ok(Self {
-            description,
-            pool: Pool::new(pool_size, first, make),
-            call_ticks,
-            call_timeout: limits.call_timeout.0,
+            pool: Pool::new(&name, pool_size, limits.acquire_timeout.0, first, make),
+            call_timeout,
             name,
         })
     }
 
     /// A failed call's error: a trap becomes an internal error naming what happened.
-    fn trapped(&self, error: wasmtime::Error) -> SourceError {
+    fn trapped(&self, error: wasmtime::Error) -> Error {
         let reason = match error.downcast_ref::<wasmtime::Trap>() {
             Some(wasmtime::Trap::Interrupt) => format!("exceeded its call timeout of {:?}", self.call_timeout),
             _ => format!("trapped: {error:#}"),
         };
         tracing::warn!(plugin = %self.name, %reason, "plugin call failed; replacing the instance");
-        SourceError::Internal(format!("plugin {} {reason}", self.name))
+        Error::Internal(format!("plugin {} {reason}", self.name))
+    }
+
+    async fn run(
+        &self,
+        instance: &mut Instance,
+        request: PluginRequest,
+    ) -> wasmtime::Result<Result<PluginReply, Error>> {
+        let source = instance.plugin.conductor_plugin_plugin();
+        let store = &mut instance.store;
+        let done = |r: Result<(), types::Error>| r.map(|()| PluginReply::Done).map_err(convert::from_wit_error);
+        Ok(match request {
+            PluginRequest::Start => done(source.call_start(store).await?),
+            PluginRequest::List(options) => source
+                .call_list(store, &convert::to_wit_list_options(options))
+                .await?
+                .map(|events| PluginReply::Listed(events.into_iter().map(convert::from_wit_event).collect()))
+                .map_err(convert::from_wit_error),
+            PluginRequest::Handle(identity, event) => done(
+                source
+                    .call_handle(
+                        store,
+                        &convert::to_wit_identity(identity),
+                        &convert::to_wit_event(&event),
+                    )
+                    .await?,
+            ),
+            PluginRequest::OnEvents(events) => {
+                let events: Vec<_> = events.into_iter().map(convert::to_wit_host_event).collect();
+                done(source.call_on_events(store, &events).await?)
+            }
+        })
     }
 }
 
-// The generated `plugin-error` (with its Kubernetes status) is large; it lives only for a call.
-#[allow(clippy::result_large_err)]
 #[async_trait]
 impl Runtime for WasmRuntime {
-    fn description(&self) -> &Description {
-        &self.description
-    }
-
-    async fn call(&self, request: PluginRequest) -> Result<PluginReply, SourceError> {
+    async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error> {
         self.pool
-            .with(async |mut instance: Instance| {
-                instance.store.set_epoch_deadline(self.call_ticks);
-                let source = instance.plugin.conductor_plugin_source();
-                let outcome = match request {
-                    PluginRequest::List(options) => {
-                        let options = types::ListOptions {
-                            cluster_name: options.cluster_name,
-                            data_type: options.data_type,
-                        };
-                        source.call_list(&mut instance.store, &options).await.map(|r| {
-                            r.map(|events| {
-                                PluginReply::Listed(events.into_iter().map(convert::from_wit_event).collect())
-                            })
-                        })
-                    }
-                    PluginRequest::Handle(identity, event) => {
-                        let identity = types::Identity {
-                            user: identity.user,
-                            groups: identity.groups,
-                        };
-                        source
-                            .call_handle(&mut instance.store, &identity, &convert::to_wit_event(&event))
-                            .await
-                            .map(|r| r.map(|()| PluginReply::Done))
-                    }
-                    PluginRequest::OnEvent(event) => source
-                        .call_on_event(&mut instance.store, &convert::to_wit_host_event(event))
-                        .await
-                        .map(|r| r.map(|()| PluginReply::Done)),
-                };
+            .with(wait, async |mut instance: Instance| {
+                arm(&mut instance.store, self.call_timeout);
+                // The epoch callback bounds the guest's own time (and reports it as such); this
+                // bounds time spent waiting in host calls, just after.
+                let outcome =
+                    tokio::time::timeout(self.call_timeout + HOST_CALL_GRACE, self.run(&mut instance, request)).await;
                 instance.store.data_mut().pg.end_call(&self.name).await;
                 match outcome {
-                    Ok(answer) => (answer.map_err(convert::from_wit_error), Some(instance)),
-                    Err(trap) => (Err(self.trapped(trap)), None),
+                    Ok(Ok(answer)) => (answer, Some(instance)),
+                    Ok(Err(trap)) => (Err(self.trapped(trap)), None),
+                    Err(_elapsed) => {
+                        tracing::warn!(plugin = %self.name, timeout = ?self.call_timeout, "plugin call timed out in a host call; replacing the instance");
+                        (
+                            Err(Error::Unavailable(format!(
+                                "plugin {} exceeded its call timeout of {:?}",
+                                self.name, self.call_timeout
+                            ))),
+                            None,
+                        )
+                    }
                 }
             })
             .await?
+    }
+
+    fn instances(&self) -> usize {
+        self.pool.instances()
     }
 }

@@ -13,13 +13,13 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use async_trait::async_trait;
 use conductor_plugin_sdk::ocm::{DataType, EventType, OcmExtensions, SubResource, actions, extensions};
-use conductor_plugin_sdk::{CloudEvent, Identity, SourceError, Timestamp};
+use conductor_plugin_sdk::{CloudEvent, Error, Identity, ListOptions, Timestamp};
 use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::broker::EventSink;
-use crate::registry::{ListOptions, Source};
+use crate::registry::Source;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,19 +103,19 @@ impl MemorySource {
     }
 }
 
-fn required_id(event: &CloudEvent) -> Result<String, SourceError> {
+fn required_id(event: &CloudEvent) -> Result<String, Error> {
     event
         .resource_id()
         .map(str::to_owned)
-        .map_err(|e| SourceError::Invalid(e.to_string()))
+        .map_err(|e| Error::Invalid(e.to_string()))
 }
 
-fn json_data(event: &CloudEvent) -> Result<Value, SourceError> {
+fn json_data(event: &CloudEvent) -> Result<Value, Error> {
     match event.data.as_deref() {
-        None | Some([]) => Err(SourceError::Invalid(format!("event {} has no data", event.id))),
+        None | Some([]) => Err(Error::Invalid(format!("event {} has no data", event.id))),
         Some(_) => event
             .data_json()
-            .map_err(|e| SourceError::Invalid(format!("event {} data is not JSON: {e}", event.id))),
+            .map_err(|e| Error::Invalid(format!("event {} data is not JSON: {e}", event.id))),
     }
 }
 
@@ -123,10 +123,10 @@ fn existing<'a>(
     resources: &'a mut BTreeMap<String, Resource>,
     dt: &DataType,
     id: &str,
-) -> Result<&'a mut Resource, SourceError> {
+) -> Result<&'a mut Resource, Error> {
     resources
         .get_mut(id)
-        .ok_or_else(|| SourceError::NotFound(format!("{} {id} not found", dt.resource)))
+        .ok_or_else(|| Error::NotFound(format!("{} {id} not found", dt.resource)))
 }
 
 fn is_deleted_status(status: &Value) -> bool {
@@ -149,23 +149,24 @@ impl Source for MemorySource {
         &self.sources
     }
 
-    async fn list(&self, options: &ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
-        let key = (options.cluster_name.clone(), options.data_type.to_string());
+    async fn list(&self, options: &ListOptions) -> Result<Vec<CloudEvent>, Error> {
+        let dt = DataType::parse(&options.data_type).map_err(|e| Error::Invalid(e.to_string()))?;
+        let key = (options.cluster_name.clone(), options.data_type.clone());
         let resources = self.resources.lock();
         Ok(resources
             .get(&key)
             .into_iter()
             .flatten()
-            .map(|(id, r)| self.spec_event(&key.0, &options.data_type, id, r, actions::CREATE_REQUEST))
+            .map(|(id, r)| self.spec_event(&key.0, &dt, id, r, actions::CREATE_REQUEST))
             .collect())
     }
 
-    async fn handle(&self, _identity: &Identity, event: CloudEvent) -> Result<(), SourceError> {
-        let ty = EventType::parse(&event.ty).map_err(|e| SourceError::Invalid(e.to_string()))?;
+    async fn handle(&self, _identity: &Identity, event: CloudEvent) -> Result<(), Error> {
+        let ty = EventType::parse(&event.ty).map_err(|e| Error::Invalid(e.to_string()))?;
         let dt = ty.data_type.clone();
         let cluster = event
             .cluster_name()
-            .map_err(|e| SourceError::Invalid(e.to_string()))?
+            .map_err(|e| Error::Invalid(e.to_string()))?
             .to_owned();
         let key = (cluster.clone(), dt.to_string());
         let emitted = {
@@ -180,7 +181,7 @@ impl Source for MemorySource {
                         .unwrap_or_else(|_| uuid::Uuid::new_v4().to_string());
                     let name = data["metadata"]["name"].as_str().unwrap_or(&id).to_owned();
                     if resources.contains_key(&id) {
-                        return Err(SourceError::from(
+                        return Err(Error::from(
                             conductor_plugin_sdk::Status::failure(
                                 409,
                                 "AlreadyExists",
@@ -223,7 +224,14 @@ impl Source for MemorySource {
                 (SubResource::Status, actions::UPDATE_REQUEST) => {
                     let id = required_id(&event)?;
                     let status = json_data(&event)?;
-                    let r = existing(resources, &dt, &id)?;
+                    let Some(r) = resources.get_mut(&id) else {
+                        // As OCM's work service (ocm-grpc-protocol.md §6.3): a status for a
+                        // resource the source no longer holds is answered OK. An error would
+                        // make the agent retry it forever, e.g. the last `Deleted` status it
+                        // sends again after the final delete.
+                        tracing::debug!(plugin = %self.name, cluster, resource = %id, "status of an unknown resource ignored");
+                        return Ok(());
+                    };
                     if r.deleting.is_some() && is_deleted_status(&status) {
                         // The agent finished deleting: the resource is gone for good.
                         let r = resources.remove(&id).expect("present above");
@@ -234,7 +242,7 @@ impl Source for MemorySource {
                     }
                 }
                 (sub, action) => {
-                    return Err(SourceError::Invalid(format!(
+                    return Err(Error::Invalid(format!(
                         "unsupported action {action:?} on {sub} for {dt}"
                     )));
                 }
@@ -303,7 +311,7 @@ mod tests {
         let listed = s
             .list(&ListOptions {
                 cluster_name: "c1".into(),
-                data_type: DataType::parse(MANIFEST_BUNDLES).unwrap(),
+                data_type: MANIFEST_BUNDLES.into(),
             })
             .await
             .unwrap();
@@ -312,14 +320,31 @@ mod tests {
         s.handle(&id, request("status", "update_request", Some("u1"), Some(deleted)))
             .await
             .unwrap();
+        // The agent reports Deleted again for the work it re-added on the final delete: OK,
+        // nothing emitted (OCM's work service answers the same).
+        s.handle(
+            &id,
+            request("status", "update_request", Some("u1"), Some(deleted_again())),
+        )
+        .await
+        .unwrap();
+        assert_eq!(sink.0.lock().len(), 3, "the final delete, and nothing after it");
         let err = s
             .handle(
                 &id,
-                request("status", "update_request", Some("u1"), Some(serde_json::json!({}))),
+                request("spec", "update_request", Some("u1"), Some(serde_json::json!({}))),
             )
             .await
             .unwrap_err();
-        assert_eq!(err.to_status().code, 404);
+        assert_eq!(
+            err.to_status().code,
+            404,
+            "spec requests for unknown resources still fail"
+        );
+    }
+
+    fn deleted_again() -> Value {
+        serde_json::json!({"conditions": [{"type": "Deleted", "status": "True"}]})
     }
 
     #[test]

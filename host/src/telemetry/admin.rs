@@ -1,7 +1,7 @@
 //! The admin HTTP endpoint: `/metrics` (Prometheus), `/healthz` (the process is alive),
 //! `/readyz` (the gRPC listener is serving and not shutting down, and no database LISTEN connection
-//! is down) and `POST /reload` (reload the
-//! plugin files, as SIGHUP does).
+//! is down) and `POST /reload` (re-read `conductor.toml` and apply what changed, as SIGHUP does;
+//! answers with what changed, or why the new configuration was refused).
 
 use std::{
     collections::BTreeMap,
@@ -18,10 +18,11 @@ use axum::{
     http::StatusCode,
     routing::{get, post},
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::Metrics;
+use crate::app::ReloadRequest;
 
 /// Whether the process should receive traffic: it is serving, and nothing it depends on (a
 /// database LISTEN connection) is down.
@@ -67,7 +68,7 @@ impl Readiness {
 struct AdminState {
     metrics: Metrics,
     readiness: Arc<Readiness>,
-    reload: mpsc::Sender<()>,
+    reload: mpsc::Sender<ReloadRequest>,
 }
 
 /// Binds the admin listener; the returned future serves until `shutdown` is cancelled.
@@ -75,7 +76,7 @@ pub async fn serve(
     addr: SocketAddr,
     metrics: Metrics,
     readiness: Arc<Readiness>,
-    reload: mpsc::Sender<()>,
+    reload: mpsc::Sender<ReloadRequest>,
     shutdown: CancellationToken,
 ) -> std::io::Result<impl Future<Output = std::io::Result<()>>> {
     let app = Router::new()
@@ -101,10 +102,24 @@ async fn render_metrics(State(state): State<AdminState>) -> ([(&'static str, &'s
     ([("content-type", "text/plain; version=0.0.4")], state.metrics.render())
 }
 
-async fn request_reload(State(state): State<AdminState>) -> (StatusCode, &'static str) {
-    match state.reload.try_send(()) {
-        Ok(()) => (StatusCode::ACCEPTED, "reload requested"),
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "a reload is already pending"),
+async fn request_reload(State(state): State<AdminState>) -> (StatusCode, String) {
+    let (reply, outcome) = oneshot::channel();
+    if state.reload.try_send(ReloadRequest { reply: Some(reply) }).is_err() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "a reload is already pending\n".to_owned(),
+        );
+    }
+    match outcome.await {
+        Ok(Ok(summary)) => (
+            StatusCode::OK,
+            serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n",
+        ),
+        Ok(Err(reason)) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("reload refused; the running configuration stays: {reason}\n"),
+        ),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".to_owned()),
     }
 }
 

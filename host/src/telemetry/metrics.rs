@@ -1,7 +1,7 @@
 //! Prometheus metrics with the upstream names and labels (`ocm-grpc-protocol.md` §10).
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 const SUBSYSTEM: &str = "grpc_server_ce";
@@ -20,6 +20,41 @@ pub struct Metrics {
     duration: HistogramVec,
     listener_up: IntGaugeVec,
     listener_lost: IntCounterVec,
+    plugin_queue_depth: IntGaugeVec,
+    plugin_events_queued: IntCounterVec,
+    plugin_events_coalesced: IntCounterVec,
+    plugin_queue_full: IntCounterVec,
+}
+
+/// The host-event queue metrics of one plugin.
+#[derive(Clone)]
+pub struct PluginMetrics {
+    plugin: String,
+    depth: IntGauge,
+    queued: IntCounterVec,
+    coalesced: IntCounterVec,
+    full: IntCounter,
+}
+
+impl PluginMetrics {
+    pub fn set_depth(&self, depth: usize) {
+        self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// An event of `kind` joined the queue.
+    pub fn queued(&self, kind: &str) {
+        self.queued.with_label_values(&[self.plugin.as_str(), kind]).inc();
+    }
+
+    /// An event of `kind` was folded into one already queued.
+    pub fn coalesced(&self, kind: &str) {
+        self.coalesced.with_label_values(&[self.plugin.as_str(), kind]).inc();
+    }
+
+    /// A producer found the queue full and waited.
+    pub fn waited_for_room(&self) {
+        self.full.inc();
+    }
 }
 
 fn opts(name: &str, help: &str) -> Opts {
@@ -84,9 +119,45 @@ impl Metrics {
             &["database", "channel"],
         )
         .expect("valid metric");
+        let plugin_queue_depth = IntGaugeVec::new(
+            Opts::new(
+                "conductor_plugin_event_queue_depth",
+                "Host events (timers, notifications, watched objects) waiting for a plugin.",
+            ),
+            &["plugin"],
+        )
+        .expect("valid metric");
+        let plugin_events_queued = IntCounterVec::new(
+            Opts::new(
+                "conductor_plugin_events_queued_total",
+                "Host events queued for a plugin, by kind.",
+            ),
+            &["plugin", "kind"],
+        )
+        .expect("valid metric");
+        let plugin_events_coalesced = IntCounterVec::new(
+            Opts::new(
+                "conductor_plugin_events_coalesced_total",
+                "Host events folded into one already waiting (a timer firing again, the same notification, a newer state of a watched object).",
+            ),
+            &["plugin", "kind"],
+        )
+        .expect("valid metric");
+        let plugin_queue_full = IntCounterVec::new(
+            Opts::new(
+                "conductor_plugin_event_queue_full_total",
+                "Times a producer of host events found a plugin's queue full and waited (back-pressure).",
+            ),
+            &["plugin"],
+        )
+        .expect("valid metric");
         let registry = Registry::new();
         for c in [
-            Box::new(listener_up.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(plugin_queue_depth.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(plugin_events_queued.clone()),
+            Box::new(plugin_events_coalesced.clone()),
+            Box::new(plugin_queue_full.clone()),
+            Box::new(listener_up.clone()),
             Box::new(listener_lost.clone()),
             Box::new(subscribers.clone()),
             Box::new(called.clone()),
@@ -107,6 +178,21 @@ impl Metrics {
             duration,
             listener_up,
             listener_lost,
+            plugin_queue_depth,
+            plugin_events_queued,
+            plugin_events_coalesced,
+            plugin_queue_full,
+        }
+    }
+
+    /// The metrics of the plugin `name`'s host-event queue.
+    pub fn plugin(&self, name: &str) -> PluginMetrics {
+        PluginMetrics {
+            plugin: name.to_owned(),
+            depth: self.plugin_queue_depth.with_label_values(&[name]),
+            queued: self.plugin_events_queued.clone(),
+            coalesced: self.plugin_events_coalesced.clone(),
+            full: self.plugin_queue_full.with_label_values(&[name]),
         }
     }
 

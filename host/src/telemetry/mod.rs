@@ -4,4 +4,4 @@ pub mod admin;
 pub mod logging;
 pub mod metrics;
 
-pub use metrics::Metrics;
+pub use metrics::{Metrics, PluginMetrics};

@@ -5,19 +5,16 @@ use std::os::unix::fs::PermissionsExt;
 use conductor::config::EmbeddedDatabase;
 use conductor::database::EmbeddedPostgres;
 
-/// Starts an embedded PostgreSQL with Maestro's schema on a free port; stopped when dropped.
+/// Starts an embedded PostgreSQL (a Unix socket in its folder); stopped when dropped.
 pub fn start_embedded() -> (tempfile::TempDir, EmbeddedPostgres) {
     let dir = tempfile::tempdir().unwrap();
     // The server runs as `postgres` when the tests run as root: let it reach its folder.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let pg = EmbeddedPostgres::start(&EmbeddedDatabase {
         data_dir: dir.path().join("pg"),
-        port,
+        database: "postgres".into(),
+        init_sql: vec![],
+        port: None,
         bin_dir: None,
     })
     .expect("the embedded PostgreSQL starts");

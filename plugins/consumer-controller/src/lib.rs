@@ -8,21 +8,20 @@
 //! refuse (not an RFC 1123 label) is reported once instead of retried forever, and concurrent
 //! controllers cannot create two rows (`ON CONFLICT (name) DO NOTHING` on Maestro's unique index).
 
-use conductor_plugin_sdk::{
-    ApiResource, CloudEvent, Description, Host, HostEvent, Identity, KubeChange, ListOptions, PgError, Plugin,
-    SDK_VERSION, SourceError,
-};
+use std::time::Duration;
+
+use conductor_plugin_sdk::kube::{ApiResource, Change, Selector};
+use conductor_plugin_sdk::{Capability, Description, Error, Host, HostEvent, Plugin, Retry};
 use serde::Deserialize;
 use serde_json::Value;
 
-const RETRY_TIMER: &str = "retry";
-const RETRY_KEY: &str = "retry";
-const RETRY_AFTER_MS: u64 = 1_000;
+/// Clusters whose consumer could not be written, tried again with backoff.
+const RETRY: Retry<String> = Retry::new("retry", Duration::from_secs(1), Duration::from_secs(60));
 
 /// `[plugins.consumer-controller.config]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Config {
+pub struct Config {
     /// The database (`[databases.<name>]`) holding Maestro's schema.
     #[serde(default = "default_database")]
     database: String,
@@ -34,12 +33,12 @@ fn default_database() -> String {
 
 /// OCM's ManagedCluster (cluster-scoped).
 pub fn managed_clusters() -> ApiResource {
-    ApiResource {
-        group: "cluster.open-cluster-management.io".into(),
-        version: "v1".into(),
-        kind: "ManagedCluster".into(),
-        plural: "managedclusters".into(),
-    }
+    ApiResource::new(
+        "cluster.open-cluster-management.io",
+        "v1",
+        "ManagedCluster",
+        "managedclusters",
+    )
 }
 
 /// What a ManagedCluster asks of the controller.
@@ -83,7 +82,7 @@ pub fn valid_consumer_name(name: &str) -> bool {
 }
 
 /// Whether the consumer was created (false: it was there already).
-fn ensure_consumer(host: &Host, database: &str, name: &str) -> Result<bool, PgError> {
+fn ensure_consumer(host: &Host, database: &str, name: &str) -> Result<bool, Error> {
     let db = host.pg(database);
     let found = db.query(
         "SELECT id FROM consumers WHERE name = $1 AND deleted_at IS NULL",
@@ -107,7 +106,7 @@ pub struct ConsumerController {
 }
 
 impl ConsumerController {
-    fn reconcile(&self, host: &Host, name: &str) -> Result<(), String> {
+    fn reconcile(&self, host: &Host, name: &str) -> Result<(), Error> {
         if !valid_consumer_name(name) {
             host.warn(&format!(
                 "cluster {name:?} cannot have a Maestro consumer: the name is not an RFC 1123 label"
@@ -117,90 +116,55 @@ impl ConsumerController {
         match ensure_consumer(host, &self.database, name) {
             Ok(true) => host.info(&format!("consumer {name} created")),
             Ok(false) => host.debug(&format!("consumer {name} exists")),
-            Err(e) => return Err(format!("consumer {name}: {e}")),
-        }
-        Ok(())
-    }
-
-    /// Reconciles `names`; the failures are kept and tried again after a while.
-    fn reconcile_all(&self, host: &Host, names: Vec<String>) -> Result<(), SourceError> {
-        let mut failed: Vec<String> = Vec::new();
-        for name in names {
-            if let Err(e) = self.reconcile(host, &name) {
-                host.warn(&format!("{e}; retrying"));
-                failed.push(name);
+            Err(e) => {
+                host.warn(&format!("consumer {name}: {e}; retrying"));
+                return Err(e);
             }
         }
-        if failed.is_empty() {
-            return Ok(());
-        }
-        let mut pending: Vec<String> = host
-            .kv_get(RETRY_KEY)
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-        pending.extend(failed.into_iter().filter(|f| !pending.contains(f)).collect::<Vec<_>>());
-        host.kv_set(RETRY_KEY, &serde_json::to_vec(&pending).unwrap_or_default());
-        host.set_timer(RETRY_TIMER, RETRY_AFTER_MS, false);
         Ok(())
     }
 }
 
 impl Plugin for ConsumerController {
+    type Config = Config;
+
     fn describe() -> Description {
-        Description {
-            name: "consumer-controller".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            sdk_version: SDK_VERSION.into(),
-            sources: vec![],
-            data_types: vec![],
-            capabilities: ["log", "timer", "kv", "config", "pg", "kube"]
-                .map(String::from)
-                .to_vec(),
-        }
+        Description::new("consumer-controller", env!("CARGO_PKG_VERSION")).capabilities([
+            Capability::Log,
+            Capability::Timer,
+            Capability::Kv,
+            Capability::Pg,
+            Capability::Kube,
+        ])
     }
 
-    fn init(host: &Host, config: Value) -> Result<Self, SourceError> {
-        let config: Config = serde_json::from_value(config)
-            .map_err(|e| SourceError::Invalid(format!("consumer-controller config: {e}")))?;
-        host.kube_watch(&managed_clusters(), None)
-            .map_err(|e| SourceError::Internal(format!("cannot watch ManagedClusters: {e}")))?;
+    fn init(_host: &Host, config: Config) -> Result<Self, Error> {
         Ok(Self {
             database: config.database,
         })
     }
 
-    fn list(&mut self, _: &Host, _: ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
-        Ok(vec![])
+    /// Once per plugin: the watch on ManagedClusters.
+    fn start(&mut self, host: &Host) -> Result<(), Error> {
+        host.kube()
+            .watch(&managed_clusters(), None, &Selector::default())
+            .map_err(|e| e.context("cannot watch ManagedClusters"))
     }
 
-    fn handle(&mut self, _: &Host, _: Identity, event: CloudEvent) -> Result<(), SourceError> {
-        Err(SourceError::Invalid(format!(
-            "the consumer controller takes no agent events (got {})",
-            event.ty
-        )))
-    }
-
-    fn on_event(&mut self, host: &Host, event: HostEvent) -> Result<(), SourceError> {
+    fn on_event(&mut self, host: &Host, event: HostEvent) -> Result<(), Error> {
         match event {
-            HostEvent::Kube {
-                change: KubeChange::Applied,
-                object,
-                ..
-            } => {
-                let cluster: Value = serde_json::from_str(&object)
-                    .map_err(|e| SourceError::Invalid(format!("ManagedCluster is not JSON: {e}")))?;
-                match wanted(&cluster) {
-                    Wanted::Consumer(name) => self.reconcile_all(host, vec![name]),
-                    Wanted::Nothing => Ok(()),
+            HostEvent::Watch(w) if w.change == Change::Applied => match wanted(&w.object()?) {
+                Wanted::Consumer(name) => {
+                    if self.reconcile(host, &name).is_err() {
+                        RETRY.schedule(host, [name]);
+                    }
+                    Ok(())
                 }
-            }
-            HostEvent::Timer(name) if name == RETRY_TIMER => {
-                let pending: Vec<String> = host
-                    .kv_get(RETRY_KEY)
-                    .and_then(|b| serde_json::from_slice(&b).ok())
-                    .unwrap_or_default();
-                host.kv_delete(RETRY_KEY);
-                self.reconcile_all(host, pending)
+                Wanted::Nothing => Ok(()),
+            },
+            e if RETRY.is_due(&e) => {
+                RETRY.run(host, |name| self.reconcile(host, name));
+                Ok(())
             }
             _ => Ok(()),
         }
@@ -249,13 +213,37 @@ mod tests {
     }
 
     #[test]
-    fn init_watches_managed_clusters() {
-        let fake = FakeHost::new(json!({}));
-        ConsumerController::init(&fake.host(), json!({"database": "m"})).unwrap();
-        assert_eq!(fake.recorded().watches, [(managed_clusters(), None)]);
-        let err = ConsumerController::init(&fake.host(), json!({"databse": "m"}))
-            .err()
-            .unwrap();
+    fn start_watches_managed_clusters_once_and_config_keys_are_checked() {
+        let fake = FakeHost::new();
+        let host = fake.host();
+        let config = conductor_plugin_sdk::plugin::parse_config(r#"{"database": "m"}"#).unwrap();
+        let mut c = ConsumerController::init(&host, config).unwrap();
+        assert!(fake.recorded().watches.is_empty(), "init starts nothing");
+        c.start(&host).unwrap();
+        assert_eq!(
+            fake.recorded().watches,
+            [(managed_clusters(), None, Selector::default())]
+        );
+        let err = conductor_plugin_sdk::plugin::parse_config::<Config>(r#"{"databse": "m"}"#).unwrap_err();
         assert!(err.to_string().contains("databse"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_write_is_retried_with_backoff() {
+        let fake = FakeHost::new();
+        let host = fake.host();
+        let mut c = ConsumerController { database: "m".into() };
+        let event = HostEvent::Watch(conductor_plugin_sdk::kube::WatchEvent {
+            resource: managed_clusters().name(),
+            change: Change::Applied,
+            object: cluster("c1", "True", false).to_string(),
+        });
+        // The fake has no database: the write fails and is queued for a retry.
+        c.on_event(&host, event).unwrap();
+        assert_eq!(RETRY.pending(&host), ["c1"]);
+        assert_eq!(fake.recorded().timers.get("retry"), Some(&(1000, false)));
+        c.on_event(&host, HostEvent::Timer("retry".into())).unwrap();
+        assert_eq!(RETRY.pending(&host), ["c1"]);
+        assert_eq!(fake.recorded().timers.get("retry"), Some(&(2000, false)));
     }
 }

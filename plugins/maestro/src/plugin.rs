@@ -9,44 +9,41 @@
 //! unreconciled, and is sent again by the periodic catch-up once its agent is connected (the
 //! agent's resync at connect already brings it up to date).
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use conductor_plugin_sdk::ocm::types::actions;
 use conductor_plugin_sdk::ocm::{EventType, SubResource, data_types};
 use conductor_plugin_sdk::{
-    CloudEvent, Description, Host, HostEvent, Identity, ListOptions, Plugin, SDK_VERSION, SourceError,
+    Capability, CloudEvent, Description, Error, Host, HostEvent, Identity, KvKey, ListOptions, Plugin, Retry, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::spec::{Read, spec_event};
 use crate::status::{Decision, decide};
-use crate::store::{self, EVENTS_CHANNEL, EVENTS_LOCK, LAST_MIGRATION, RESOURCE_STATUS_LOCK};
+use crate::store::{self, EVENTS_CHANNEL, EVENTS_LOCK, LAST_MIGRATION, RESOURCE_STATUS_LOCK, lock_key};
 use crate::{SOURCE, duration};
 
 /// The periodic catch-up (unreconciled events, in case a NOTIFY was missed).
 const CATCH_UP_TIMER: &str = "catch-up";
-/// The next batch of queued events.
-const DRAIN_TIMER: &str = "drain";
-/// Failed events, again.
-const RETRY_TIMER: &str = "retry";
-/// Events handled per call, so a long catch-up never runs into the call timeout.
-const BATCH: usize = 100;
-const RETRY_FIRST_MS: u64 = 100;
-const RETRY_MAX_MS: u64 = 60_000;
+/// The next page of a catch-up under way.
+const NEXT_PAGE_TIMER: &str = "catch-up-next-page";
 /// After a lost LISTEN, events written since this long before the last sign of life are handled
 /// again (another replica may have reconciled them meanwhile; clocks may differ).
 const RECONNECT_MARGIN_SECONDS: i64 = 30;
 
-mod keys {
-    pub const QUEUE: &str = "queue";
-    pub const RETRY: &str = "retry";
-    pub const RETRY_BACKOFF: &str = "retry-backoff-ms";
-    pub const LAST_HEARD: &str = "last-heard";
-}
+/// Events that failed (or were delivered while another replica held their lock), tried again
+/// with backoff.
+const RETRY: Retry<Queued> = Retry::new("retry", Duration::from_millis(100), Duration::from_secs(60));
+/// When this replica last heard from the database (a NOTIFY or a LISTEN).
+const LAST_HEARD: KvKey<DateTime<Utc>> = KvKey::new("last-heard");
+/// The catch-up under way: what it looks for, and where its last page ended.
+const CATCH_UP: KvKey<CatchUp> = KvKey::new("catch-up");
 
 /// `[plugins.maestro.config]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Config {
+pub struct Config {
     /// The database (`[databases.<name>]`) holding Maestro's schema.
     #[serde(default = "default_database")]
     database: String,
@@ -61,6 +58,15 @@ fn default_database() -> String {
 
 fn default_catch_up() -> String {
     "5m".to_owned()
+}
+
+/// A catch-up, page by page.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct CatchUp {
+    /// Also the events written since then (after a lost LISTEN), not only the unreconciled.
+    since: Option<Timestamp>,
+    /// Where the last page ended.
+    after: Option<(Timestamp, String)>,
 }
 
 /// A queued event: its id, and whether a notification for it arrived (then it is sent to this
@@ -92,10 +98,7 @@ pub enum Outcome {
 
 pub struct Maestro {
     database: String,
-}
-
-fn internal(context: &str) -> impl Fn(String) -> SourceError + '_ {
-    move |e| SourceError::Internal(format!("{context}: {e}"))
+    catch_up_interval: Duration,
 }
 
 impl Maestro {
@@ -111,10 +114,10 @@ impl Maestro {
     /// §4.2: try-lock the event, re-read it, read the resource unscoped, send the spec event to
     /// this replica's agents, and set `reconciled_date` if this replica holds the lock and the
     /// event reached an agent (or its resource is gone).
-    fn handle_event(&self, host: &Host, queued: &Queued) -> Result<Outcome, SourceError> {
+    fn handle_event(&self, host: &Host, queued: &Queued) -> Result<Outcome, Error> {
         let (id, notified) = (queued.id.as_str(), queued.notified);
         let tx = host.pg(&self.database).begin()?;
-        let locked = tx.try_advisory_lock(id, EVENTS_LOCK)?;
+        let locked = tx.try_advisory_lock(lock_key(id, EVENTS_LOCK))?;
         let Some(event) = store::read_event(&tx, id)? else {
             return Ok(Outcome::Gone);
         };
@@ -139,8 +142,8 @@ impl Maestro {
             None => None,
             Some(row) => {
                 let spec = spec_event(&row, action, Read::Get)
-                    .map_err(|e| SourceError::Internal(format!("resource {}: {e}", row.id)))?;
-                Some(host.emit(&spec).map_err(internal("emit"))?)
+                    .map_err(|e| Error::Internal(format!("resource {}: {e}", row.id)))?;
+                Some(host.emit(&spec)?)
             }
         };
         let delivered = agents.is_none_or(|n| n > 0);
@@ -160,95 +163,80 @@ impl Maestro {
         })
     }
 
-    /// Queues events and handles the first batch.
-    fn enqueue(&self, host: &Host, ids: Vec<String>, notified: bool) -> Result<(), SourceError> {
-        let mut queue: Vec<Queued> = kv_json(host, keys::QUEUE);
-        let queued: std::collections::HashSet<String> = queue.iter().map(|q| q.id.clone()).collect();
-        for id in ids {
-            if !queued.contains(&id) {
-                queue.push(Queued {
-                    id,
-                    notified,
-                    mark_only: false,
-                });
-            } else if notified && let Some(q) = queue.iter_mut().find(|q| q.id == id) {
-                q.notified = true;
-            }
-        }
-        self.drain(host, queue)
-    }
-
-    /// Handles up to [`BATCH`] events of `queue` and keeps the rest queued (in `kv`, for the next
-    /// call); failures are retried with backoff.
-    fn drain(&self, host: &Host, mut queue: Vec<Queued>) -> Result<(), SourceError> {
-        let rest = queue.split_off(queue.len().min(BATCH));
-        set_kv_json(host, keys::QUEUE, &rest);
-        if !rest.is_empty() {
-            host.set_timer(DRAIN_TIMER, 1, false);
-        }
-        let mut failed = Vec::new();
-        for q in queue {
+    /// Handles `queued` events in order; returns those to try again later: the failures, and
+    /// those another replica held the lock of.
+    fn handle_all(&self, host: &Host, queued: Vec<Queued>) -> Vec<Queued> {
+        let mut again = Vec::new();
+        for q in queued {
             match self.handle_event(host, &q) {
                 Ok(outcome @ Outcome::Contended { .. }) => {
                     host.debug(&format!("event {}: {outcome:?}", q.id));
-                    failed.push(Queued { mark_only: true, ..q });
+                    again.push(Queued { mark_only: true, ..q });
                 }
                 Ok(outcome) => host.debug(&format!("event {}: {outcome:?}", q.id)),
                 Err(e) => {
                     host.warn(&format!("event {} failed, will retry: {e}", q.id));
-                    failed.push(q);
+                    again.push(q);
                 }
             }
         }
-        self.schedule_retry(host, failed);
-        Ok(())
+        again
     }
 
-    fn schedule_retry(&self, host: &Host, failed: Vec<Queued>) {
-        if failed.is_empty() {
-            return;
+    /// Handles new events; what must be tried again joins the retry queue.
+    fn handle_new(&self, host: &Host, queued: Vec<Queued>) {
+        let again = self.handle_all(host, queued);
+        if !again.is_empty() {
+            RETRY.schedule(host, again);
         }
-        let mut retry: Vec<Queued> = kv_json(host, keys::RETRY);
-        retry.extend(
-            failed
+    }
+
+    /// Starts a catch-up: the unreconciled events, and with `since` those written since then.
+    fn catch_up(&self, host: &Host, since: Option<Timestamp>) -> Result<(), Error> {
+        CATCH_UP.set(host, &CatchUp { since, after: None });
+        self.next_page(host)
+    }
+
+    /// Handles the next page of the catch-up under way; a full page asks for the one after it.
+    fn next_page(&self, host: &Host) -> Result<(), Error> {
+        let Some(state) = CATCH_UP.get(host) else { return Ok(()) };
+        let page = store::pending_events(&host.pg(&self.database), state.since, state.after.as_ref())?;
+        if !page.ids.is_empty() {
+            host.debug(&format!("catching up on {} events", page.ids.len()));
+        }
+        let full = page.ids.len() as i64 >= store::CATCH_UP_PAGE;
+        let notified = state.since.is_some();
+        self.handle_new(
+            host,
+            page.ids
                 .into_iter()
-                .filter(|f| !retry.iter().any(|r| r.id == f.id))
-                .collect::<Vec<_>>(),
+                .map(|id| Queued {
+                    id,
+                    notified,
+                    mark_only: false,
+                })
+                .collect(),
         );
-        set_kv_json(host, keys::RETRY, &retry);
-        let backoff: u64 = kv_json::<Option<u64>>(host, keys::RETRY_BACKOFF).unwrap_or(RETRY_FIRST_MS);
-        set_kv_json(host, keys::RETRY_BACKOFF, &(backoff * 2).min(RETRY_MAX_MS));
-        host.set_timer(RETRY_TIMER, backoff, false);
-    }
-
-    /// Queues the failed events again; once none fails, the backoff starts over.
-    fn retry(&self, host: &Host) -> Result<(), SourceError> {
-        let retry: Vec<Queued> = kv_json(host, keys::RETRY);
-        host.kv_delete(keys::RETRY);
-        let mut queue: Vec<Queued> = kv_json(host, keys::QUEUE);
-        queue.extend(retry);
-        let result = self.drain(host, queue);
-        if kv_json::<Vec<Queued>>(host, keys::RETRY).is_empty() {
-            host.kv_delete(keys::RETRY_BACKOFF);
+        if full {
+            CATCH_UP.set(
+                host,
+                &CatchUp {
+                    since: state.since,
+                    after: page.last,
+                },
+            );
+            host.set_timer(NEXT_PAGE_TIMER, Duration::from_millis(1), false);
+        } else {
+            CATCH_UP.take(host);
         }
-        result
-    }
-
-    /// Queues the events to (re-)handle: the unreconciled ones, and with `since` those written
-    /// since then.
-    fn catch_up(&self, host: &Host, since: Option<DateTime<Utc>>) -> Result<(), SourceError> {
-        let ids = store::pending_events(&host.pg(&self.database), since)?;
-        if !ids.is_empty() {
-            host.info(&format!("catching up on {} events", ids.len()));
-        }
-        self.enqueue(host, ids, since.is_some())
+        Ok(())
     }
 
     /// The LISTEN on `events` is in place: at startup, purge reconciled events; either way,
     /// catch up on what was missed while it was not.
-    fn listening(&self, host: &Host, reconnected: bool) -> Result<(), SourceError> {
-        let last_heard: Option<DateTime<Utc>> = kv_json(host, keys::LAST_HEARD);
-        set_kv_json(host, keys::LAST_HEARD, &Some(Utc::now()));
+    fn listening(&self, host: &Host, reconnected: bool) -> Result<(), Error> {
+        let last_heard = LAST_HEARD.get(host);
+        LAST_HEARD.set(host, &Utc::now());
         if reconnected {
             let since = last_heard.map(|t| t - chrono::Duration::seconds(RECONNECT_MARGIN_SECONDS));
             host.info("LISTEN on events re-established; catching up");
@@ -261,14 +249,14 @@ impl Maestro {
     }
 
     /// §5: an agent's status update, judged and written under Maestro's `resource_status` lock.
-    fn update_status(&self, host: &Host, event: CloudEvent) -> Result<(), SourceError> {
+    fn update_status(&self, host: &Host, event: CloudEvent) -> Result<(), Error> {
         let id = conductor_plugin_sdk::ocm::OcmExtensions::resource_id(&event)
-            .map_err(|_| SourceError::Invalid("status update without resourceid".into()))?
+            .map_err(|_| Error::Invalid("status update without resourceid".into()))?
             .to_owned();
         let tx = host.pg(&self.database).begin()?;
-        tx.advisory_lock(&id, RESOURCE_STATUS_LOCK)?;
+        tx.advisory_lock(lock_key(&id, RESOURCE_STATUS_LOCK))?;
         let row = store::read_resource(&tx, &id)?;
-        let decision = decide(&event, row.as_ref()).map_err(|e| SourceError::Invalid(e.to_string()))?;
+        let decision = decide(&event, row.as_ref()).map_err(|e| Error::Invalid(e.to_string()))?;
         let now = Utc::now();
         match (&decision, &row) {
             (Decision::Update { status }, _) => store::update_status(&tx, &id, status, now)?,
@@ -287,61 +275,62 @@ impl Maestro {
     }
 }
 
-fn kv_json<T: for<'de> Deserialize<'de> + Default>(host: &Host, key: &str) -> T {
-    host.kv_get(key)
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default()
-}
-
-fn set_kv_json<T: Serialize>(host: &Host, key: &str, value: &T) {
-    if let Ok(bytes) = serde_json::to_vec(value) {
-        host.kv_set(key, &bytes);
-    }
-}
-
 impl Plugin for Maestro {
+    type Config = Config;
+
     fn describe() -> Description {
-        Description {
-            name: "maestro".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            sdk_version: SDK_VERSION.into(),
-            sources: vec![SOURCE.into()],
-            data_types: vec![data_types::MANIFEST_BUNDLES.into()],
-            capabilities: ["emit", "log", "timer", "kv", "config", "pg"]
-                .map(String::from)
-                .to_vec(),
-        }
+        Description::new("maestro", env!("CARGO_PKG_VERSION"))
+            .sources([SOURCE])
+            .data_types([data_types::MANIFEST_BUNDLES])
+            .capabilities([
+                Capability::Emit,
+                Capability::Log,
+                Capability::Timer,
+                Capability::Kv,
+                Capability::Pg,
+            ])
     }
 
-    fn init(host: &Host, config: serde_json::Value) -> Result<Self, SourceError> {
-        let config: Config =
-            serde_json::from_value(config).map_err(|e| SourceError::Invalid(format!("maestro plugin config: {e}")))?;
+    fn check(config: &Config) -> Result<(), Error> {
+        duration::parse(&config.catch_up_interval)
+            .map(drop)
+            .map_err(|e| Error::Invalid(format!("config.catch_up_interval: {e}")))
+    }
+
+    /// Per instance: checks (reading only) that the database holds Maestro's schema.
+    fn init(host: &Host, config: Config) -> Result<Self, Error> {
         let interval = duration::parse(&config.catch_up_interval)
-            .map_err(|e| SourceError::Invalid(format!("maestro plugin config: catch_up_interval: {e}")))?;
+            .map_err(|e| Error::Invalid(format!("config.catch_up_interval: {e}")))?;
         let db = host.pg(&config.database);
-        let has_schema = store::check_schema(&db)
-            .map_err(|e| SourceError::Internal(format!("database {:?}: {e}", config.database)))?;
+        let has_schema = store::check_schema(&db).map_err(|e| e.context(format!("database {:?}", config.database)))?;
         if !has_schema {
-            return Err(SourceError::Invalid(format!(
+            return Err(Error::Invalid(format!(
                 "database {:?} has no Maestro schema (migration {LAST_MIGRATION} not found); run Maestro's migration first",
                 config.database
             )));
         }
-        db.listen(EVENTS_CHANNEL).map_err(|e| {
-            SourceError::Invalid(format!(
-                "cannot LISTEN on {EVENTS_CHANNEL:?} in database {:?}: {e}",
-                config.database
-            ))
-        })?;
-        host.set_timer(CATCH_UP_TIMER, interval, true);
         Ok(Self {
             database: config.database,
+            catch_up_interval: Duration::from_millis(interval),
         })
+    }
+
+    /// Once per plugin: LISTEN on `events` (whose first `listening` purges and catches up) and
+    /// the periodic catch-up.
+    fn start(&mut self, host: &Host) -> Result<(), Error> {
+        host.pg(&self.database).listen(EVENTS_CHANNEL).map_err(|e| {
+            e.context(format!(
+                "cannot LISTEN on {EVENTS_CHANNEL:?} in database {:?}",
+                self.database
+            ))
+        })?;
+        host.set_timer(CATCH_UP_TIMER, self.catch_up_interval, true);
+        Ok(())
     }
 
     /// §9: every resource of the consumer, soft-deleted ones included. Any error fails the whole
     /// resync: a partial answer would make the agent delete the works left out.
-    fn list(&mut self, host: &Host, options: ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
+    fn list(&mut self, host: &Host, options: ListOptions) -> Result<Vec<CloudEvent>, Error> {
         if options.data_type != data_types::MANIFEST_BUNDLES {
             return Ok(vec![]);
         }
@@ -349,18 +338,18 @@ impl Plugin for Maestro {
         rows.iter()
             .map(|row| {
                 spec_event(row, actions::UPDATE_REQUEST, Read::List)
-                    .map_err(|e| SourceError::Internal(format!("resource {}: {e}", row.id)))
+                    .map_err(|e| Error::Internal(format!("resource {}: {e}", row.id)))
             })
             .collect()
     }
 
-    fn handle(&mut self, host: &Host, _identity: Identity, event: CloudEvent) -> Result<(), SourceError> {
-        let ty = EventType::parse(&event.ty).map_err(|e| SourceError::Invalid(e.to_string()))?;
+    fn handle(&mut self, host: &Host, _identity: Identity, event: CloudEvent) -> Result<(), Error> {
+        let ty = EventType::parse(&event.ty).map_err(|e| Error::Invalid(e.to_string()))?;
         if ty.data_type.to_string() != data_types::MANIFEST_BUNDLES
             || ty.subresource != SubResource::Status
             || ty.action != actions::UPDATE_REQUEST
         {
-            return Err(SourceError::Invalid(format!(
+            return Err(Error::Invalid(format!(
                 "the maestro source takes manifest bundle status updates, not {}",
                 event.ty
             )));
@@ -368,19 +357,43 @@ impl Plugin for Maestro {
         self.update_status(host, event)
     }
 
-    fn on_event(&mut self, host: &Host, event: HostEvent) -> Result<(), SourceError> {
-        match event {
-            HostEvent::Timer(name) if name == CATCH_UP_TIMER => self.catch_up(host, None),
-            HostEvent::Timer(name) if name == DRAIN_TIMER => self.drain(host, kv_json(host, keys::QUEUE)),
-            HostEvent::Timer(name) if name == RETRY_TIMER => self.retry(host),
-            HostEvent::Notification { channel, payload, .. } if channel == EVENTS_CHANNEL => {
-                set_kv_json(host, keys::LAST_HEARD, &Some(Utc::now()));
-                self.enqueue(host, vec![payload], true)
+    /// A burst of host events: the notifications' events are handled together, in order.
+    fn on_events(&mut self, host: &Host, events: Vec<HostEvent>) -> Result<(), Error> {
+        let mut notified = Vec::new();
+        let mut result = Ok(());
+        for event in events {
+            let handled = match event {
+                HostEvent::Notification(n) if n.channel == EVENTS_CHANNEL => {
+                    notified.push(Queued {
+                        id: n.payload,
+                        notified: true,
+                        mark_only: false,
+                    });
+                    Ok(())
+                }
+                HostEvent::Listening(l) if l.channel == EVENTS_CHANNEL => self.listening(host, l.reconnected),
+                HostEvent::Timer(name) if name == CATCH_UP_TIMER => self.catch_up(host, None),
+                HostEvent::Timer(name) if name == NEXT_PAGE_TIMER => self.next_page(host),
+                e if RETRY.is_due(&e) => {
+                    let again = self.handle_all(host, RETRY.take(host));
+                    if again.is_empty() {
+                        RETRY.succeeded(host);
+                    } else {
+                        RETRY.schedule(host, again);
+                    }
+                    Ok(())
+                }
+                _ => Ok(()),
+            };
+            if let Err(e) = handled {
+                host.warn(&format!("host event failed: {e}"));
+                result = result.and(Err(e));
             }
-            HostEvent::Listening {
-                channel, reconnected, ..
-            } if channel == EVENTS_CHANNEL => self.listening(host, reconnected),
-            _ => Ok(()),
         }
+        if !notified.is_empty() {
+            LAST_HEARD.set(host, &Utc::now());
+            self.handle_new(host, notified);
+        }
+        result
     }
 }

@@ -2,22 +2,18 @@
 //! once here. Column-targeted writes only on `resources`; nothing ever touches `server_instances`
 //! or `event_instances`; no migrations.
 
-/// Try-lock an `events` row (key1 = FNV-1a of the event id, key2 = FNV-1a of `events`); held
-/// until the transaction ends.
-pub const TRY_LOCK: &str = "SELECT pg_try_advisory_xact_lock($1, $2)";
-/// Blocking lock (for `resource_status`).
-pub const LOCK: &str = "SELECT pg_advisory_xact_lock($1, $2)";
-
 /// An event row: `source`, `source_id`, `event_type`, whether reconciled.
 pub const READ_EVENT: &str = "SELECT source, source_id, event_type, reconciled_date IS NOT NULL AS reconciled \
      FROM events WHERE id = $1 AND deleted_at IS NULL LIMIT 1";
 pub const MARK_RECONCILED: &str = "UPDATE events SET reconciled_date = $1, updated_at = $1 WHERE id = $2";
 pub const PURGE_RECONCILED: &str = "DELETE FROM events WHERE reconciled_date IS NOT NULL";
-pub const UNRECONCILED: &str = "SELECT id FROM events WHERE reconciled_date IS NULL AND deleted_at IS NULL";
-/// After a lost LISTEN: the unreconciled events, and those written since `$1` (another replica
-/// may have reconciled them for its own agents while this one was not listening).
-pub const UNRECONCILED_OR_SINCE: &str = "SELECT id FROM events WHERE deleted_at IS NULL \
-     AND (reconciled_date IS NULL OR created_at >= $1) ORDER BY created_at";
+/// A page of the events to (re-)handle, oldest first, after (`$2`, `$3`): the unreconciled ones,
+/// and, with `$1` set (after a lost LISTEN), those written since `$1` (another replica may have
+/// reconciled them for its own agents while this one was not listening). `$4` rows at most.
+pub const PENDING_PAGE: &str = "SELECT id, created_at FROM events WHERE deleted_at IS NULL \
+     AND (reconciled_date IS NULL OR created_at >= $1::timestamptz) \
+     AND (created_at, id) > ($2::timestamptz, $3::text) \
+     ORDER BY created_at, id LIMIT $4";
 /// Maestro's schema is in place: its migrations table holds the last migration.
 pub const SCHEMA_PRESENT: &str = "SELECT to_regclass('public.migrations') IS NOT NULL AS present";
 pub const LAST_MIGRATION: &str = "SELECT id FROM migrations WHERE id = $1";

@@ -1,8 +1,8 @@
 //! Maestro's tables through the host's `pg` capability: the statements of [`crate::sql`] with
 //! their parameters bound and their rows read into the plugin's types.
 
-use conductor_plugin_sdk::pg::Database;
-use conductor_plugin_sdk::{PgError, PgRow, PgRows, PgValue, Timestamp, Transaction};
+use conductor_plugin_sdk::pg::{Database, LockKey};
+use conductor_plugin_sdk::{Error, PgRow, PgRows, PgValue, Timestamp, Transaction};
 use serde_json::Value;
 
 use crate::spec::ResourceRow;
@@ -15,6 +15,25 @@ pub const EVENTS_CHANNEL: &str = "events";
 /// Maestro's advisory lock types (`maestro-db.md` §4.1).
 pub const EVENTS_LOCK: &str = "events";
 pub const RESOURCE_STATUS_LOCK: &str = "resource_status";
+/// Events handled per page of a catch-up.
+pub const CATCH_UP_PAGE: i64 = 100;
+
+/// FNV-1a, 32 bits, reinterpreted as `int4`: Maestro's advisory-lock key of a string.
+pub fn fnv1a(s: &str) -> i32 {
+    let mut hash: u32 = 2_166_136_261;
+    for b in s.bytes() {
+        hash ^= u32::from(b);
+        hash = hash.wrapping_mul(16_777_619);
+    }
+    hash as i32
+}
+
+/// The lock Maestro takes for `id` of `lock_type` (`events`, `resources`, `resource_status`, …):
+/// the two-`int4` form, (FNV-1a(id), FNV-1a(lock type)). The `bigint` form is a different lock
+/// space.
+pub fn lock_key(id: &str, lock_type: &str) -> LockKey {
+    LockKey::Pair(fnv1a(id), fnv1a(lock_type))
+}
 
 /// An `events` row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,11 +44,11 @@ pub struct EventRow {
     pub reconciled: bool,
 }
 
-fn text(row: &PgRow<'_>, column: &str) -> Result<String, PgError> {
+fn text(row: &PgRow<'_>, column: &str) -> Result<String, Error> {
     Ok(row.text(column)?.unwrap_or_default().to_owned())
 }
 
-fn resource(row: PgRow<'_>) -> Result<ResourceRow, PgError> {
+fn resource(row: PgRow<'_>) -> Result<ResourceRow, Error> {
     Ok(ResourceRow {
         id: text(&row, "id")?,
         consumer_name: text(&row, "consumer_name")?,
@@ -42,16 +61,19 @@ fn resource(row: PgRow<'_>) -> Result<ResourceRow, PgError> {
     })
 }
 
-fn resources(rows: PgRows) -> Result<Vec<ResourceRow>, PgError> {
+fn resources(rows: PgRows) -> Result<Vec<ResourceRow>, Error> {
     rows.iter().map(resource).collect()
 }
 
-fn ids(rows: PgRows) -> Result<Vec<String>, PgError> {
-    rows.iter().map(|r| text(&r, "id")).collect()
+/// A page of event ids, oldest first, and where the page ended.
+pub struct Page {
+    pub ids: Vec<String>,
+    /// `(created_at, id)` of the last event, to continue after it.
+    pub last: Option<(Timestamp, String)>,
 }
 
 /// Checks that the database has Maestro's schema (its last migration).
-pub fn check_schema(db: &Database<'_>) -> Result<bool, PgError> {
+pub fn check_schema(db: &Database<'_>) -> Result<bool, Error> {
     let present = db.query(sql::SCHEMA_PRESENT, &[])?;
     if present.first().and_then(|r| r.bool("present").ok().flatten()) != Some(true) {
         return Ok(false);
@@ -59,7 +81,7 @@ pub fn check_schema(db: &Database<'_>) -> Result<bool, PgError> {
     Ok(!db.query(sql::LAST_MIGRATION, &[LAST_MIGRATION.into()])?.is_empty())
 }
 
-pub fn read_event(tx: &Transaction<'_>, id: &str) -> Result<Option<EventRow>, PgError> {
+pub fn read_event(tx: &Transaction<'_>, id: &str) -> Result<Option<EventRow>, Error> {
     let rows = tx.query(sql::READ_EVENT, &[id.into()])?;
     let Some(row) = rows.first() else { return Ok(None) };
     Ok(Some(EventRow {
@@ -71,35 +93,60 @@ pub fn read_event(tx: &Transaction<'_>, id: &str) -> Result<Option<EventRow>, Pg
 }
 
 /// One resource, unscoped (soft-deleted rows too), in a transaction.
-pub fn read_resource(tx: &Transaction<'_>, id: &str) -> Result<Option<ResourceRow>, PgError> {
+pub fn read_resource(tx: &Transaction<'_>, id: &str) -> Result<Option<ResourceRow>, Error> {
     let rows = tx.query(sql::READ_RESOURCE, &[id.into()])?;
     rows.first().map(resource).transpose()
 }
 
 /// A consumer's resources for resync: unscoped, no source filter.
-pub fn list_resources(db: &Database<'_>, cluster: &str) -> Result<Vec<ResourceRow>, PgError> {
+pub fn list_resources(db: &Database<'_>, cluster: &str) -> Result<Vec<ResourceRow>, Error> {
     resources(db.query(sql::LIST_RESOURCES, &[cluster.into()])?)
 }
 
-pub fn mark_reconciled(tx: &Transaction<'_>, id: &str, now: Timestamp) -> Result<(), PgError> {
+pub fn mark_reconciled(tx: &Transaction<'_>, id: &str, now: Timestamp) -> Result<(), Error> {
     tx.execute(sql::MARK_RECONCILED, &[now.into(), id.into()]).map(drop)
 }
 
 /// Deletes the reconciled events (startup); returns how many.
-pub fn purge_reconciled(db: &Database<'_>) -> Result<u64, PgError> {
+pub fn purge_reconciled(db: &Database<'_>) -> Result<u64, Error> {
     db.execute(sql::PURGE_RECONCILED, &[])
 }
 
-/// The events to (re-)handle: the unreconciled ones, plus those written since `since`.
-pub fn pending_events(db: &Database<'_>, since: Option<Timestamp>) -> Result<Vec<String>, PgError> {
-    match since {
-        None => ids(db.query(sql::UNRECONCILED, &[])?),
-        Some(t) => ids(db.query(sql::UNRECONCILED_OR_SINCE, &[t.into()])?),
+/// A page of the events to (re-)handle, oldest first, after `after`: the unreconciled ones, plus
+/// (with `since`) those written since then.
+pub fn pending_events(
+    db: &Database<'_>,
+    since: Option<Timestamp>,
+    after: Option<&(Timestamp, String)>,
+) -> Result<Page, Error> {
+    let epoch = Timestamp::UNIX_EPOCH;
+    // Without `since`, a time no event has (parameters keep one type from call to call).
+    let never = Timestamp::from_timestamp(253_402_300_799, 0).unwrap_or(Timestamp::MAX_UTC);
+    let (after_time, after_id) = after.map_or((epoch, String::new()), |(t, id)| (*t, id.clone()));
+    let rows = db.query(
+        sql::PENDING_PAGE,
+        &[
+            since.unwrap_or(never).into(),
+            after_time.into(),
+            after_id.into(),
+            CATCH_UP_PAGE.into(),
+        ],
+    )?;
+    let mut page = Page {
+        ids: Vec::with_capacity(rows.len()),
+        last: None,
+    };
+    for row in rows.iter() {
+        let id = text(&row, "id")?;
+        let created = row.timestamp("created_at")?.unwrap_or(epoch);
+        page.last = Some((created, id.clone()));
+        page.ids.push(id);
     }
+    Ok(page)
 }
 
 /// Replaces the status and rings Maestro's doorbell (`StatusUpdate` + NOTIFY, at commit).
-pub fn update_status(tx: &Transaction<'_>, id: &str, status: &Value, now: Timestamp) -> Result<(), PgError> {
+pub fn update_status(tx: &Transaction<'_>, id: &str, status: &Value, now: Timestamp) -> Result<(), Error> {
     tx.execute(sql::UPDATE_STATUS, &[status.into(), now.into(), id.into()])?;
     let event_id = uuid::Uuid::new_v4().to_string();
     tx.query(sql::INSERT_STATUS_UPDATE, &[event_id.into(), now.into(), id.into()])
@@ -108,7 +155,7 @@ pub fn update_status(tx: &Transaction<'_>, id: &str, status: &Value, now: Timest
 
 /// The agent deleted the work: a `StatusDelete` event carrying what Maestro needs to tell the
 /// source (the row's source and payload, this status) plus NOTIFY, then the hard delete.
-pub fn delete_resource(tx: &Transaction<'_>, row: &ResourceRow, status: &Value, now: Timestamp) -> Result<(), PgError> {
+pub fn delete_resource(tx: &Transaction<'_>, row: &ResourceRow, status: &Value, now: Timestamp) -> Result<(), Error> {
     let event_id = uuid::Uuid::new_v4().to_string();
     let params: [PgValue; 6] = [
         (&event_id).into(),
@@ -120,4 +167,23 @@ pub fn delete_resource(tx: &Transaction<'_>, row: &ResourceRow, status: &Value, 
     ];
     tx.query(sql::INSERT_STATUS_DELETE, &params)?;
     tx.execute(sql::HARD_DELETE, &[(&row.id).into()]).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_keys_match_maestros() {
+        // maestro-db.md §4.1, computed by Maestro's Go code.
+        assert_eq!(fnv1a("events"), 316_203_908);
+        assert_eq!(fnv1a("resources"), 1_893_056_498);
+        assert_eq!(fnv1a("resource_status"), -1_890_629_248);
+        assert_eq!(fnv1a("instances"), 105_446_707);
+        assert_eq!(fnv1a("migrations"), 457_026_696);
+        assert_eq!(fnv1a("maestro-instances-liveness-check"), -63_087_106);
+        assert_eq!(fnv1a("maestro-undelivered-check"), -534_849_769);
+        assert_eq!(fnv1a("maestro-stale-delete-check"), -1_780_146_569);
+        assert_eq!(lock_key("e1", EVENTS_LOCK), LockKey::Pair(fnv1a("e1"), 316_203_908));
+    }
 }

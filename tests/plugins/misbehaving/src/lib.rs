@@ -8,40 +8,39 @@
 //! `list` answers with one event from `chaos`, so a reload to this plugin is visible.
 
 use conductor_plugin_sdk::ocm::{OcmExtensions, data_types};
-use conductor_plugin_sdk::{CloudEvent, Description, Host, Identity, ListOptions, Plugin, SDK_VERSION, SourceError};
+use conductor_plugin_sdk::{CloudEvent, Description, Error, Host, Identity, ListOptions, Plugin};
+use serde::de::IgnoredAny;
 
 pub struct Misbehaving;
 
 impl Plugin for Misbehaving {
+    /// Any configuration: it stands in for other plugins in reload tests.
+    type Config = IgnoredAny;
+
     fn describe() -> Description {
-        Description {
-            name: "misbehaving".to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            sdk_version: SDK_VERSION.to_owned(),
-            sources: vec!["chaos".to_owned()],
-            data_types: vec![data_types::MANIFEST_BUNDLES.to_owned()],
-            capabilities: vec![],
-        }
+        Description::new("misbehaving", env!("CARGO_PKG_VERSION"))
+            .sources(["chaos"])
+            .data_types([data_types::MANIFEST_BUNDLES])
     }
 
-    fn init(_host: &Host, _config: serde_json::Value) -> Result<Self, SourceError> {
+    fn init(_host: &Host, _config: IgnoredAny) -> Result<Self, Error> {
         Ok(Self)
     }
 
-    fn list(&mut self, _host: &Host, options: ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
+    fn list(&mut self, _host: &Host, options: ListOptions) -> Result<Vec<CloudEvent>, Error> {
         let dt = conductor_plugin_sdk::ocm::DataType::parse(&options.data_type)
-            .map_err(|e| SourceError::Invalid(e.to_string()))?;
+            .map_err(|e| Error::Invalid(e.to_string()))?;
         let mut e = CloudEvent::new("chaos-1", "chaos", format!("{}.spec.create_request", options.data_type));
         e.set_extension("clustername", options.cluster_name.as_str());
         e.set_extension("resourceid", "chaos-work");
         e.set_extension("originalsource", "");
         e.set_resource_version(&dt, 1);
         e.set_json_data(&serde_json::json!({"manifests": []}))
-            .map_err(|e| SourceError::Internal(e.to_string()))?;
+            .map_err(|e| Error::Internal(e.to_string()))?;
         Ok(vec![e])
     }
 
-    fn handle(&mut self, _host: &Host, _identity: Identity, event: CloudEvent) -> Result<(), SourceError> {
+    fn handle(&mut self, _host: &Host, _identity: Identity, event: CloudEvent) -> Result<(), Error> {
         match event.resource_id().unwrap_or_default() {
             "ok" => Ok(()),
             "panic" => panic!("the misbehaving plugin panicked on purpose"),
@@ -56,21 +55,19 @@ impl Plugin for Misbehaving {
                 }
             }
             "trap" => trap(),
-            other => Err(SourceError::Invalid(format!("unknown mode {other:?}"))),
+            other => Err(Error::Invalid(format!("unknown mode {other:?}"))),
         }
     }
 }
 
 #[cfg(target_arch = "wasm32")]
-fn trap() -> Result<(), SourceError> {
+fn trap() -> Result<(), Error> {
     core::arch::wasm32::unreachable()
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-fn trap() -> Result<(), SourceError> {
-    Err(SourceError::Invalid(
-        "traps are only exercised in components".to_owned(),
-    ))
+fn trap() -> Result<(), Error> {
+    Err(Error::Invalid("traps are only exercised in components".to_owned()))
 }
 
 conductor_plugin_sdk::export_plugin!(Misbehaving);

@@ -1,29 +1,22 @@
 //! A plugin from the future: as a component it declares SDK 9.0.0; as a native library it
 //! answers the handshake with ABI version 99. The host must refuse both with a clear error.
 
-use conductor_plugin_sdk::{CloudEvent, Description, Host, Identity, ListOptions, Plugin, SourceError};
+use conductor_plugin_sdk::{Description, Error, Host, NoConfig, Plugin};
 
 pub struct FromTheFuture;
 
 impl Plugin for FromTheFuture {
+    type Config = NoConfig;
+
     fn describe() -> Description {
-        Description {
-            name: "from-the-future".to_owned(),
-            version: "9.0.0".to_owned(),
-            sdk_version: "9.0.0".to_owned(),
-            sources: vec!["future".to_owned()],
-            data_types: vec![conductor_plugin_sdk::ocm::data_types::MANIFEST_BUNDLES.to_owned()],
-            capabilities: vec![],
-        }
+        let mut d = Description::new("from-the-future", "9.0.0")
+            .sources(["future"])
+            .data_types([conductor_plugin_sdk::ocm::data_types::MANIFEST_BUNDLES]);
+        d.sdk_version = "9.0.0".to_owned();
+        d
     }
-    fn init(_host: &Host, _config: serde_json::Value) -> Result<Self, SourceError> {
+    fn init(_host: &Host, _config: NoConfig) -> Result<Self, Error> {
         Ok(Self)
-    }
-    fn list(&mut self, _host: &Host, _options: ListOptions) -> Result<Vec<CloudEvent>, SourceError> {
-        Ok(vec![])
-    }
-    fn handle(&mut self, _host: &Host, _identity: Identity, _event: CloudEvent) -> Result<(), SourceError> {
-        Ok(())
     }
 }
 
@@ -39,6 +32,9 @@ pub extern "C" fn conductor_plugin_v1() -> *const conductor_plugin_sdk::native::
     unsafe extern "C" fn describe() -> Buffer {
         Buffer::from_vec(Vec::new())
     }
+    unsafe extern "C" fn check_config(_: *const u8, _: usize) -> Buffer {
+        Buffer::from_vec(Vec::new())
+    }
     unsafe extern "C" fn create(_: *const HostApi, _: *const u8, _: usize, _: *mut *mut c_void) -> Buffer {
         Buffer::from_vec(Vec::new())
     }
@@ -47,12 +43,14 @@ pub extern "C" fn conductor_plugin_v1() -> *const conductor_plugin_sdk::native::
     }
     unsafe extern "C" fn destroy(_: *mut c_void) {}
     unsafe extern "C" fn free(b: Buffer) {
+        // SAFETY: the buffers this library hands out are its own `Vec`s.
         drop(unsafe { b.into_vec() });
     }
     static API: PluginApi = PluginApi {
         abi_version: 99,
         sdk_version: c"9.0.0".as_ptr(),
         describe,
+        check_config,
         create,
         call,
         destroy,

@@ -1,0 +1,240 @@
+//! Wiring: configuration → backends → plugins → registry → broker → gRPC server and admin
+//! endpoint; reloads that re-read `conductor.toml`; and the orderly shutdown on SIGTERM or SIGINT.
+
+pub mod backends;
+pub mod check;
+pub mod plugin_set;
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::{Broker, EventSink, Fanout};
+use crate::config::{Config, LoadedConfig};
+use crate::plugins::{Backends, HostContext, Mode};
+use crate::proto::SERVICE_NAME;
+use crate::telemetry::{Metrics, admin};
+pub use check::describe;
+pub use plugin_set::{PluginSet, ReloadSummary};
+
+/// A request to re-read the configuration, with where to send the outcome (none for SIGHUP).
+pub struct ReloadRequest {
+    pub reply: Option<oneshot::Sender<Result<ReloadSummary, String>>>,
+}
+
+/// Runs conductor until SIGTERM or SIGINT.
+pub async fn run(loaded: LoadedConfig) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    serve(loaded, shutdown).await
+}
+
+/// Runs conductor until `shutdown` is cancelled: then stops accepting, ends every subscription
+/// with OK, stops the plugins and returns once the open calls have finished.
+pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let config = &loaded.config;
+    let embedded = backends::start_embedded(&loaded).await?;
+    let metrics = Metrics::new();
+    let readiness = Arc::new(admin::Readiness::default());
+    let fanout = Fanout::new(
+        metrics.clone(),
+        config.broker.subscriber_queue_size,
+        config.broker.remembered_metadata,
+    );
+    let host = match backends::open_databases(
+        &loaded,
+        &backends::embedded_urls(&embedded),
+        metrics.clone(),
+        Arc::clone(&readiness),
+        false,
+    ) {
+        Ok(databases) => HostContext {
+            sink: fanout.clone() as Arc<dyn EventSink>,
+            backends: Backends {
+                databases,
+                kubernetes: backends::kubernetes(&loaded),
+            },
+            metrics: metrics.clone(),
+            mode: Mode::Serve,
+        },
+        Err(e) => {
+            backends::stop_embedded(embedded).await;
+            return Err(e.into());
+        }
+    };
+    let mut plugins = match PluginSet::start(&loaded, &host).await {
+        Ok(p) => p,
+        Err(e) => {
+            host.backends.databases.close().await;
+            backends::stop_embedded(embedded).await;
+            return Err(e.into());
+        }
+    };
+    let streams_end = CancellationToken::new();
+    let broker = Arc::new(Broker::new(
+        fanout,
+        plugins.registry(),
+        &config.broker,
+        metrics.clone(),
+        streams_end.clone(),
+    ));
+
+    let listener = TcpListener::bind(config.server.listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (server.listen)", config.server.listen))?;
+    let grpc_addr = listener.local_addr()?;
+    let (health, health_service) = tonic_health::server::health_reporter();
+    set_health(&health, tonic_health::ServingStatus::Serving).await;
+    let (reload_tx, mut reload_rx) = mpsc::channel::<ReloadRequest>(4);
+    tokio::spawn(reload_on_signal(reload_tx.clone()));
+    let admin_stopped = CancellationToken::new();
+    let admin_task = if config.admin.enabled {
+        let server = admin::serve(
+            config.admin.listen,
+            metrics.clone(),
+            Arc::clone(&readiness),
+            reload_tx,
+            admin_stopped.clone(),
+        )
+        .await
+        .with_context(|| format!("cannot listen on {} (admin.listen)", config.admin.listen))?;
+        Some(tokio::spawn(server))
+    } else {
+        None
+    };
+
+    // The listener is bound: connections queue until the server polls it just below.
+    readiness.set_serving(true);
+    tracing::info!(addr = %grpc_addr, plaintext = config.server.plaintext, "serving gRPC");
+    let stop = {
+        let shutdown = shutdown.clone();
+        let readiness = Arc::clone(&readiness);
+        async move {
+            shutdown.cancelled().await;
+            tracing::info!("shutting down: no new calls; ending subscriptions");
+            readiness.set_serving(false);
+            set_health(&health, tonic_health::ServingStatus::NotServing).await;
+            streams_end.cancel();
+        }
+    };
+    let reloads = {
+        let broker = Arc::clone(&broker);
+        let host = host.clone();
+        let stopped = shutdown.clone();
+        let mut current = loaded.clone();
+        tokio::spawn(async move {
+            loop {
+                let request = tokio::select! {
+                    _ = stopped.cancelled() => break,
+                    r = reload_rx.recv() => match r { Some(r) => r, None => break },
+                };
+                let outcome = reload(&mut current, &mut plugins, &broker, &host).await;
+                if let Some(reply) = request.reply {
+                    let _ = reply.send(outcome);
+                }
+            }
+            plugins
+        })
+    };
+    let result = crate::grpc::serve(
+        listener,
+        &config.server,
+        Arc::clone(&broker),
+        metrics,
+        health_service,
+        stop,
+    )
+    .await;
+    admin_stopped.cancel();
+    if let Some(task) = admin_task {
+        let _ = task.await;
+    }
+    shutdown.cancel();
+    // The plugins (and their database connections) go before the databases they use.
+    if let Ok(mut plugins) = reloads.await {
+        plugins.stop().await;
+    }
+    drop(broker);
+    host.backends.databases.close().await;
+    backends::stop_embedded(embedded).await;
+    tracing::info!("stopped");
+    result
+}
+
+/// Re-reads the configuration file and applies what changed; a configuration that does not
+/// load whole changes nothing.
+async fn reload(
+    current: &mut LoadedConfig,
+    plugins: &mut PluginSet,
+    broker: &Broker,
+    host: &HostContext,
+) -> Result<ReloadSummary, String> {
+    tracing::info!(file = %current.path.display(), "reloading the configuration");
+    let next = match Config::load(&current.path) {
+        Ok(next) => next,
+        Err(e) => {
+            tracing::error!(error = %e, "reload refused; the running configuration stays");
+            return Err(e.to_string());
+        }
+    };
+    match plugins.reload(current, &next, host).await {
+        Ok(summary) => {
+            broker.set_registry(plugins.registry());
+            plugins.stop_retired().await;
+            *current = next;
+            if !summary.restart_needed.is_empty() {
+                tracing::warn!(sections = ?summary.restart_needed, "these settings changed and take effect on restart");
+            }
+            tracing::info!(
+                added = ?summary.added,
+                removed = ?summary.removed,
+                replaced = ?summary.replaced,
+                kept = ?summary.kept,
+                "configuration reloaded"
+            );
+            Ok(summary)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "reload refused; the running configuration stays");
+            Err(e.to_string())
+        }
+    }
+}
+
+/// Sets the gRPC health of the server as a whole and of the CloudEvent service.
+async fn set_health(health: &tonic_health::server::HealthReporter, status: tonic_health::ServingStatus) {
+    for service in ["", SERVICE_NAME] {
+        health.set_service_status(service, status).await;
+    }
+}
+
+/// SIGHUP asks for a reload.
+async fn reload_on_signal(reload: mpsc::Sender<ReloadRequest>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP; reload through the admin endpoint");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP received");
+        if reload.send(ReloadRequest { reply: None }).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn stop_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers; stop with SIGKILL");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+    shutdown.cancel();
+}

@@ -1,0 +1,314 @@
+//! The plugins a configuration runs, as a set: loaded and started together at startup, and on
+//! reload compared with a new configuration — plugins added, removed or changed (file contents,
+//! grants, config, limits) and routes — so that only what changed is replaced. A new
+//! configuration that does not load whole is refused whole: the running plugins keep serving.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use crate::config::{ConfigError, LoadedConfig, PluginConfig, PluginKind};
+use crate::plugins::{HostContext, KvStore, PluginFile, PluginSource};
+use crate::registry::{Registry, Source};
+use crate::sources::MemorySource;
+
+/// Every plugin's `kv` state by plugin name, for the life of the process (it survives reloads).
+#[derive(Clone, Default)]
+pub struct KvStores(Arc<parking_lot::Mutex<std::collections::HashMap<String, KvStore>>>);
+
+impl KvStores {
+    fn of(&self, plugin: &str) -> KvStore {
+        Arc::clone(self.0.lock().entry(plugin.to_owned()).or_default())
+    }
+}
+
+/// One running plugin: what it was loaded from, and the source the registry routes to.
+#[derive(Clone)]
+struct Running {
+    config: PluginConfig,
+    /// A fingerprint of the plugin file's contents (none for the memory source).
+    file_hash: Option<u64>,
+    source: Arc<dyn Source>,
+    /// The plugin behind `source` (none for the memory source).
+    plugin: Option<Arc<PluginSource>>,
+}
+
+/// The running plugins and the registry over them.
+pub struct PluginSet {
+    running: BTreeMap<String, Running>,
+    registry: Arc<Registry>,
+    kv: KvStores,
+    /// Replaced or removed by the last reload, to be stopped once the new registry is in place.
+    retired: Vec<Running>,
+}
+
+/// What a reload changed.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReloadSummary {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub replaced: Vec<String>,
+    pub kept: Vec<String>,
+    /// Settings that changed but take effect only on restart.
+    pub restart_needed: Vec<String>,
+}
+
+fn file_hash(path: &std::path::Path) -> Result<u64, std::io::Error> {
+    let bytes = std::fs::read(path)?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    Ok(hasher.finish())
+}
+
+/// Loads one configured plugin (not started); errors name the plugin's key.
+async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStores) -> Result<Running, ConfigError> {
+    let plugin = &loaded.config.plugins[name];
+    let key = format!("plugins.{name}");
+    match plugin.kind {
+        PluginKind::Memory => {
+            let sources = loaded.config.sources_of(name);
+            let memory = MemorySource::new(name, &sources, &plugin.config, Arc::clone(&host.sink))
+                .map_err(|(k, reason)| loaded.error(format!("{key}.config.{k}"), reason))?;
+            Ok(Running {
+                config: plugin.clone(),
+                file_hash: None,
+                source: Arc::new(memory),
+                plugin: None,
+            })
+        }
+        PluginKind::Component | PluginKind::Native => {
+            let path = loaded.plugin_file(plugin).expect("validated: plugins have files");
+            let failed = |reason: String| loaded.error(&key, format!("{}: {reason}", path.display()));
+            let hash = tokio::task::spawn_blocking({
+                let path = path.clone();
+                move || file_hash(&path)
+            })
+            .await
+            .map_err(|e| failed(e.to_string()))?
+            .map_err(|e| failed(e.to_string()))?;
+            let file = PluginFile::read(plugin.kind, &path)
+                .await
+                .map_err(|e| failed(error_chain(&e)))?;
+            let source = PluginSource::load(name, plugin, file, kv.of(name), host)
+                .await
+                .map_err(|e| failed(error_chain(&e)))?;
+            Ok(Running {
+                config: plugin.clone(),
+                file_hash: Some(hash),
+                source: Arc::clone(&source) as Arc<dyn Source>,
+                plugin: Some(source),
+            })
+        }
+    }
+}
+
+/// An error with its causes, `: `-separated.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out = format!("{out}: {text}");
+        }
+        source = s.source();
+    }
+    out
+}
+
+async fn start_all(
+    loaded: &LoadedConfig,
+    plugins: &BTreeMap<String, Running>,
+    names: &[String],
+) -> Result<(), ConfigError> {
+    for name in names {
+        if let Some(plugin) = &plugins[name].plugin {
+            plugin
+                .start()
+                .await
+                .map_err(|e| loaded.error(format!("plugins.{name}"), error_chain(&e)))?;
+        }
+    }
+    Ok(())
+}
+
+async fn stop_all<'a>(sources: impl IntoIterator<Item = &'a Running>) {
+    for running in sources {
+        if let Some(plugin) = &running.plugin {
+            plugin.stop().await;
+        }
+    }
+}
+
+impl PluginSet {
+    /// Loads and starts every plugin of `loaded`; on any failure, stops what it started.
+    pub async fn start(loaded: &LoadedConfig, host: &HostContext) -> Result<Self, ConfigError> {
+        let kv = KvStores::default();
+        let mut running = BTreeMap::new();
+        for name in loaded.config.plugins.keys() {
+            match load(loaded, name, host, &kv).await {
+                Ok(r) => {
+                    running.insert(name.clone(), r);
+                }
+                Err(e) => {
+                    stop_all(running.values()).await;
+                    return Err(e);
+                }
+            }
+        }
+        let registry = match registry(loaded, &running) {
+            Ok(r) => r,
+            Err(e) => {
+                stop_all(running.values()).await;
+                return Err(e);
+            }
+        };
+        let names: Vec<String> = running.keys().cloned().collect();
+        if let Err(e) = start_all(loaded, &running, &names).await {
+            stop_all(running.values()).await;
+            return Err(e);
+        }
+        Ok(Self {
+            running,
+            registry: Arc::new(registry),
+            kv,
+            retired: Vec::new(),
+        })
+    }
+
+    pub fn registry(&self) -> Arc<Registry> {
+        Arc::clone(&self.registry)
+    }
+
+    /// Applies `next` (a configuration already read and validated): loads what is new or changed,
+    /// builds the new registry, starts the new plugins, then stops what they replace. Nothing
+    /// changes if any step fails.
+    pub async fn reload(
+        &mut self,
+        current: &LoadedConfig,
+        next: &LoadedConfig,
+        host: &HostContext,
+    ) -> Result<ReloadSummary, ConfigError> {
+        let mut summary = ReloadSummary {
+            restart_needed: restart_needed(current, next),
+            ..ReloadSummary::default()
+        };
+        for (name, plugin) in &next.config.plugins {
+            for (i, db) in plugin.databases.iter().enumerate() {
+                if !current.config.databases.contains_key(db) {
+                    return Err(next.error(
+                        format!("plugins.{name}.databases[{i}]"),
+                        format!("database {db:?} is not running; add databases with a restart"),
+                    ));
+                }
+            }
+        }
+        let mut fresh: BTreeMap<String, Running> = BTreeMap::new();
+        let mut plan = BTreeMap::new();
+        for name in next.config.plugins.keys() {
+            let unchanged = match self.running.get(name) {
+                Some(old) if old.config == next.config.plugins[name] => match &old.config.file {
+                    None => true,
+                    Some(_) => {
+                        let path = next.plugin_file(&old.config).expect("a file");
+                        file_hash(&path).ok() == old.file_hash
+                    }
+                },
+                _ => false,
+            };
+            if unchanged {
+                plan.insert(name.clone(), self.running[name].clone());
+                summary.kept.push(name.clone());
+                continue;
+            }
+            match load(next, name, host, &self.kv).await {
+                Ok(r) => {
+                    plan.insert(name.clone(), r.clone());
+                    fresh.insert(name.clone(), r);
+                    if self.running.contains_key(name) {
+                        summary.replaced.push(name.clone());
+                    } else {
+                        summary.added.push(name.clone());
+                    }
+                }
+                Err(e) => {
+                    stop_all(fresh.values()).await;
+                    return Err(e);
+                }
+            }
+        }
+        let registry = match registry(next, &plan) {
+            Ok(r) => r,
+            Err(e) => {
+                stop_all(fresh.values()).await;
+                return Err(e);
+            }
+        };
+        let names: Vec<String> = fresh.keys().cloned().collect();
+        if let Err(e) = start_all(next, &fresh, &names).await {
+            stop_all(fresh.values()).await;
+            return Err(e);
+        }
+        let old = std::mem::replace(&mut self.running, plan);
+        self.registry = Arc::new(registry);
+        summary.removed = old.keys().filter(|n| !self.running.contains_key(*n)).cloned().collect();
+        // The new registry must be in place before the old plugins go: the caller swaps it in
+        // through `registry()`, then calls `stop_retired`; calls in flight on the old ones finish.
+        self.retired = old
+            .into_iter()
+            .filter(|(n, _)| !summary.kept.contains(n))
+            .map(|(_, r)| r)
+            .collect();
+        Ok(summary)
+    }
+
+    /// Stops the plugins the last reload replaced or removed (after the caller swapped the
+    /// registry in).
+    pub async fn stop_retired(&mut self) {
+        let retired = std::mem::take(&mut self.retired);
+        stop_all(retired.iter()).await;
+    }
+
+    /// Stops every plugin.
+    pub async fn stop(&mut self) {
+        self.stop_retired().await;
+        stop_all(self.running.values()).await;
+    }
+
+    /// The running plugins (not the built-in memory sources), by name.
+    pub fn plugins(&self) -> impl Iterator<Item = (&String, &Arc<PluginSource>)> {
+        self.running
+            .iter()
+            .filter_map(|(n, r)| r.plugin.as_ref().map(|p| (n, p)))
+    }
+}
+
+/// The registry over `running` with `loaded`'s routes.
+fn registry(loaded: &LoadedConfig, running: &BTreeMap<String, Running>) -> Result<Registry, ConfigError> {
+    let sources = running.values().map(|r| Arc::clone(&r.source)).collect();
+    Registry::new(sources, &loaded.config.routes).map_err(|e| loaded.error("routes", e.to_string()))
+}
+
+/// The settings that differ between two configurations but apply only on restart.
+fn restart_needed(current: &LoadedConfig, next: &LoadedConfig) -> Vec<String> {
+    let (a, b) = (&current.config, &next.config);
+    let mut changed = Vec::new();
+    let mut differs = |name: &str, same: bool| {
+        if !same {
+            changed.push(name.to_owned());
+        }
+    };
+    differs("server", format!("{:?}", a.server) == format!("{:?}", b.server));
+    differs("broker", format!("{:?}", a.broker) == format!("{:?}", b.broker));
+    differs("admin", format!("{:?}", a.admin) == format!("{:?}", b.admin));
+    differs("log", format!("{:?}", a.log) == format!("{:?}", b.log));
+    differs(
+        "databases",
+        format!("{:?}", a.databases) == format!("{:?}", b.databases),
+    );
+    differs(
+        "kubernetes",
+        format!("{:?}", a.kubernetes) == format!("{:?}", b.kubernetes),
+    );
+    changed
+}

@@ -1,0 +1,208 @@
+//! A plugin's watch: kube-runtime's watcher (list, then watch, listing again when the server says
+//! the position is gone, with backoff on errors) feeding a reflector cache and the plugin's event
+//! queue. When the watcher lists again, objects that vanished meanwhile are delivered as deleted,
+//! so a restart of the API server or a `410 Gone` never leaves a silent gap.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use conductor_plugin_sdk::HostEvent;
+use conductor_plugin_sdk::kube::{ApiResource, Change, WatchEvent};
+use futures::StreamExt;
+use kube::api::DynamicObject;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use super::api::api_resource;
+use super::selector::{FieldSelector, LabelSelector};
+use crate::plugins::events::{EventKey, EventQueue};
+
+/// What a watch was asked for (one watch per distinct key and plugin).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WatchKey {
+    pub resource: ApiResource,
+    pub namespace: Option<String>,
+    pub labels: Option<String>,
+    pub fields: Option<String>,
+}
+
+/// A running watch and its cache.
+pub struct Watch {
+    key: WatchKey,
+    labels: LabelSelector,
+    dyntype: kube::api::ApiResource,
+    store: Store<DynamicObject>,
+    /// The cache holds a complete list (the first list finished).
+    ready: AtomicBool,
+}
+
+impl Watch {
+    /// Whether this watch's cache holds every object a list of `resource` in `namespace` with
+    /// these selectors would return.
+    pub fn covers(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        labels: &LabelSelector,
+        fields: Option<&str>,
+    ) -> Option<FieldSelector> {
+        if !self.ready.load(Ordering::Acquire) || self.key.resource != *resource || self.key.fields.is_some() {
+            return None;
+        }
+        let namespace_covered = match (&self.key.namespace, namespace) {
+            (None, _) => true,
+            (Some(watched), Some(wanted)) => watched == wanted,
+            (Some(_), None) => false,
+        };
+        if !namespace_covered || !labels.narrows(&self.labels) {
+            return None;
+        }
+        FieldSelector::parse_cacheable(fields.unwrap_or_default())
+    }
+
+    /// The cached objects in `namespace` matching the selectors, as JSON.
+    pub fn list(&self, namespace: Option<&str>, labels: &LabelSelector, fields: &FieldSelector) -> Vec<String> {
+        let namespace = fields.namespace.as_deref().or(namespace);
+        self.store
+            .state()
+            .iter()
+            .filter(|o| namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)))
+            .filter(|o| {
+                fields
+                    .name
+                    .as_deref()
+                    .is_none_or(|n| o.metadata.name.as_deref() == Some(n))
+            })
+            .filter(|o| labels.matches(o.labels()))
+            .filter_map(|o| serde_json::to_string(&**o).ok())
+            .collect()
+    }
+}
+
+/// Starts watching `key` for `plugin`: returns the watch (its cache fills as the first list
+/// arrives) and the task that feeds `queue` until `stop`.
+pub fn start(
+    client: Client,
+    key: WatchKey,
+    plugin: &str,
+    queue: Arc<EventQueue>,
+    stop: CancellationToken,
+) -> Result<(Arc<Watch>, impl Future<Output = ()> + Send + 'static), conductor_plugin_sdk::Error> {
+    let labels = LabelSelector::parse(key.labels.as_deref().unwrap_or_default())
+        .map_err(|e| conductor_plugin_sdk::Error::Invalid(e.to_string()))?;
+    let ar = api_resource(&key.resource);
+    let api: Api<DynamicObject> = match &key.namespace {
+        Some(ns) => Api::namespaced_with(client, ns, &ar),
+        None => Api::all_with(client, &ar),
+    };
+    let mut config = watcher::Config::default();
+    if let Some(l) = key.labels.as_deref().filter(|s| !s.is_empty()) {
+        config = config.labels(l);
+    }
+    if let Some(f) = key.fields.as_deref().filter(|s| !s.is_empty()) {
+        config = config.fields(f);
+    }
+    let writer = reflector::store::Writer::new(ar.clone());
+    let watch = Arc::new(Watch {
+        key,
+        labels,
+        dyntype: ar,
+        store: writer.as_reader(),
+        ready: AtomicBool::new(false),
+    });
+    let task = forward(Arc::clone(&watch), api, config, writer, plugin.to_owned(), queue, stop);
+    Ok((watch, task))
+}
+
+async fn forward(
+    watch: Arc<Watch>,
+    api: Api<DynamicObject>,
+    config: watcher::Config,
+    writer: reflector::store::Writer<DynamicObject>,
+    plugin: String,
+    queue: Arc<EventQueue>,
+    stop: CancellationToken,
+) {
+    let resource = watch.key.resource.name();
+    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let mut stream = std::pin::pin!(stream);
+    // While the watcher lists again: what the cache held before, less what the new list showed.
+    let mut relisting: Option<HashMap<ObjectRef<DynamicObject>, Arc<DynamicObject>>> = None;
+    let mut failing = false;
+    loop {
+        let next = tokio::select! {
+            _ = stop.cancelled() => return,
+            next = stream.next() => next,
+        };
+        let deliver: Vec<(Change, DynamicObject)> = match next {
+            None => return,
+            Some(Err(e)) => {
+                if !failing {
+                    tracing::warn!(%plugin, %resource, error = %e, "watch failed; resuming with backoff");
+                }
+                failing = true;
+                continue;
+            }
+            Some(Ok(event)) => {
+                if failing {
+                    tracing::info!(%plugin, %resource, "watch resumed");
+                    failing = false;
+                }
+                match event {
+                    watcher::Event::Init => {
+                        let before = watch.store.state();
+                        relisting = Some(
+                            before
+                                .into_iter()
+                                .map(|o| (ObjectRef::from_obj_with(&*o, watch.dyntype.clone()), o))
+                                .collect(),
+                        );
+                        continue;
+                    }
+                    watcher::Event::InitApply(o) => {
+                        if let Some(before) = relisting.as_mut() {
+                            before.remove(&ObjectRef::from_obj_with(&o, watch.dyntype.clone()));
+                        }
+                        vec![(Change::Applied, o)]
+                    }
+                    watcher::Event::InitDone => {
+                        watch.ready.store(true, Ordering::Release);
+                        relisting
+                            .take()
+                            .into_iter()
+                            .flatten()
+                            .map(|(_, gone)| (Change::Deleted, (*gone).clone()))
+                            .collect()
+                    }
+                    watcher::Event::Apply(o) => vec![(Change::Applied, o)],
+                    watcher::Event::Delete(o) => vec![(Change::Deleted, o)],
+                }
+            }
+        };
+        for (change, object) in deliver {
+            let key = EventKey::Object {
+                resource: resource.clone(),
+                namespace: object.metadata.namespace.clone().unwrap_or_default(),
+                name: object.metadata.name.clone().unwrap_or_default(),
+            };
+            let Ok(json) = serde_json::to_string(&object) else {
+                continue;
+            };
+            let event = HostEvent::Watch(WatchEvent {
+                resource: resource.clone(),
+                change,
+                object: json,
+            });
+            let pushed = tokio::select! {
+                _ = stop.cancelled() => return,
+                pushed = queue.push(key, event) => pushed,
+            };
+            if !pushed {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! One plugin's host events (timers, NOTIFYs, watch events) on their way to `on-events`: a bounded
+//! queue that coalesces what is already waiting and pushes back on producers when full.
+//!
+//! - A timer that goes off while its last firing is still queued is one firing.
+//! - A notification whose payload is already queued on its channel is one notification.
+//! - A watched object that changes while its last change is still queued is queued once, as its
+//!   latest state, at its first place in line.
+//! - When `capacity` distinct events wait, producers wait for room (a LISTEN stops reading its
+//!   connection, a watch stops reading the API server, which ends a watch that falls too far
+//!   behind; the host then lists again).
+//!
+//! The plugin's dispatcher takes up to a batch of the oldest events at a time.
+
+use std::collections::{HashMap, VecDeque};
+
+use conductor_plugin_sdk::HostEvent;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::telemetry::PluginMetrics;
+
+/// What makes two queued events one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum EventKey {
+    Timer(String),
+    Notification {
+        database: String,
+        channel: String,
+        payload: String,
+    },
+    Listening {
+        database: String,
+        channel: String,
+    },
+    /// A watched object: the watch's resource, the object's namespace and name.
+    Object {
+        resource: String,
+        namespace: String,
+        name: String,
+    },
+}
+
+impl EventKey {
+    /// The key of a timer, notification or LISTEN event (a watch event's key names its object,
+    /// which the watch knows: see [`EventKey::Object`]).
+    pub fn of(event: &HostEvent) -> Option<Self> {
+        Some(match event {
+            HostEvent::Timer(name) => Self::Timer(name.clone()),
+            HostEvent::Notification(n) => Self::Notification {
+                database: n.database.clone(),
+                channel: n.channel.clone(),
+                payload: n.payload.clone(),
+            },
+            HostEvent::Listening(l) => Self::Listening {
+                database: l.database.clone(),
+                channel: l.channel.clone(),
+            },
+            HostEvent::Watch(_) => return None,
+        })
+    }
+
+    /// The metric label of the event's kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Timer(_) => "timer",
+            Self::Notification { .. } => "notification",
+            Self::Listening { .. } => "listening",
+            Self::Object { .. } => "watch",
+        }
+    }
+}
+
+/// Folds `newer` into the queued `older` event with the same key.
+fn coalesce(older: &mut HostEvent, newer: HostEvent) {
+    match (older, newer) {
+        // A first LISTEN still waiting stays first: its full catch-up covers a reconnect.
+        (HostEvent::Listening(old), HostEvent::Listening(new)) => old.reconnected = old.reconnected && new.reconnected,
+        (old, new) => *old = new,
+    }
+}
+
+#[derive(Default)]
+struct State {
+    order: VecDeque<EventKey>,
+    pending: HashMap<EventKey, HostEvent>,
+    closed: bool,
+}
+
+/// The queue of one plugin.
+pub struct EventQueue {
+    state: Mutex<State>,
+    capacity: usize,
+    arrived: Notify,
+    room: Notify,
+    metrics: PluginMetrics,
+}
+
+impl EventQueue {
+    pub fn new(capacity: usize, metrics: PluginMetrics) -> Self {
+        Self {
+            state: Mutex::default(),
+            capacity: capacity.max(1),
+            arrived: Notify::new(),
+            room: Notify::new(),
+            metrics,
+        }
+    }
+
+    /// Queues `event` under `key`, folding it into a queued event with the same key, or waits
+    /// for room. Returns false once the queue is closed (the plugin is going).
+    pub async fn push(&self, key: EventKey, event: HostEvent) -> bool {
+        let mut event = Some(event);
+        loop {
+            let room = self.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            {
+                let mut state = self.state.lock();
+                if state.closed {
+                    return false;
+                }
+                let Some(e) = event.take() else { return true };
+                if let Some(queued) = state.pending.get_mut(&key) {
+                    coalesce(queued, e);
+                    self.metrics.coalesced(key.kind());
+                    return true;
+                }
+                if state.order.len() < self.capacity {
+                    self.metrics.queued(key.kind());
+                    state.order.push_back(key.clone());
+                    state.pending.insert(key, e);
+                    self.metrics.set_depth(state.order.len());
+                    drop(state);
+                    self.arrived.notify_one();
+                    return true;
+                }
+                event = Some(e);
+                self.metrics.waited_for_room();
+            }
+            room.await;
+        }
+    }
+
+    /// Up to `max` of the oldest events, waiting for one if none is queued; `None` once closed.
+    pub async fn next_batch(&self, max: usize) -> Option<Vec<HostEvent>> {
+        loop {
+            let arrived = self.arrived.notified();
+            tokio::pin!(arrived);
+            arrived.as_mut().enable();
+            {
+                let mut state = self.state.lock();
+                if state.closed {
+                    return None;
+                }
+                if !state.order.is_empty() {
+                    let n = state.order.len().min(max.max(1));
+                    let mut batch = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let key = state.order.pop_front().expect("n <= len");
+                        if let Some(event) = state.pending.remove(&key) {
+                            batch.push(event);
+                        }
+                    }
+                    self.metrics.set_depth(state.order.len());
+                    drop(state);
+                    self.room.notify_waiters();
+                    return Some(batch);
+                }
+            }
+            arrived.await;
+        }
+    }
+
+    /// How many events wait.
+    pub fn len(&self) -> usize {
+        self.state.lock().order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Ends the queue: producers and the dispatcher stop.
+    pub fn close(&self) {
+        let mut state = self.state.lock();
+        state.closed = true;
+        state.order.clear();
+        state.pending.clear();
+        self.metrics.set_depth(0);
+        drop(state);
+        self.room.notify_waiters();
+        self.arrived.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use conductor_plugin_sdk::kube::{Change, WatchEvent};
+    use conductor_plugin_sdk::pg::{Listening, Notification};
+
+    use super::*;
+    use crate::telemetry::Metrics;
+
+    fn queue(capacity: usize) -> EventQueue {
+        EventQueue::new(capacity, Metrics::new().plugin("p"))
+    }
+
+    fn watch(name: &str, version: &str, change: Change) -> (EventKey, HostEvent) {
+        (
+            EventKey::Object {
+                resource: "things.x".into(),
+                namespace: "ns".into(),
+                name: name.into(),
+            },
+            HostEvent::Watch(WatchEvent {
+                resource: "things.x".into(),
+                change,
+                object: format!(r#"{{"metadata":{{"name":"{name}","resourceVersion":"{version}"}}}}"#),
+            }),
+        )
+    }
+
+    async fn push(q: &EventQueue, event: HostEvent) {
+        assert!(q.push(EventKey::of(&event).unwrap(), event).await);
+    }
+
+    #[tokio::test]
+    async fn timers_and_identical_notifications_still_queued_coalesce() {
+        let q = queue(10);
+        for _ in 0..3 {
+            push(&q, HostEvent::Timer("t".into())).await;
+        }
+        let n = |payload: &str| {
+            HostEvent::Notification(Notification {
+                database: "d".into(),
+                channel: "c".into(),
+                payload: payload.into(),
+            })
+        };
+        push(&q, n("a")).await;
+        push(&q, n("b")).await;
+        push(&q, n("a")).await;
+        assert_eq!(q.len(), 3);
+        let batch = q.next_batch(10).await.unwrap();
+        assert_eq!(batch, [HostEvent::Timer("t".into()), n("a"), n("b")]);
+        // Once delivered, a new firing queues again.
+        push(&q, HostEvent::Timer("t".into())).await;
+        assert_eq!(q.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_watched_object_keeps_its_place_and_its_latest_state() {
+        let q = queue(10);
+        for (k, e) in [
+            watch("a", "1", Change::Applied),
+            watch("b", "2", Change::Applied),
+            watch("a", "3", Change::Applied),
+            watch("a", "4", Change::Deleted),
+        ] {
+            assert!(q.push(k, e).await);
+        }
+        let batch = q.next_batch(10).await.unwrap();
+        assert_eq!(
+            batch,
+            [watch("a", "4", Change::Deleted).1, watch("b", "2", Change::Applied).1]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_first_listening_still_queued_stays_first() {
+        let q = queue(10);
+        let l = |reconnected| {
+            HostEvent::Listening(Listening {
+                database: "d".into(),
+                channel: "c".into(),
+                reconnected,
+            })
+        };
+        push(&q, l(false)).await;
+        push(&q, l(true)).await;
+        assert_eq!(q.next_batch(10).await.unwrap(), [l(false)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_queue_makes_producers_wait_and_loses_nothing() {
+        let q = Arc::new(queue(4));
+        let producer = {
+            let q = Arc::clone(&q);
+            tokio::spawn(async move {
+                for i in 0..100 {
+                    let (k, e) = watch(&format!("o{i}"), "1", Change::Applied);
+                    assert!(q.push(k, e).await);
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(q.len(), 4, "bounded");
+        assert!(!producer.is_finished(), "the producer waits for room");
+        let mut seen = Vec::new();
+        while seen.len() < 100 {
+            let batch = q.next_batch(3).await.unwrap();
+            assert!(batch.len() <= 3);
+            seen.extend(batch);
+            assert!(q.len() <= 4);
+        }
+        producer.await.unwrap();
+        let names: Vec<String> = seen
+            .iter()
+            .map(|e| match e {
+                HostEvent::Watch(w) => w.object.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        for (i, n) in names.iter().enumerate() {
+            assert!(n.contains(&format!("\"o{i}\"")), "in order: {n} at {i}");
+        }
+    }
+
+    #[tokio::test]
+    async fn closing_stops_producers_and_the_dispatcher() {
+        let q = Arc::new(queue(1));
+        push(&q, HostEvent::Timer("a".into())).await;
+        let waiting = {
+            let q = Arc::clone(&q);
+            tokio::spawn(async move { q.push(EventKey::Timer("b".into()), HostEvent::Timer("b".into())).await })
+        };
+        tokio::task::yield_now().await;
+        q.close();
+        assert!(!waiting.await.unwrap(), "a waiting producer is told the queue closed");
+        assert!(q.next_batch(1).await.is_none());
+    }
+}

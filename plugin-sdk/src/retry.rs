@@ -1,0 +1,173 @@
+//! Requeue with backoff: work that failed is kept in `kv` (every instance sees it, and it survives
+//! reloads) and brought back by a timer whose delay doubles after each failing round and starts
+//! over once a round succeeds.
+//!
+//! ```
+//! use std::time::Duration;
+//! use conductor_plugin_sdk::{Error, Host, HostEvent, Retry};
+//!
+//! const RETRY: Retry<String> = Retry::new("retry-consumers", Duration::from_millis(100), Duration::from_secs(60));
+//!
+//! fn ensure(name: &str) -> Result<(), Error> { Ok(()) }
+//!
+//! fn on_event(host: &Host, event: HostEvent) -> Result<(), Error> {
+//!     if RETRY.is_due(&event) {
+//!         RETRY.run(host, |name| ensure(name));
+//!     } else if let Err(e) = ensure("cluster1") {
+//!         RETRY.schedule(host, ["cluster1".to_owned()]);
+//!     }
+//!     Ok(())
+//! }
+//! # let fake = conductor_plugin_sdk::fakes::FakeHost::new();
+//! # on_event(&fake.host(), HostEvent::Timer("x".into())).unwrap();
+//! ```
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::{Error, Host, HostEvent};
+
+/// Items of type `T` to try again, under one timer `name`.
+pub struct Retry<T> {
+    name: &'static str,
+    first: Duration,
+    max: Duration,
+    items: PhantomData<fn() -> T>,
+}
+
+impl<T: Serialize + DeserializeOwned + PartialEq> Retry<T> {
+    /// Retries under the timer `name`, first after `first`, doubling up to `max`.
+    pub const fn new(name: &'static str, first: Duration, max: Duration) -> Self {
+        Self {
+            name,
+            first,
+            max,
+            items: PhantomData,
+        }
+    }
+
+    fn items_key(&self) -> String {
+        format!("{}/items", self.name)
+    }
+
+    fn backoff_key(&self) -> String {
+        format!("{}/backoff-ms", self.name)
+    }
+
+    fn queued(&self, host: &Host) -> Vec<T> {
+        host.kv_get(&self.items_key())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// The items waiting for their next try.
+    pub fn pending(&self, host: &Host) -> Vec<T> {
+        self.queued(host)
+    }
+
+    /// Queues `items` (each once) and arms the timer with the current delay, which then doubles.
+    pub fn schedule(&self, host: &Host, items: impl IntoIterator<Item = T>) {
+        let mut queued = self.queued(host);
+        let before = queued.len();
+        for item in items {
+            if !queued.contains(&item) {
+                queued.push(item);
+            }
+        }
+        if queued.len() == before && before > 0 {
+            return; // nothing new, and the timer is armed already
+        }
+        if let Ok(bytes) = serde_json::to_vec(&queued) {
+            host.kv_set(&self.items_key(), &bytes);
+        }
+        let first = u64::try_from(self.first.as_millis()).unwrap_or(u64::MAX).max(1);
+        let max = u64::try_from(self.max.as_millis()).unwrap_or(u64::MAX).max(first);
+        let delay = host
+            .kv_get(&self.backoff_key())
+            .and_then(|b| serde_json::from_slice::<u64>(&b).ok())
+            .unwrap_or(first)
+            .clamp(first, max);
+        if let Ok(bytes) = serde_json::to_vec(&delay.saturating_mul(2).min(max)) {
+            host.kv_set(&self.backoff_key(), &bytes);
+        }
+        host.set_timer(self.name, Duration::from_millis(delay), false);
+    }
+
+    /// Whether `event` is this retry's timer going off.
+    pub fn is_due(&self, event: &HostEvent) -> bool {
+        matches!(event, HostEvent::Timer(name) if name == self.name)
+    }
+
+    /// Takes the queued items (when the timer went off); the delay stays where it is until
+    /// [`Retry::succeeded`].
+    pub fn take(&self, host: &Host) -> Vec<T> {
+        let items = self.queued(host);
+        host.kv_delete(&self.items_key());
+        items
+    }
+
+    /// A round went through without failures: the next delay starts over.
+    pub fn succeeded(&self, host: &Host) {
+        host.kv_delete(&self.backoff_key());
+    }
+
+    /// Takes the queued items and tries each with `attempt`; the failures are queued again with
+    /// a longer delay, and once a round has no failure the delay starts over. Returns the failures.
+    pub fn run(&self, host: &Host, mut attempt: impl FnMut(&T) -> Result<(), Error>) -> Vec<Error> {
+        let mut again = Vec::new();
+        let mut failed = Vec::new();
+        for item in self.take(host) {
+            if let Err(e) = attempt(&item) {
+                failed.push(e);
+                again.push(item);
+            }
+        }
+        if again.is_empty() {
+            self.succeeded(host);
+        } else {
+            self.schedule(host, again);
+        }
+        failed
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::fakes::FakeHost;
+
+    const RETRY: Retry<String> = Retry::new("r", Duration::from_millis(100), Duration::from_millis(500));
+
+    #[test]
+    fn failures_come_back_with_a_doubling_delay_that_resets_on_success() {
+        let fake = FakeHost::new();
+        let host = fake.host();
+        RETRY.schedule(&host, ["a".to_owned(), "b".to_owned(), "a".to_owned()]);
+        assert_eq!(RETRY.pending(&host), ["a", "b"]);
+        assert_eq!(fake.recorded().timers.get("r"), Some(&(100, false)));
+
+        let failed = RETRY.run(&host, |item| {
+            if item == "a" {
+                Err(Error::Unavailable("down".into()))
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(failed.len(), 1);
+        assert_eq!(RETRY.pending(&host), ["a"]);
+        assert_eq!(fake.recorded().timers.get("r"), Some(&(200, false)));
+        RETRY.run(&host, |_| Err(Error::Unavailable("down".into())));
+        RETRY.run(&host, |_| Err(Error::Unavailable("down".into())));
+        assert_eq!(fake.recorded().timers.get("r"), Some(&(500, false)), "capped");
+
+        assert!(RETRY.run(&host, |_| Ok(())).is_empty());
+        assert!(RETRY.pending(&host).is_empty());
+        RETRY.schedule(&host, ["c".to_owned()]);
+        assert_eq!(fake.recorded().timers.get("r"), Some(&(100, false)), "starts over");
+        assert!(RETRY.is_due(&HostEvent::Timer("r".into())));
+        assert!(!RETRY.is_due(&HostEvent::Timer("other".into())));
+    }
+}
