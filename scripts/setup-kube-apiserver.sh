@@ -16,8 +16,16 @@ if ! command -v mmdebstrap >/dev/null 2>&1; then
     if [[ $(id -u) -eq 0 ]]; then apt-get update -qq >&2 && apt-get install -y -qq mmdebstrap >&2
     else sudo apt-get update -qq >&2 && sudo apt-get install -y -qq mmdebstrap >&2; fi
 fi
-mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -n1)
-mirror="${mirror:-http://deb.debian.org/debian}"
+# The Debian mirror this machine's apt already uses (deb822 .sources files, or one-line lists).
+mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | tr ' ' '\n' | grep -v -e security -e '^$' | head -n1 || true)
+if [[ -z "$mirror" ]]; then
+    mirror=$(grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+        | grep -v security | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) { print $i; exit }}' || true)
+fi
+if [[ -z "$mirror" ]]; then
+    log "no Debian mirror in this machine's apt sources (/etc/apt/sources.list.d/*.sources, /etc/apt/sources.list): configure apt first"
+    exit 1
+fi
 root="$cache/root"
 rm -rf "$root" && mkdir -p "$root" "$cache/bin"
 log "extracting Go, the apiextensions-apiserver sources and etcd from sid ($mirror)"

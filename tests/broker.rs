@@ -272,3 +272,65 @@ async fn a_subscriber_that_stops_reading_does_not_delay_the_others() {
         "the stuck subscriber was cut off before receiving everything"
     );
 }
+
+/// The deletion a real sdk-go work agent plays (`ocm-grpc-protocol.md` §8.6): the hub deletes the
+/// work, the agent cleans up and reports `Deleted`, the source removes the work and emits one
+/// more delete, the agent — not knowing the work any more — re-adds it as deleting and reports
+/// `Deleted` again. That last report must be answered OK, or the agent retries it forever and
+/// keeps a deleting work.
+#[tokio::test]
+async fn a_real_agents_deletion_finishes() {
+    let c = Conductor::start(MEMORY_SOURCE).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    create(&mut client, &mut sub, "w1").await;
+    let deleted = || {
+        let mut e = events::with_id(
+            events::agent_event(
+                &format!("{WORKS}.status.update_request"),
+                "cluster1",
+                "memory",
+                Some(serde_json::json!({"conditions": [
+                    {"type": "Deleted", "status": "True", "reason": "ManifestsDeleted"}
+                ]})),
+            ),
+            "w1",
+        );
+        e.attributes
+            .insert("ce-sequenceid".into(), events::string("7000000000000000000"));
+        e
+    };
+
+    // The hub deletes the work: the agent gets it with a deletion timestamp and no data.
+    let delete = events::with_id(
+        events::agent_event(&format!("{WORKS}.spec.delete_request"), "cluster1", "", None),
+        "w1",
+    );
+    publish(&mut client, delete).await.unwrap();
+    let deleting = sub.next_event().await.unwrap();
+    assert!(attr(&deleting, "ce-deletiontimestamp").is_some());
+    assert!(deleting.data.is_none());
+
+    // The agent finished: Deleted=True. The source lets the work go and emits the final delete.
+    publish(&mut client, deleted()).await.unwrap();
+    let last = sub.next_event().await.unwrap();
+    assert_eq!(last.r#type, format!("{WORKS}.spec.delete_request"));
+    assert_eq!(attr_str(&last, "ce-resourceid"), Some("w1"));
+
+    // The agent re-added the unknown work as deleting and reports Deleted again: OK, every time
+    // it retries, and nothing more is sent.
+    for _ in 0..3 {
+        publish(&mut client, deleted()).await.unwrap();
+    }
+    while let Ok(Some(e)) = sub.next_raw(Duration::from_millis(500)).await {
+        assert_eq!(e.r#type, HEARTBEAT, "nothing but heartbeats after the deletion");
+    }
+    // A resync from the agent holding nothing: nothing to send.
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    assert!(
+        sub.next_raw(Duration::from_millis(500)).await.is_err(),
+        "no resource left"
+    );
+}

@@ -478,3 +478,80 @@ async fn database_tls_verifies_the_server() {
         "the reason is the certificate: {stderr}"
     );
 }
+
+/// A burst of notifications larger than the plugin's event queue: the queue stays within its
+/// bound (the LISTEN waits for room), and every resource still reaches the agent at its last
+/// version.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_notification_flood_stays_within_the_queue_and_loses_no_final_state() {
+    let db = MaestroDb::start().await;
+    let limited = config(&db.url(), "1h").replace(
+        "pool_size = 2\n",
+        "pool_size = 2\nlimits = { event_queue = 8, event_batch = 4 }\n",
+    );
+    let c = Conductor::start(&limited).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(db.create("cluster1", &format!("w{i}"), false).await.0);
+    }
+    // Five updates of each, their events written without NOTIFY, then every NOTIFY in one
+    // transaction: they arrive at once when it commits.
+    let mut events = Vec::new();
+    for id in &ids {
+        for _ in 0..5 {
+            sqlx::query("UPDATE resources SET version = version + 1 WHERE id = $1")
+                .bind(id)
+                .execute(&db.pool)
+                .await
+                .unwrap();
+            events.push(db.insert_event(id, "Update", false).await);
+        }
+    }
+    let metrics = async || c.admin_get("/metrics").await.unwrap().1;
+    let mut tx = db.pool.begin().await.unwrap();
+    for e in &events {
+        sqlx::query("SELECT pg_notify('events', $1)")
+            .bind(e)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+
+    let mut deepest = 0;
+    let mut latest = std::collections::HashMap::new();
+    while ids.iter().any(|id| latest.get(id) != Some(&6)) {
+        let e = tokio::time::timeout(Duration::from_secs(30), sub.next_event())
+            .await
+            .expect("the flood drains")
+            .unwrap();
+        let (id, v) = (attr_str(&e, "ce-resourceid").unwrap().to_owned(), version(&e).unwrap());
+        let before = latest.insert(id, v).unwrap_or(0);
+        assert!(v >= before, "never an older version after a newer one");
+        let text = metrics().await;
+        let depth: i64 = gauge(&text, "conductor_plugin_event_queue_depth{plugin=\"maestro\"}");
+        deepest = deepest.max(depth);
+    }
+    assert!(deepest <= 8, "the queue stayed within its bound: {deepest}");
+    let text = metrics().await;
+    assert!(
+        gauge(&text, "conductor_plugin_event_queue_full_total{plugin=\"maestro\"}") > 0,
+        "the LISTEN waited for room:\n{text}"
+    );
+    eventually(Duration::from_secs(10), "every notified event reconciled", async || {
+        db.count("SELECT count(*) FROM events WHERE event_type = 'Update' AND reconciled_date IS NULL")
+            .await
+            == 0
+    })
+    .await;
+}
+
+/// The value of a metric line in Prometheus text (0 when absent).
+fn gauge(text: &str, series: &str) -> i64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as i64)
+}

@@ -518,3 +518,108 @@ async fn start_static_works(
     let id = attr_str(&work, "ce-resourceid").unwrap().to_owned();
     (c, client, sub, id)
 }
+
+/// Two component calls looping forever (every instance of their plugin busy) hold no runtime
+/// thread: they yield at every epoch tick until their deadline, so another plugin's calls on
+/// the same (two-thread) runtime go on. Without the yields both threads would be stuck until
+/// the deadline, 3 s away.
+#[tokio::test]
+async fn endless_loops_in_components_do_not_delay_other_plugins() {
+    let config = format!(
+        "{}{}",
+        static_works(
+            Form::Component,
+            &plugin_artifact("static-works", Form::Component),
+            ALL_GRANTS
+        )
+        .replace("announce_after_ms = 300", ""),
+        chaos_plugin("").replace(
+            "grants = []",
+            "grants = []\npool_size = 2\nlimits = { call_timeout = \"3s\" }"
+        )
+    );
+    let c = Conductor::start(&config).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    let id = attr_str(&sub.next_event().await.unwrap(), "ce-resourceid")
+        .unwrap()
+        .to_owned();
+
+    let loops: Vec<_> = (0..2)
+        .map(|_| {
+            let mut client = client.clone();
+            tokio::spawn(async move { status_update(&mut client, "loop", "chaos").await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut latencies = Vec::new();
+    while latencies.len() < 100 && !loops.iter().all(|l| l.is_finished()) {
+        let started = Instant::now();
+        status_update(&mut client, &id, "static").await.unwrap();
+        latencies.push(started.elapsed());
+    }
+    println!("measured {} calls", latencies.len());
+    assert!(
+        loops.iter().all(|l| !l.is_finished()),
+        "the loops ran during the measurement"
+    );
+    latencies.sort();
+    let p99 = latencies[latencies.len() * 99 / 100];
+    println!(
+        "static-works status update while two calls loop: {} calls, p50 {:?}, p99 {p99:?}",
+        latencies.len(),
+        latencies[latencies.len() / 2]
+    );
+    assert!(
+        p99 < Duration::from_millis(500),
+        "p99 {p99:?}: the loops held the runtime"
+    );
+    for l in loops {
+        let s = l.await.unwrap().unwrap_err();
+        assert!(s.message().contains("call timeout"), "{s:?}");
+    }
+}
+
+/// With every instance busy, an agent's call waits `limits.acquire_timeout` and fails as
+/// `Unavailable` naming the plugin, instead of waiting forever.
+#[tokio::test]
+async fn a_call_finding_every_instance_busy_is_unavailable_within_the_acquire_timeout() {
+    let config = format!(
+        "{}{LEASES_SOURCE}",
+        chaos_plugin("").replace(
+            "grants = []",
+            "grants = []\npool_size = 1\nlimits = { call_timeout = \"2s\", acquire_timeout = \"300ms\" }"
+        )
+    );
+    let c = Conductor::start(&config).unwrap();
+    let mut client = c.client().await.unwrap();
+    let busy = {
+        let mut client = client.clone();
+        tokio::spawn(async move { status_update(&mut client, "loop", "chaos").await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let s = status_update(&mut client, "ok", "chaos").await.unwrap_err();
+    let waited = started.elapsed();
+    assert_eq!(s.code(), Code::Unavailable, "{s:?}");
+    let body: serde_json::Value = serde_json::from_str(s.message()).unwrap();
+    assert_eq!(body["ErrStatus"]["code"], 503);
+    assert!(
+        body["ErrStatus"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"chaos\" is busy"),
+        "{body}"
+    );
+    assert!(
+        waited >= Duration::from_millis(280) && waited < Duration::from_millis(1500),
+        "{waited:?}"
+    );
+    assert!(!busy.is_finished());
+    busy.await.unwrap().unwrap_err();
+    // Free again: served.
+    status_update(&mut client, "ok", "chaos").await.unwrap();
+}

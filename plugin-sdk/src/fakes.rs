@@ -4,8 +4,8 @@
 //! The fake `kube` is a small API server in memory: objects get a uid, a `resourceVersion` that
 //! grows with every write and a `generation` that grows with every spec change; `update` with a
 //! stale `resourceVersion` is a 409 `Conflict`, `patch` is a JSON merge patch, `list` honours
-//! equality label selectors. The fake `pg` has no database: test database code against
-//! PostgreSQL.
+//! equality label selectors. The fake `pg` has no database: it records LISTENs, and every
+//! statement fails (test database code against PostgreSQL).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -33,6 +33,8 @@ pub struct Recorded {
     pub objects: BTreeMap<(String, String, String), Value>,
     /// TokenRequests answered: (namespace, service account).
     pub tokens: Vec<(String, String)>,
+    /// LISTENs asked for: (database, channel).
+    pub listens: Vec<(String, String)>,
     revision: u64,
 }
 
@@ -362,6 +364,10 @@ impl HostCalls for Shared {
         self.0.recorded().kv.remove(key).is_some()
     }
     fn pg(&self, request: PgRequest) -> Result<PgReply, Error> {
+        if let PgRequest::Listen { database, channel } = &request {
+            self.0.recorded().listens.push((database.clone(), channel.clone()));
+            return Ok(PgReply::Done);
+        }
         Err(Error::Unavailable(format!(
             "FakeHost has no database (got {request:?}); test database code against PostgreSQL"
         )))

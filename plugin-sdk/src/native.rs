@@ -348,3 +348,468 @@ pub fn plugin_api<P: Plugin>() -> &'static PluginApi {
     }
     &Api::<P>::API
 }
+
+#[cfg(test)]
+mod tests {
+    //! One source of truth for the contract version (the WIT package), and an ABI version that
+    //! moves whenever the native ABI's messages or tables change: every message, with every
+    //! variant of every enum in it, is encoded and fingerprinted. A new variant fails to compile
+    //! in the `match`es below until it has a sample; a new or changed field moves the fingerprint.
+
+    use super::*;
+    use crate::kube::{ApiResource, Change, KubeReply, KubeRequest, Selector, WatchEvent};
+    use crate::pg::{Listening, LockKey, Notification, PgReply, PgRequest};
+    use crate::{Capability, DatabaseError, ExtensionValue, PgRows, PgValue, SDK_VERSION, Status, StatusDetails};
+
+    /// The fingerprint of the ABI messages recorded for each ABI version.
+    const FINGERPRINTS: &[(u32, u64)] = &[(2, 0x0103_d9f0_5cea_cba7)];
+
+    fn fnv1a64(bytes: &[u8], mut hash: u64) -> u64 {
+        for b in bytes {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        hash
+    }
+
+    fn time() -> crate::Timestamp {
+        crate::event::timestamp_from_parts(1_750_000_000, 5)
+    }
+
+    fn extension_values() -> Vec<ExtensionValue> {
+        let all = vec![
+            ExtensionValue::Boolean(true),
+            ExtensionValue::Integer(7),
+            ExtensionValue::String("s".into()),
+            ExtensionValue::Bytes(vec![1, 2]),
+            ExtensionValue::Uri("u".into()),
+            ExtensionValue::UriRef("r".into()),
+            ExtensionValue::Timestamp(time()),
+        ];
+        for v in &all {
+            match v {
+                ExtensionValue::Boolean(_)
+                | ExtensionValue::Integer(_)
+                | ExtensionValue::String(_)
+                | ExtensionValue::Bytes(_)
+                | ExtensionValue::Uri(_)
+                | ExtensionValue::UriRef(_)
+                | ExtensionValue::Timestamp(_) => {}
+            }
+        }
+        all
+    }
+
+    fn event() -> CloudEvent {
+        CloudEvent {
+            id: "id".into(),
+            source: "src".into(),
+            spec_version: "1.0".into(),
+            ty: "a.v1.b.spec.create_request".into(),
+            data_content_type: Some("application/json".into()),
+            data_schema: Some("schema".into()),
+            subject: Some("subject".into()),
+            time: Some(time()),
+            extensions: extension_values()
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| (format!("x{i}"), v))
+                .collect(),
+            data: Some(b"{}".to_vec()),
+        }
+    }
+
+    fn errors() -> Vec<Error> {
+        let all = vec![
+            Error::Status(Box::new(Status {
+                status: "Failure".into(),
+                message: "m".into(),
+                reason: "Conflict".into(),
+                details: Some(StatusDetails {
+                    name: "n".into(),
+                    group: "g".into(),
+                    kind: "k".into(),
+                    uid: "u".into(),
+                }),
+                code: 409,
+            })),
+            Error::NotFound("a".into()),
+            Error::AlreadyExists("b".into()),
+            Error::Conflict("c".into()),
+            Error::Invalid("d".into()),
+            Error::Denied("e".into()),
+            Error::Unavailable("f".into()),
+            Error::Database(DatabaseError {
+                code: Some("42P01".into()),
+                message: "g".into(),
+            }),
+            Error::Internal("h".into()),
+        ];
+        for e in &all {
+            match e {
+                Error::Status(_)
+                | Error::NotFound(_)
+                | Error::AlreadyExists(_)
+                | Error::Conflict(_)
+                | Error::Invalid(_)
+                | Error::Denied(_)
+                | Error::Unavailable(_)
+                | Error::Database(_)
+                | Error::Internal(_) => {}
+            }
+        }
+        all
+    }
+
+    fn pg_values() -> Vec<PgValue> {
+        let all = vec![
+            PgValue::Null,
+            PgValue::Bool(true),
+            PgValue::Int4(4),
+            PgValue::Int8(8),
+            PgValue::Float8(0.5),
+            PgValue::Text("t".into()),
+            PgValue::Json("{}".into()),
+            PgValue::Timestamp(time()),
+            PgValue::Bytea(vec![0]),
+        ];
+        for v in &all {
+            match v {
+                PgValue::Null
+                | PgValue::Bool(_)
+                | PgValue::Int4(_)
+                | PgValue::Int8(_)
+                | PgValue::Float8(_)
+                | PgValue::Text(_)
+                | PgValue::Json(_)
+                | PgValue::Timestamp(_)
+                | PgValue::Bytea(_) => {}
+            }
+        }
+        all
+    }
+
+    fn pg_requests() -> Vec<PgRequest> {
+        let all = vec![
+            PgRequest::Query {
+                database: "d".into(),
+                transaction: Some(1),
+                sql: "q".into(),
+                params: pg_values(),
+            },
+            PgRequest::Execute {
+                database: "d".into(),
+                transaction: None,
+                sql: "e".into(),
+                params: vec![],
+            },
+            PgRequest::Begin { database: "d".into() },
+            PgRequest::Commit { transaction: 1 },
+            PgRequest::Rollback { transaction: 2 },
+            PgRequest::AdvisoryLock {
+                transaction: 1,
+                key: LockKey::Pair(1, 2),
+                wait: true,
+            },
+            PgRequest::AdvisoryLock {
+                transaction: 1,
+                key: LockKey::Big(3),
+                wait: false,
+            },
+            PgRequest::Listen {
+                database: "d".into(),
+                channel: "c".into(),
+            },
+        ];
+        for r in &all {
+            match r {
+                PgRequest::Query { .. }
+                | PgRequest::Execute { .. }
+                | PgRequest::Begin { .. }
+                | PgRequest::Commit { .. }
+                | PgRequest::Rollback { .. }
+                | PgRequest::AdvisoryLock {
+                    key: LockKey::Pair(..) | LockKey::Big(_),
+                    ..
+                }
+                | PgRequest::Listen { .. } => {}
+            }
+        }
+        all
+    }
+
+    fn pg_replies() -> Vec<Result<PgReply, Error>> {
+        let all = vec![
+            PgReply::Rows(PgRows {
+                columns: vec!["c".into()],
+                rows: vec![pg_values()],
+            }),
+            PgReply::Affected(3),
+            PgReply::Begun(4),
+            PgReply::Locked(true),
+            PgReply::Done,
+        ];
+        for r in &all {
+            match r {
+                PgReply::Rows(_) | PgReply::Affected(_) | PgReply::Begun(_) | PgReply::Locked(_) | PgReply::Done => {}
+            }
+        }
+        all.into_iter().map(Ok).chain(errors().into_iter().map(Err)).collect()
+    }
+
+    fn resource() -> ApiResource {
+        ApiResource::new("g", "v1", "K", "ks")
+    }
+
+    fn kube_requests() -> Vec<KubeRequest> {
+        let selector = Selector {
+            labels: Some("a=b".into()),
+            fields: Some("metadata.name=n".into()),
+        };
+        let all = vec![
+            KubeRequest::Watch {
+                resource: resource(),
+                namespace: Some("ns".into()),
+                selector: selector.clone(),
+            },
+            KubeRequest::Get {
+                resource: resource(),
+                namespace: None,
+                name: "n".into(),
+            },
+            KubeRequest::List {
+                resource: resource(),
+                namespace: None,
+                selector,
+            },
+            KubeRequest::Create {
+                resource: resource(),
+                namespace: None,
+                object: "{}".into(),
+            },
+            KubeRequest::Update {
+                resource: resource(),
+                namespace: None,
+                object: "{}".into(),
+                subresource: Some("status".into()),
+            },
+            KubeRequest::Patch {
+                resource: resource(),
+                namespace: None,
+                name: "n".into(),
+                patch: "{}".into(),
+                subresource: None,
+            },
+            KubeRequest::Delete {
+                resource: resource(),
+                namespace: None,
+                name: "n".into(),
+            },
+            KubeRequest::CreateToken {
+                namespace: "ns".into(),
+                name: "sa".into(),
+                request: "{}".into(),
+            },
+        ];
+        for r in &all {
+            match r {
+                KubeRequest::Watch { .. }
+                | KubeRequest::Get { .. }
+                | KubeRequest::List { .. }
+                | KubeRequest::Create { .. }
+                | KubeRequest::Update { .. }
+                | KubeRequest::Patch { .. }
+                | KubeRequest::Delete { .. }
+                | KubeRequest::CreateToken { .. } => {}
+            }
+        }
+        all
+    }
+
+    fn kube_replies() -> Vec<Result<KubeReply, Error>> {
+        let all = vec![
+            KubeReply::Done,
+            KubeReply::Object("{}".into()),
+            KubeReply::MaybeObject(None),
+            KubeReply::Objects(vec!["{}".into()]),
+        ];
+        for r in &all {
+            match r {
+                KubeReply::Done | KubeReply::Object(_) | KubeReply::MaybeObject(_) | KubeReply::Objects(_) => {}
+            }
+        }
+        all.into_iter().map(Ok).chain(errors().into_iter().map(Err)).collect()
+    }
+
+    fn host_events() -> Vec<HostEvent> {
+        let all = vec![
+            HostEvent::Timer("t".into()),
+            HostEvent::Notification(Notification {
+                database: "d".into(),
+                channel: "c".into(),
+                payload: "p".into(),
+            }),
+            HostEvent::Listening(Listening {
+                database: "d".into(),
+                channel: "c".into(),
+                reconnected: true,
+            }),
+            HostEvent::Watch(WatchEvent {
+                resource: "ks.g".into(),
+                change: Change::Applied,
+                object: "{}".into(),
+            }),
+            HostEvent::Watch(WatchEvent {
+                resource: "ks.g".into(),
+                change: Change::Deleted,
+                object: "{}".into(),
+            }),
+        ];
+        for e in &all {
+            match e {
+                HostEvent::Timer(_)
+                | HostEvent::Notification(_)
+                | HostEvent::Listening(_)
+                | HostEvent::Watch(WatchEvent {
+                    change: Change::Applied | Change::Deleted,
+                    ..
+                }) => {}
+            }
+        }
+        all
+    }
+
+    /// Every message of the ABI, encoded.
+    fn encoded_messages() -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let description = Description {
+            name: "p".into(),
+            version: "1".into(),
+            sdk_version: "x".into(),
+            sources: vec!["s".into()],
+            data_types: vec!["a.v1.b".into()],
+            capabilities: Capability::ALL.to_vec(),
+        };
+        out.push(encode(&description));
+        let plugin_requests = vec![
+            PluginRequest::Start,
+            PluginRequest::List(ListOptions {
+                cluster_name: "c".into(),
+                data_type: "a.v1.b".into(),
+            }),
+            PluginRequest::Handle(
+                Identity {
+                    user: "u".into(),
+                    groups: vec!["g".into()],
+                },
+                event(),
+            ),
+            PluginRequest::OnEvents(host_events()),
+        ];
+        for r in &plugin_requests {
+            match r {
+                PluginRequest::Start
+                | PluginRequest::List(_)
+                | PluginRequest::Handle(..)
+                | PluginRequest::OnEvents(_) => {}
+            }
+        }
+        out.extend(plugin_requests.iter().map(encode));
+        let replies: Vec<PluginResponse> = [PluginReply::Listed(vec![event()]), PluginReply::Done]
+            .into_iter()
+            .map(Ok)
+            .chain(errors().into_iter().map(Err))
+            .collect();
+        out.extend(replies.iter().map(encode));
+        let host_requests = vec![
+            HostRequest::Emit(event()),
+            HostRequest::Log(Level::Warn, "m".into()),
+            HostRequest::SetTimer("t".into(), 5, true),
+            HostRequest::CancelTimer("t".into()),
+            HostRequest::KvGet("k".into()),
+            HostRequest::KvSet("k".into(), vec![1]),
+            HostRequest::KvDelete("k".into()),
+        ]
+        .into_iter()
+        .chain(pg_requests().into_iter().map(HostRequest::Pg))
+        .chain(kube_requests().into_iter().map(HostRequest::Kube))
+        .collect::<Vec<_>>();
+        for r in &host_requests {
+            match r {
+                HostRequest::Emit(_)
+                | HostRequest::Log(..)
+                | HostRequest::SetTimer(..)
+                | HostRequest::CancelTimer(_)
+                | HostRequest::KvGet(_)
+                | HostRequest::KvSet(..)
+                | HostRequest::KvDelete(_)
+                | HostRequest::Pg(_)
+                | HostRequest::Kube(_) => {}
+            }
+        }
+        out.extend(host_requests.iter().map(encode));
+        let host_responses = vec![
+            HostResponse::Emitted(Ok(2)),
+            HostResponse::Emitted(Err(Error::Denied("no".into()))),
+            HostResponse::Value(Some(vec![1])),
+            HostResponse::Deleted(true),
+            HostResponse::Done,
+        ]
+        .into_iter()
+        .chain(pg_replies().into_iter().map(HostResponse::Pg))
+        .chain(kube_replies().into_iter().map(HostResponse::Kube))
+        .collect::<Vec<_>>();
+        for r in &host_responses {
+            match r {
+                HostResponse::Emitted(_)
+                | HostResponse::Value(_)
+                | HostResponse::Deleted(_)
+                | HostResponse::Pg(_)
+                | HostResponse::Kube(_)
+                | HostResponse::Done => {}
+            }
+        }
+        out.extend(host_responses.iter().map(encode));
+        // The tables' layout is part of the ABI too.
+        for size in [
+            std::mem::size_of::<PluginApi>(),
+            std::mem::size_of::<HostApi>(),
+            std::mem::size_of::<Buffer>(),
+        ] {
+            out.push(size.to_le_bytes().to_vec());
+        }
+        out
+    }
+
+    #[test]
+    fn the_abi_version_moves_with_its_messages() {
+        let fingerprint = encoded_messages().iter().fold(0xcbf2_9ce4_8422_2325, |hash, bytes| {
+            fnv1a64(bytes, fnv1a64(&bytes.len().to_le_bytes(), hash))
+        });
+        let recorded = FINGERPRINTS.iter().find(|(v, _)| *v == ABI_VERSION).map(|(_, f)| *f);
+        assert_eq!(
+            recorded,
+            Some(fingerprint),
+            "the native ABI's messages changed (fingerprint {fingerprint:#018x}): bump ABI_VERSION and record ({}, {fingerprint:#018x}) in FINGERPRINTS",
+            ABI_VERSION + u32::from(recorded.is_some())
+        );
+    }
+
+    #[test]
+    fn the_contract_version_has_one_source() {
+        let wit = include_str!("../wit/plugin.wit");
+        let package = wit
+            .lines()
+            .find_map(|l| l.strip_prefix("package conductor:plugin@"))
+            .and_then(|v| v.strip_suffix(';'))
+            .unwrap();
+        assert_eq!(package, SDK_VERSION, "the WIT package and SDK_VERSION");
+        assert_eq!(
+            SDK_VERSION_C.strip_suffix('\0'),
+            Some(SDK_VERSION),
+            "the C string of the ABI table"
+        );
+        let minor = SDK_VERSION.rsplit_once('.').map(|(m, _)| m).unwrap();
+        assert_eq!(ABI_CONTRACT, minor, "the contract the native ABI carries");
+    }
+}

@@ -112,10 +112,7 @@ impl Broker {
     }
 
     async fn resync(&self, event: &CloudEvent, data_type: &DataType) -> Result<(), ResyncError> {
-        let cluster = event
-            .cluster_name()
-            .map_err(|e| ResyncError::ClusterName(e.to_string()))?
-            .to_owned();
+        let cluster = event.cluster_name().map_err(ResyncError::ClusterName)?.to_owned();
         let agent = resync::agent_versions(event)?;
         let sources: Vec<_> = self.registry().serving(data_type).cloned().collect();
         if sources.is_empty() {

@@ -13,13 +13,14 @@ pub enum ResyncError {
     #[error("failed to find service for data type {0}")]
     NoService(String),
     #[error("failed to get clustername extension: {0}")]
-    ClusterName(String),
+    ClusterName(#[source] conductor_plugin_sdk::ExtensionError),
     #[error("failed to decode resync request payload: {0}")]
     Payload(String),
     #[error("failed to list {data_type} from plugin {plugin}: {error}")]
     List {
         data_type: String,
         plugin: String,
+        #[source]
         error: Error,
     },
 }

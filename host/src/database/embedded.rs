@@ -23,7 +23,7 @@ pub enum EmbeddedError {
     #[error("{step} failed: {detail}")]
     Step { step: String, detail: String },
     #[error("{0}: {1}")]
-    Io(String, std::io::Error),
+    Io(String, #[source] std::io::Error),
 }
 
 /// A running embedded PostgreSQL. Stopped on [`EmbeddedPostgres::stop`] or drop.

@@ -467,3 +467,65 @@ impl Capabilities {
         Ok(None)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::broker::Fanout;
+    use crate::telemetry::Metrics;
+
+    fn capabilities(events: Arc<EventQueue>, tasks: Tasks) -> Arc<Capabilities> {
+        Capabilities::new(
+            "p",
+            Grants {
+                capabilities: [Capability::Timer].into(),
+                ..Grants::default()
+            },
+            Mode::Serve,
+            Fanout::new(Metrics::new(), 1, 0),
+            KvStore::default(),
+            events,
+            tasks,
+            Backends::none(),
+        )
+    }
+
+    /// A repeating timer fires at every interval, measured from when it was set, however long
+    /// the plugin takes to handle the firings; firings that find the last one still queued are
+    /// one.
+    #[tokio::test(start_paused = true)]
+    async fn a_repeating_timer_fires_on_its_interval_and_coalesces_when_the_plugin_lags() {
+        let events = Arc::new(EventQueue::new(16, Metrics::new().plugin("p")));
+        let tasks = Tasks::default();
+        let caps = capabilities(Arc::clone(&events), tasks.clone());
+        let start = tokio::time::Instant::now();
+        caps.set_timer("catch-up", 300_000, true);
+        let mut fired = Vec::new();
+        for _ in 0..12 {
+            let batch = events.next_batch(10).await.unwrap();
+            assert_eq!(batch, [HostEvent::Timer("catch-up".into())]);
+            fired.push(start.elapsed());
+        }
+        let expected: Vec<Duration> = (1..=12).map(|i| Duration::from_secs(300 * i)).collect();
+        assert_eq!(fired, expected, "every five minutes, never later");
+
+        // The plugin does not take events for 20 minutes: one firing waits, not four.
+        tokio::time::sleep(Duration::from_secs(20 * 60 + 30)).await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(events.next_batch(10).await.unwrap().len(), 1);
+
+        // Cancelled timers stop; stopping the plugin ends every task it started.
+        caps.cancel_timer("catch-up");
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(events.is_empty());
+        caps.set_timer("other", 1000, true);
+        tasks.stop().await;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(events.is_empty(), "no timer outlives its plugin");
+        caps.set_timer("late", 1000, false);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(events.is_empty(), "a stopped plugin starts no timer");
+    }
+}

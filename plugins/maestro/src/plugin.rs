@@ -397,3 +397,37 @@ impl Plugin for Maestro {
         result
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use conductor_plugin_sdk::fakes::FakeHost;
+
+    use super::*;
+
+    /// The once-only work is in `start`, which the host runs once per plugin however many
+    /// instances it makes: one LISTEN and one repeating catch-up timer at the configured interval.
+    #[test]
+    fn start_listens_and_arms_the_catch_up_timer_once() {
+        let fake = FakeHost::new();
+        let host = fake.host();
+        let mut plugin = Maestro {
+            database: "maestro".into(),
+            catch_up_interval: Duration::from_secs(300),
+        };
+        plugin.start(&host).unwrap();
+        assert_eq!(
+            fake.recorded().listens,
+            [("maestro".to_owned(), EVENTS_CHANNEL.to_owned())]
+        );
+        assert_eq!(fake.recorded().timers.get(CATCH_UP_TIMER), Some(&(300_000, true)));
+        assert_eq!(fake.recorded().timers.len(), 1);
+    }
+
+    #[test]
+    fn a_bad_catch_up_interval_is_refused_before_anything_runs() {
+        let config: Config =
+            conductor_plugin_sdk::plugin::parse_config(r#"{"catch_up_interval": "5 minutes"}"#).unwrap();
+        let err = Maestro::check(&config).unwrap_err();
+        assert!(err.to_string().contains("config.catch_up_interval"), "{err}");
+    }
+}
