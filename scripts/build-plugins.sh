@@ -9,8 +9,9 @@ if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed 2>/dev/
     rustup target add wasm32-wasip2 >&2
 fi
 target_dir="${CARGO_TARGET_DIR:-target}"
-cargo build --locked --profile plugin --target wasm32-wasip2 -p maestro-plugin -p consumer-controller-plugin "$@"
+cargo build --locked --profile plugin --target wasm32-wasip2 -p kube-plugin -p maestro-plugin -p consumer-controller-plugin "$@"
 mkdir -p plugins/dist
-cp "$target_dir/wasm32-wasip2/plugin/maestro_plugin.wasm" plugins/dist/maestro.wasm
-cp "$target_dir/wasm32-wasip2/plugin/consumer_controller_plugin.wasm" plugins/dist/consumer-controller.wasm
-echo "plugins/dist/: maestro.wasm consumer-controller.wasm" >&2
+for plugin in kube maestro consumer-controller; do
+    cp "$target_dir/wasm32-wasip2/plugin/${plugin//-/_}_plugin.wasm" "plugins/dist/$plugin.wasm"
+done
+echo "plugins/dist/: kube.wasm maestro.wasm consumer-controller.wasm" >&2

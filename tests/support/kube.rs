@@ -1,6 +1,12 @@
 //! A real Kubernetes API server for CRDs: upstream apiextensions-apiserver on etcd, built and cached
 //! by `scripts/setup-kube-apiserver.sh`, with client-certificate authentication (a test CA, a
-//! serving certificate for 127.0.0.1 and an admin in `system:masters`), and OCM's CRDs loaded.
+//! serving certificate for 127.0.0.1 and an admin in `system:masters`), and every CRD of
+//! `tests/crds` loaded: OCM's, and the built-in kinds the plugins use (CSRs, leases, events)
+//! registered as CRDs of the same group/version/kind.
+//!
+//! [`Front`] puts an HTTP front before it for conductor: everything is forwarded to the API server
+//! with the admin's credentials, except the few built-in APIs that server does not have, which
+//! small doubles answer as the real API does (TokenRequest).
 
 #![allow(dead_code)]
 
@@ -15,6 +21,7 @@ pub struct KubeApi {
     pub dir: tempfile::TempDir,
     pub port: u16,
     pub kubeconfig: PathBuf,
+    etcd_ports: (u16, u16),
     etcd: Child,
     apiserver: Child,
 }
@@ -109,28 +116,51 @@ pub fn certificates(dir: &Path) {
     }
 }
 
+fn spawn_etcd(d: &Path, (client, peer): (u16, u16)) -> Child {
+    let url = format!("http://127.0.0.1:{client}");
+    Command::new(bin_dir().join("etcd"))
+        .args(["--data-dir", &d.join("etcd").display().to_string(), "--unsafe-no-fsync"])
+        .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+        .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
+        .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{peer}")])
+        .args(["--initial-cluster", &format!("default=http://127.0.0.1:{peer}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("etcd starts")
+}
+
+fn spawn_apiserver(d: &Path, etcd_port: u16, port: u16) -> Child {
+    let kc = d.join("kubeconfig").display().to_string();
+    Command::new(bin_dir().join("apiextensions-apiserver"))
+        .args(["--etcd-servers", &format!("http://127.0.0.1:{etcd_port}"), "--bind-address=127.0.0.1"])
+        .args(["--secure-port", &port.to_string(), "--cert-dir", &d.join("serving").display().to_string()])
+        .args(["--tls-cert-file", &d.join("server.crt").display().to_string()])
+        .args(["--tls-private-key-file", &d.join("server.key").display().to_string()])
+        .args(["--client-ca-file", &d.join("ca.crt").display().to_string()])
+        .args(["--authentication-kubeconfig", &kc, "--authorization-kubeconfig", &kc, "--kubeconfig", &kc])
+        .args(["--authentication-skip-lookup", "--enable-priority-and-fairness=false"])
+        .args(["--disable-admission-plugins=NamespaceLifecycle,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,MutatingAdmissionPolicy"])
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(d.join("apiserver.log"))
+                .unwrap(),
+        )
+        .spawn()
+        .expect("apiextensions-apiserver starts")
+}
+
 impl KubeApi {
-    /// etcd and the API server on free ports, with ManagedCluster's CRD established.
+    /// etcd and the API server on free ports, with every CRD of `tests/crds` established.
     pub fn start() -> Self {
-        let bin = bin_dir();
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         certificates(d);
-        let (etcd_port, peer_port, port) = (free_port(), free_port(), free_port());
-        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        let etcd = Command::new(bin.join("etcd"))
-            .args(["--data-dir", &d.join("etcd").display().to_string(), "--unsafe-no-fsync"])
-            .args(["--listen-client-urls", &etcd_url, "--advertise-client-urls", &etcd_url])
-            .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer_port}")])
-            .args([
-                "--initial-advertise-peer-urls",
-                &format!("http://127.0.0.1:{peer_port}"),
-            ])
-            .args(["--initial-cluster", &format!("default=http://127.0.0.1:{peer_port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcd starts");
+        let (etcd_ports, port) = ((free_port(), free_port()), free_port());
+        let etcd = spawn_etcd(d, etcd_ports);
         let kubeconfig = d.join("kubeconfig");
         std::fs::write(
             &kubeconfig,
@@ -140,53 +170,72 @@ impl KubeApi {
             ),
         )
         .unwrap();
-        let kc = kubeconfig.display().to_string();
-        let apiserver = Command::new(bin.join("apiextensions-apiserver"))
-            .args(["--etcd-servers", &etcd_url, "--bind-address=127.0.0.1"])
-            .args(["--secure-port", &port.to_string(), "--cert-dir", &d.join("serving").display().to_string()])
-            .args(["--tls-cert-file", &d.join("server.crt").display().to_string()])
-            .args(["--tls-private-key-file", &d.join("server.key").display().to_string()])
-            .args(["--client-ca-file", &d.join("ca.crt").display().to_string()])
-            .args(["--authentication-kubeconfig", &kc, "--authorization-kubeconfig", &kc, "--kubeconfig", &kc])
-            .args(["--authentication-skip-lookup", "--enable-priority-and-fairness=false"])
-            .args(["--disable-admission-plugins=NamespaceLifecycle,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,MutatingAdmissionPolicy"])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(d.join("apiserver.log")).unwrap())
-            .spawn()
-            .expect("apiextensions-apiserver starts");
+        let apiserver = spawn_apiserver(d, etcd_ports.0, port);
         let api = Self {
             dir,
             port,
             kubeconfig,
+            etcd_ports,
             etcd,
             apiserver,
         };
         api.wait_for("the API server", |api| api.request("GET", "/livez", None).0 == 200);
-        let crd = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("crds/0000_00_clusters.open-cluster-management.io_managedclusters.crd.yaml"),
-        )
-        .unwrap();
-        let (status, body) = api.request_typed(
-            "POST",
-            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-            "application/yaml",
-            &crd,
-        );
-        assert_eq!(status, 201, "{body}");
-        api.wait_for("ManagedCluster's CRD established", |api| {
-            let (_, body) = api.request(
-                "GET",
-                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/managedclusters.cluster.open-cluster-management.io",
-                None,
+        let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+        let mut names = Vec::new();
+        let mut files: Vec<_> = std::fs::read_dir(&crds).unwrap().flatten().map(|e| e.path()).collect();
+        files.sort();
+        for file in files {
+            let crd = std::fs::read_to_string(&file).unwrap();
+            let name = crd
+                .lines()
+                .skip_while(|l| !l.starts_with("metadata:"))
+                .find_map(|l| l.trim().strip_prefix("name: "))
+                .unwrap()
+                .to_owned();
+            let (status, body) = api.request_typed(
+                "POST",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                "application/yaml",
+                &crd,
             );
-            serde_json::from_str::<Value>(&body).ok().is_some_and(|crd| {
-                crd["status"]["conditions"]
-                    .as_array()
-                    .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
-            })
-        });
+            assert_eq!(status, 201, "{}: {body}", file.display());
+            names.push(name);
+        }
+        for name in names {
+            api.wait_for(&format!("the CRD {name} established"), |api| {
+                let (_, body) = api.request(
+                    "GET",
+                    &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"),
+                    None,
+                );
+                serde_json::from_str::<Value>(&body).ok().is_some_and(|crd| {
+                    crd["status"]["conditions"]
+                        .as_array()
+                        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
+                })
+            });
+        }
         api
+    }
+
+    /// Stops the API server and etcd (their data stays).
+    pub fn stop(&mut self) {
+        for child in [&mut self.apiserver, &mut self.etcd] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts them again on the same data and ports, and waits until the API server serves.
+    pub fn restart(&mut self) {
+        let d = self.dir.path().to_owned();
+        self.etcd = spawn_etcd(&d, self.etcd_ports);
+        self.apiserver = spawn_apiserver(&d, self.etcd_ports.0, self.port);
+        self.wait_for("the API server after its restart", |api| {
+            api.request("GET", "/apis/work.open-cluster-management.io/v1/manifestworks", None)
+                .0
+                == 200
+        });
     }
 
     fn wait_for(&self, what: &str, ready: impl Fn(&Self) -> bool) {
@@ -212,7 +261,7 @@ impl KubeApi {
         self.request_typed(method, path, content_type, &body)
     }
 
-    fn request_typed(&self, method: &str, path: &str, content_type: &str, body: &str) -> (u16, String) {
+    pub fn request_typed(&self, method: &str, path: &str, content_type: &str, body: &str) -> (u16, String) {
         let d = self.dir.path();
         let mut c = Command::new("curl");
         c.args(["-s", "-o", "-", "-w", "\n%{http_code}", "-X", method])
@@ -238,9 +287,150 @@ impl KubeApi {
 
 impl Drop for KubeApi {
     fn drop(&mut self) {
-        for child in [&mut self.apiserver, &mut self.etcd] {
-            let _ = child.kill();
-            let _ = child.wait();
+        self.stop();
+    }
+}
+
+/// An HTTP front of the test API server, for conductor's `[kubernetes]`: forwards every request
+/// to the API server with the admin's credentials, except those of built-in APIs that server
+/// lacks, which doubles answer as the real API does:
+/// - `POST /api/v1/namespaces/<ns>/serviceaccounts/<name>/token` (`authentication.k8s.io/v1`
+///   TokenRequest): checks the request and answers it with a token.
+pub struct Front {
+    /// A kubeconfig reaching the front (plain HTTP on loopback, no credentials).
+    pub kubeconfig: PathBuf,
+    /// The TokenRequests answered: (namespace, service account, request body).
+    pub token_requests: std::sync::Arc<std::sync::Mutex<Vec<(String, String, Value)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Front {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[derive(Clone)]
+struct FrontState {
+    client: kube::Client,
+    token_requests: std::sync::Arc<std::sync::Mutex<Vec<(String, String, Value)>>>,
+}
+
+fn status(code: u16, reason: &str, message: String) -> axum::response::Response {
+    let body = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code});
+    (
+        axum::http::StatusCode::from_u16(code).unwrap(),
+        [("content-type", "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+use axum::response::IntoResponse;
+
+/// The TokenRequest double: the request must be an `authentication.k8s.io/v1` TokenRequest.
+fn token_request(state: &FrontState, namespace: &str, account: &str, body: &[u8]) -> axum::response::Response {
+    let Ok(request) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "the body is not JSON".into());
+    };
+    if request["apiVersion"] != "authentication.k8s.io/v1" || request["kind"] != "TokenRequest" {
+        return status(
+            400,
+            "BadRequest",
+            format!(
+                "want an authentication.k8s.io/v1 TokenRequest, got {}/{}",
+                request["apiVersion"], request["kind"]
+            ),
+        );
+    }
+    let seconds = request["spec"]["expirationSeconds"].as_i64().unwrap_or(3600);
+    let expires = chrono::Utc::now() + chrono::Duration::seconds(seconds);
+    let answer = serde_json::json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "metadata": {"name": account, "namespace": namespace, "creationTimestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)},
+        "spec": request["spec"],
+        "status": {"token": format!("token-of-{namespace}-{account}"), "expirationTimestamp": expires.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)},
+    });
+    state
+        .token_requests
+        .lock()
+        .unwrap()
+        .push((namespace.to_owned(), account.to_owned(), request));
+    (
+        axum::http::StatusCode::CREATED,
+        [("content-type", "application/json")],
+        answer.to_string(),
+    )
+        .into_response()
+}
+
+async fn forward(
+    axum::extract::State(state): axum::extract::State<FrontState>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    let (parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, usize::MAX).await else {
+        return status(400, "BadRequest", "unreadable body".into());
+    };
+    let path: Vec<&str> = parts.uri.path().trim_matches('/').split('/').collect();
+    if parts.method == axum::http::Method::POST
+        && let ["api", "v1", "namespaces", ns, "serviceaccounts", account, "token"] = path.as_slice()
+    {
+        return token_request(&state, ns, account, &body);
+    }
+    let mut out = axum::http::Request::builder()
+        .method(parts.method.clone())
+        .uri(parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"));
+    for name in ["content-type", "accept"] {
+        if let Some(v) = parts.headers.get(name) {
+            out = out.header(name, v);
+        }
+    }
+    let Ok(out) = out.body(kube::client::Body::from(body.to_vec())) else {
+        return status(400, "BadRequest", "bad request".into());
+    };
+    match state.client.send(out).await {
+        Ok(response) => {
+            let (parts, body) = response.into_parts();
+            axum::response::Response::from_parts(parts, axum::body::Body::new(body))
+        }
+        Err(e) => status(502, "InternalError", format!("the API server: {e}")),
+    }
+}
+
+impl KubeApi {
+    /// Starts an HTTP front of this API server (see [`Front`]).
+    pub async fn front(&self) -> Front {
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap(),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        let state = FrontState {
+            client: kube::Client::try_from(config).unwrap(),
+            token_requests: Default::default(),
+        };
+        let token_requests = std::sync::Arc::clone(&state.token_requests);
+        let app = axum::Router::new().fallback(forward).with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let kubeconfig = self.dir.path().join(format!("front-{port}.kubeconfig"));
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: front\n  cluster:\n    server: http://127.0.0.1:{port}\nusers:\n- name: conductor\n  user: {{}}\ncontexts:\n- name: front\n  context:\n    cluster: front\n    user: conductor\ncurrent-context: front\n"
+            ),
+        )
+        .unwrap();
+        Front {
+            kubeconfig,
+            token_requests,
+            task,
         }
     }
 }

@@ -127,6 +127,8 @@ async fn forward(
     stop: CancellationToken,
 ) {
     let resource = watch.key.resource.name();
+    // Two watches of one kind at two versions deliver the same objects: keep them apart.
+    let queue_key = format!("{resource}@{}", watch.key.resource.version);
     let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
     let mut stream = std::pin::pin!(stream);
     // While the watcher lists again: what the cache held before, less what the new list showed.
@@ -184,7 +186,7 @@ async fn forward(
         };
         for (change, object) in deliver {
             let key = EventKey::Object {
-                resource: resource.clone(),
+                resource: queue_key.clone(),
                 namespace: object.metadata.namespace.clone().unwrap_or_default(),
                 name: object.metadata.name.clone().unwrap_or_default(),
             };

@@ -228,7 +228,10 @@ impl InstanceHost {
     /// Rolls back what the last call left open.
     async fn end_call(&self) {
         let plugin = self.context.capabilities.plugin();
-        self.context.pg.lock().await.end_call(plugin).await;
+        let mut session = self.context.pg.lock().await;
+        if session.has_open() {
+            session.end_call(plugin).await;
+        }
     }
 }
 

@@ -219,6 +219,11 @@ impl PgSession {
         self.open.remove(&id).ok_or_else(|| unknown(id))
     }
 
+    /// Whether a transaction is open.
+    pub fn has_open(&self) -> bool {
+        !self.open.is_empty()
+    }
+
     /// Rolls back what the call left open (a plugin that trapped or forgot to commit), so no
     /// lock or connection outlives the call.
     pub async fn end_call(&mut self, plugin: &str) {

@@ -1,0 +1,784 @@
+//! The kube source against a real API server (apiextensions-apiserver + etcd with OCM's CRDs, and
+//! the built-in kinds registered as CRDs), with agents played by a tonic client and by Python
+//! grpcio: ManifestWorks delivered and their status written back (§6.3, §7.3, §8), resync
+//! repairing what a disconnected agent missed, a watch that survives the API server's restart,
+//! Maestro side by side, the registration data types, two replicas, and bad input.
+
+#[path = "support/kube.rs"]
+mod kube_api;
+#[path = "support/maestro.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use conductor_blackbox_tests::events::{self, attr, attr_str, integer, string};
+use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
+use conductor_blackbox_tests::{
+    CLUSTERS, CloudEventServiceClient, Conductor, Form, LEASES, Sub, WORKS, plugin_artifact, proto, publish,
+    python_agent, subscribe,
+};
+use kube_api::{Front, KubeApi};
+use serde_json::{Value, json};
+use tonic::Code;
+use tonic::transport::Channel;
+
+const WORK_PATH: &str = "/apis/work.open-cluster-management.io/v1";
+const FINALIZER: &str = "cluster.open-cluster-management.io/manifest-work-cleanup";
+
+/// The kube plugin's entry of the documented hub configuration (`examples/config/hub.toml`),
+/// loaded in `form`, reaching the API server through `front`.
+fn kube_config(front: &Front, form: Form) -> String {
+    let hub =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/config/hub.toml"))
+            .unwrap();
+    let start = hub.find("[plugins.kube]").unwrap();
+    let end = hub[start + 1..].find("\n[").map_or(hub.len(), |i| start + 1 + i);
+    let plugin = hub[start..end]
+        .replace("kind = \"component\"", &format!("kind = \"{}\"", form.kind()))
+        .replace(
+            "\"../../plugins/dist/kube.wasm\"",
+            &format!("\"{}\"", plugin_artifact("kube-plugin", form).display()),
+        );
+    format!(
+        "[kubernetes]\nkubeconfig = \"{}\"\n{plugin}\n",
+        front.kubeconfig.display()
+    )
+}
+
+struct Hub {
+    api: KubeApi,
+    front: Front,
+}
+
+async fn hub() -> Hub {
+    let api = tokio::task::spawn_blocking(KubeApi::start).await.unwrap();
+    let front = api.front().await;
+    Hub { api, front }
+}
+
+impl Hub {
+    fn create_work(&self, cluster: &str, name: &str, replicas: i64) -> Value {
+        let work = json!({
+            "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+            "metadata": {"name": name, "namespace": cluster, "labels": {"app": name}},
+            "spec": {"workload": {"manifests": [deployment(name, replicas)]}},
+        });
+        let (code, body) = self.api.request(
+            "POST",
+            &format!("{WORK_PATH}/namespaces/{cluster}/manifestworks"),
+            Some(&work),
+        );
+        assert_eq!(code, 201, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    fn work(&self, cluster: &str, name: &str) -> Option<Value> {
+        let (code, body) = self.api.request(
+            "GET",
+            &format!("{WORK_PATH}/namespaces/{cluster}/manifestworks/{name}"),
+            None,
+        );
+        (code == 200).then(|| serde_json::from_str(&body).unwrap())
+    }
+
+    fn patch_work(&self, cluster: &str, name: &str, patch: Value, subresource: &str) {
+        let (code, body) = self.api.request(
+            "PATCH",
+            &format!("{WORK_PATH}/namespaces/{cluster}/manifestworks/{name}{subresource}"),
+            Some(&patch),
+        );
+        assert_eq!(code, 200, "{body}");
+    }
+
+    fn delete_work(&self, cluster: &str, name: &str) {
+        let (code, body) = self.api.request(
+            "DELETE",
+            &format!("{WORK_PATH}/namespaces/{cluster}/manifestworks/{name}"),
+            None,
+        );
+        assert_eq!(code, 200, "{body}");
+    }
+}
+
+fn deployment(name: &str, replicas: i64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": name, "namespace": "default"}, "spec": {"replicas": replicas}})
+}
+
+fn uid(work: &Value) -> String {
+    work["metadata"]["uid"].as_str().unwrap().to_owned()
+}
+
+fn data_json(e: &proto::CloudEvent) -> Value {
+    match &e.data {
+        Some(proto::cloud_event::Data::BinaryData(b)) => serde_json::from_slice(b).unwrap_or(Value::Null),
+        _ => Value::Null,
+    }
+}
+
+fn version(e: &proto::CloudEvent) -> Option<i32> {
+    match attr(e, "ce-resourceversion") {
+        Some(Attr::CeInteger(v)) => Some(*v),
+        _ => None,
+    }
+}
+
+/// The next event of `sub` (heartbeats skipped) for which `pick` holds, within 20 s.
+async fn next_where(sub: &mut Sub, what: &str, pick: impl Fn(&proto::CloudEvent) -> bool) -> proto::CloudEvent {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let e = tokio::time::timeout(left, sub.next_event())
+            .await
+            .unwrap_or_else(|_| panic!("no {what} within 20 s"))
+            .unwrap_or_else(|e| panic!("waiting for {what}: {e}"));
+        if pick(&e) {
+            return e;
+        }
+    }
+}
+
+/// Nothing but heartbeats on `sub` for `quiet`.
+async fn nothing_for(sub: &mut Sub, quiet: Duration) {
+    while let Ok(Some(e)) = sub.next_raw(quiet).await {
+        assert_eq!(e.r#type, conductor_blackbox_tests::HEARTBEAT, "unexpected {e:?}");
+    }
+}
+
+/// The work agent's status update for work `uid` at `generation`.
+fn status(cluster: &str, uid: &str, generation: i32, conditions: Value) -> proto::CloudEvent {
+    let mut e = events::with_id(
+        events::agent_event(
+            &format!("{WORKS}.status.update_request"),
+            cluster,
+            "kube",
+            Some(json!({"conditions": conditions, "resourceStatus": []})),
+        ),
+        uid,
+    );
+    e.attributes.insert("ce-resourceversion".into(), integer(generation));
+    e.attributes
+        .insert("ce-sequenceid".into(), string("7000000000000000001"));
+    e
+}
+
+fn condition(kind: &str) -> Value {
+    json!([{"type": kind, "status": "True", "reason": kind, "message": kind,
+            "lastTransitionTime": "2026-11-30T10:00:00Z", "observedGeneration": 1}])
+}
+
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn manifestworks_reach_their_agent_and_status_deletion_and_resync_follow_the_protocol() {
+    let hub = hub().await;
+    let c = Conductor::start(&kube_config(&hub.front, Form::Component)).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut agent1 = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let mut agent2 = subscribe(&mut client, "cluster2", WORKS).await.unwrap();
+
+    // A work created on the API server reaches the agent of its cluster only.
+    let w1 = hub.create_work("cluster1", "web", 1);
+    let id = uid(&w1);
+    let created = next_where(&mut agent1, "web's create", |e| {
+        attr_str(e, "ce-resourceid") == Some(&id)
+    })
+    .await;
+    assert_eq!(created.r#type, format!("{WORKS}.spec.create_request"));
+    assert_eq!(created.source, "kube");
+    assert_eq!(version(&created), Some(1));
+    let meta: Value = serde_json::from_str(attr_str(&created, "ce-metadata").unwrap()).unwrap();
+    assert_eq!(
+        (meta["name"].clone(), meta["namespace"].clone()),
+        (json!("web"), json!("cluster1"))
+    );
+    let bundle: Value = data_json(&created);
+    assert_eq!(bundle["manifests"][0]["kind"], "Deployment");
+    nothing_for(&mut agent2, Duration::from_millis(500)).await;
+
+    // The agent's status lands on the work, with the cleanup finalizer first.
+    publish(&mut client, status("cluster1", &id, 1, condition("Applied")))
+        .await
+        .unwrap();
+    eventually("web's status", || {
+        hub.work("cluster1", "web")
+            .is_some_and(|w| w["status"]["conditions"][0]["type"] == "Applied")
+    })
+    .await;
+    let stored = hub.work("cluster1", "web").unwrap();
+    assert_eq!(stored["metadata"]["finalizers"], json!([FINALIZER]));
+    assert_eq!(stored["status"]["resourceStatus"]["manifests"], json!([]));
+    // The same status again writes nothing.
+    let rv = stored["metadata"]["resourceVersion"].clone();
+    publish(&mut client, status("cluster1", &id, 1, condition("Applied")))
+        .await
+        .unwrap();
+    assert_eq!(hub.work("cluster1", "web").unwrap()["metadata"]["resourceVersion"], rv);
+
+    // A new generation is an update; a status-only change made by someone is not sent.
+    hub.patch_work(
+        "cluster1",
+        "web",
+        json!({"spec": {"workload": {"manifests": [deployment("web", 3)]}}}),
+        "",
+    );
+    let updated = next_where(&mut agent1, "web's update", |e| version(e) == Some(2)).await;
+    assert_eq!(updated.r#type, format!("{WORKS}.spec.update_request"));
+    hub.patch_work(
+        "cluster1",
+        "web",
+        json!({"status": {"conditions": condition("Available")}}),
+        "/status",
+    );
+    nothing_for(&mut agent1, Duration::from_millis(700)).await;
+    // A status for the old generation is stale: ignored, and OK.
+    publish(&mut client, status("cluster1", &id, 1, condition("Degraded")))
+        .await
+        .unwrap();
+    assert_eq!(
+        hub.work("cluster1", "web").unwrap()["status"]["conditions"][0]["type"],
+        "Available"
+    );
+
+    // Deletion with the finalizer dance.
+    hub.delete_work("cluster1", "web");
+    let deleting = next_where(&mut agent1, "web deleting", |e| {
+        attr(e, "ce-deletiontimestamp").is_some()
+    })
+    .await;
+    assert!(deleting.data.is_none());
+    assert!(hub.work("cluster1", "web").is_some(), "the finalizer holds it");
+    let deleted = condition("Deleted");
+    publish(&mut client, status("cluster1", &id, 2, deleted.clone()))
+        .await
+        .unwrap();
+    let gone = next_where(&mut agent1, "web's final delete", |e| {
+        e.r#type.ends_with(".spec.delete_request")
+    })
+    .await;
+    assert_eq!(attr_str(&gone, "ce-resourceid"), Some(id.as_str()));
+    assert!(hub.work("cluster1", "web").is_none());
+    // The agent reports Deleted again for the work it re-added: OK.
+    publish(&mut client, status("cluster1", &id, 2, deleted)).await.unwrap();
+
+    // Resync after a disconnect repairs a missed create and a missed delete.
+    let kept = hub.create_work("cluster1", "kept", 1);
+    let going = hub.create_work("cluster1", "going", 1);
+    next_where(&mut agent1, "going's create", |e| {
+        attr_str(e, "ce-resourceid") == Some(uid(&going).as_str())
+    })
+    .await;
+    drop(agent1);
+    let missed = hub.create_work("cluster1", "missed", 1);
+    hub.delete_work("cluster1", "going");
+    eventually("going gone", || hub.work("cluster1", "going").is_none()).await;
+    let mut agent1 = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    publish(
+        &mut client,
+        events::resync_request(WORKS, "cluster1", &[(&uid(&kept), 1), (&uid(&going), 1)]),
+    )
+    .await
+    .unwrap();
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        answers.push(next_where(&mut agent1, "resync answers", |_| true).await);
+    }
+    let missed_id = uid(&missed);
+    let going_id = uid(&going);
+    let create = answers
+        .iter()
+        .find(|e| attr_str(e, "ce-resourceid") == Some(missed_id.as_str()))
+        .unwrap();
+    assert_eq!(create.r#type, format!("{WORKS}.spec.resync_response"));
+    let delete = answers
+        .iter()
+        .find(|e| attr_str(e, "ce-resourceid") == Some(going_id.as_str()))
+        .unwrap();
+    assert!(attr(delete, "ce-deletiontimestamp").is_some());
+    assert!(
+        attr_str(delete, "ce-metadata").unwrap().contains("\"going\""),
+        "the delete names the work"
+    );
+}
+
+/// The API server and etcd restarted under a running watch: changes made just before and right
+/// after the restart all reach the agent.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_change_around_an_api_server_restart_is_lost() {
+    let mut hub = hub().await;
+    let c = Conductor::start(&kube_config(&hub.front, Form::Component)).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut agent = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let first = hub.create_work("cluster1", "first", 1);
+    next_where(&mut agent, "first", |e| {
+        attr_str(e, "ce-resourceid") == Some(uid(&first).as_str())
+    })
+    .await;
+
+    let before = hub.create_work("cluster1", "before", 1);
+    hub.delete_work("cluster1", "first");
+    tokio::task::block_in_place(|| {
+        hub.api.stop();
+        std::thread::sleep(Duration::from_secs(1));
+        hub.api.restart();
+    });
+    let after = hub.create_work("cluster1", "after", 1);
+    hub.patch_work(
+        "cluster1",
+        "before",
+        json!({"metadata": {"labels": {"app": "changed"}}}),
+        "",
+    );
+
+    let mut seen_before = false;
+    let mut seen_after = false;
+    let mut first_deleted = false;
+    let mut before_changed = false;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(seen_before && seen_after && first_deleted && before_changed) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let e = tokio::time::timeout(left, agent.next_event())
+            .await
+            .unwrap_or_else(|_| panic!("missing after the restart: before {seen_before}, after {seen_after}, first deleted {first_deleted}, before changed {before_changed}\n{}", c.logs()))
+            .unwrap();
+        let id = attr_str(&e, "ce-resourceid").unwrap_or_default();
+        seen_before |= id == uid(&before);
+        seen_after |= id == uid(&after);
+        first_deleted |= id == uid(&first) && attr(&e, "ce-deletiontimestamp").is_some();
+        before_changed |= id == uid(&before) && attr_str(&e, "ce-metadata").is_some_and(|m| m.contains("changed"));
+    }
+}
+
+/// Maestro and kube side by side: one resync answers with both sources' works, and each status
+/// goes to its own store.
+#[tokio::test(flavor = "multi_thread")]
+async fn maestro_and_kube_serve_the_same_agent_side_by_side() {
+    let hub = hub().await;
+    let db = support::MaestroDb::start().await;
+    let config = format!(
+        "{}{}",
+        kube_config(&hub.front, Form::Component),
+        support::config(&db.url(), "1m")
+    );
+    let c = Conductor::start(&config).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut agent = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let work = hub.create_work("cluster1", "from-kube", 1);
+    let (resource, _) = db.create("cluster1", "from-maestro", true).await;
+    let mut sources = std::collections::BTreeSet::new();
+    while sources.len() < 2 {
+        sources.insert(next_where(&mut agent, "both", |_| true).await.source);
+    }
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    let mut resynced = std::collections::BTreeMap::new();
+    while resynced.len() < 2 {
+        let e = next_where(&mut agent, "the resync", |e| e.r#type.ends_with("resync_response")).await;
+        resynced.insert(e.source.clone(), attr_str(&e, "ce-resourceid").unwrap().to_owned());
+    }
+    assert_eq!(resynced["kube"], uid(&work));
+    assert_eq!(resynced["maestro"], resource);
+
+    publish(&mut client, status("cluster1", &uid(&work), 1, condition("Applied")))
+        .await
+        .unwrap();
+    let to_maestro = support::status_update("cluster1", &resource, 1, 1, "Applied");
+    publish(&mut client, to_maestro).await.unwrap();
+    eventually("the kube status", || {
+        hub.work("cluster1", "from-kube")
+            .is_some_and(|w| w["status"]["conditions"][0]["type"] == "Applied")
+    })
+    .await;
+    assert!(
+        db.resource(&resource).await.unwrap().status.is_some(),
+        "maestro's status"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM status_events").await, 1);
+}
+
+/// The registration data types, end to end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_registers_renews_reports_and_gets_tokens() {
+    let hub = hub().await;
+    let c = Conductor::start(&kube_config(&hub.front, Form::Component)).unwrap();
+    let mut client = c.client().await.unwrap();
+    let spec = |dt: &str, action: &str, data: Value| {
+        let mut e = events::agent_event(&format!("{dt}.spec.{action}"), "cluster1", "", Some(data));
+        e.source = "cluster1".into();
+        e
+    };
+    let status_of = |dt: &str, data: Value| {
+        events::agent_event(&format!("{dt}.status.update_request"), "cluster1", "kube", Some(data))
+    };
+
+    // ManagedCluster: create (again: AlreadyExists, which the agent takes as done), the agent
+    // hears it, status and spec updates.
+    let mut clusters = subscribe(&mut client, "cluster1", CLUSTERS).await.unwrap();
+    let cluster = json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+        "metadata": {"name": "cluster1"}, "spec": {"hubAcceptsClient": false}});
+    publish(&mut client, spec(CLUSTERS, "create_request", cluster.clone()))
+        .await
+        .unwrap();
+    let s = publish(&mut client, spec(CLUSTERS, "create_request", cluster))
+        .await
+        .unwrap_err();
+    let body: Value = serde_json::from_str(s.message()).unwrap();
+    assert_eq!(
+        (body["ErrStatus"]["reason"].clone(), body["ErrStatus"]["code"].clone()),
+        (json!("AlreadyExists"), json!(409))
+    );
+    let heard = next_where(&mut clusters, "the cluster", |_| true).await;
+    assert_eq!(heard.r#type, format!("{CLUSTERS}.spec.create_request"));
+    let mut object: Value = data_json(&heard);
+    assert_eq!(
+        (object["apiVersion"].clone(), object["kind"].clone()),
+        (json!("cluster.open-cluster-management.io/v1"), json!("ManagedCluster"))
+    );
+    object["status"] = json!({"conditions": [{"type": "ManagedClusterConditionAvailable", "status": "True", "reason": "ok", "message": "ok", "lastTransitionTime": "2026-11-30T10:00:00Z"}]});
+    publish(&mut client, status_of(CLUSTERS, object.clone())).await.unwrap();
+    next_where(&mut clusters, "the cluster's status", |e| {
+        e.r#type.ends_with(".spec.update_request")
+            && data_json(e)["status"]["conditions"][0]["type"] == "ManagedClusterConditionAvailable"
+    })
+    .await;
+    let (_, body) = hub.api.request(
+        "GET",
+        "/apis/cluster.open-cluster-management.io/v1/managedclusters/cluster1",
+        None,
+    );
+    let current: Value = serde_json::from_str(&body).unwrap();
+    let mut accepted = current.clone();
+    accepted["spec"]["hubAcceptsClient"] = true.into();
+    publish(&mut client, spec(CLUSTERS, "update_request", accepted))
+        .await
+        .unwrap();
+    let (_, body) = hub.api.request(
+        "GET",
+        "/apis/cluster.open-cluster-management.io/v1/managedclusters/cluster1",
+        None,
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["spec"]["hubAcceptsClient"],
+        true
+    );
+    // A stale spec update: the API server's Conflict, passed through.
+    let s = publish(&mut client, spec(CLUSTERS, "update_request", current))
+        .await
+        .unwrap_err();
+    assert!(s.message().contains("\"Conflict\""), "{s:?}");
+
+    // A CSR: created with the caller's identity in the annotation the approver reads; heard.
+    let csr_type = "certificates.k8s.io.v1.certificatesigningrequests";
+    let mut csrs = subscribe(&mut client, "cluster1", csr_type).await.unwrap();
+    let csr = json!({"metadata": {"name": "cluster1-csr", "labels": {"open-cluster-management.io/cluster-name": "cluster1"}},
+        "spec": {"signerName": "open-cluster-management.io/grpc", "request": "cmVx", "usages": ["client auth"]}});
+    publish(&mut client, spec(csr_type, "create_request", csr))
+        .await
+        .unwrap();
+    let (_, body) = hub.api.request(
+        "GET",
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests/cluster1-csr",
+        None,
+    );
+    let stored: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        stored["metadata"]["annotations"]["open-cluster-management.io/csr-user"],
+        "system:anonymous"
+    );
+    next_where(&mut csrs, "the CSR", |e| e.r#type.ends_with(".spec.create_request")).await;
+
+    // A lease renewed by the agent.
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "managed-cluster-lease", "namespace": "cluster1", "labels": {"open-cluster-management.io/cluster-name": "cluster1"}},
+        "spec": {"leaseDurationSeconds": 60}});
+    let (code, body) = hub.api.request(
+        "POST",
+        "/apis/coordination.k8s.io/v1/namespaces/cluster1/leases",
+        Some(&lease),
+    );
+    assert_eq!(code, 201, "{body}");
+    let mut leases = subscribe(&mut client, "cluster1", LEASES).await.unwrap();
+    publish(&mut client, events::resync_request(LEASES, "cluster1", &[]))
+        .await
+        .unwrap();
+    let heard = next_where(&mut leases, "the lease", |_| true).await;
+    let mut renewed: Value = data_json(&heard);
+    renewed["spec"]["renewTime"] = "2026-11-30T10:01:00.000000Z".into();
+    publish(&mut client, spec(LEASES, "update_request", renewed))
+        .await
+        .unwrap();
+    let (_, body) = hub.api.request(
+        "GET",
+        "/apis/coordination.k8s.io/v1/namespaces/cluster1/leases/managed-cluster-lease",
+        None,
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["spec"]["renewTime"],
+        "2026-11-30T10:01:00.000000Z"
+    );
+
+    // An add-on's status, through both versions.
+    let addon = json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "ManagedClusterAddOn",
+        "metadata": {"name": "helloworld", "namespace": "cluster1"}, "spec": {}});
+    let (code, body) = hub.api.request(
+        "POST",
+        "/apis/addon.open-cluster-management.io/v1alpha1/namespaces/cluster1/managedclusteraddons",
+        Some(&addon),
+    );
+    assert_eq!(code, 201, "{body}");
+    for version in ["v1alpha1", "v1beta1"] {
+        let dt = format!("addon.open-cluster-management.io.{version}.managedclusteraddons");
+        let mut addons = subscribe(&mut client, "cluster1", &dt).await.unwrap();
+        publish(&mut client, events::resync_request(&dt, "cluster1", &[]))
+            .await
+            .unwrap();
+        let heard = next_where(&mut addons, "the add-on", |_| true).await;
+        let mut current: Value = data_json(&heard);
+        assert_eq!(
+            current["apiVersion"],
+            format!("addon.open-cluster-management.io/{version}")
+        );
+        current["status"] = json!({"conditions": [{"type": "Available", "status": "True", "reason": version, "message": "ok", "lastTransitionTime": "2026-11-30T10:00:00Z"}]});
+        publish(&mut client, status_of(&dt, current)).await.unwrap();
+        let (_, body) = hub.api.request(
+            "GET",
+            &format!(
+                "/apis/addon.open-cluster-management.io/{version}/namespaces/cluster1/managedclusteraddons/helloworld"
+            ),
+            None,
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).unwrap()["status"]["conditions"][0]["reason"],
+            version
+        );
+    }
+
+    // An event: created, then only its series updated.
+    let event_type = "events.k8s.io.v1.events";
+    let event = json!({"metadata": {"name": "cluster1.joined", "namespace": "cluster1"}, "reason": "Joined", "note": "first",
+        "eventTime": "2026-11-30T10:00:00.000000Z", "reportingController": "registration", "reportingInstance": "agent", "action": "Join", "type": "Normal"});
+    publish(&mut client, spec(event_type, "create_request", event.clone()))
+        .await
+        .unwrap();
+    let mut again = event;
+    again["note"] = "changed".into();
+    again["series"] = json!({"count": 2, "lastObservedTime": "2026-11-30T10:05:00.000000Z"});
+    publish(&mut client, spec(event_type, "update_request", again))
+        .await
+        .unwrap();
+    let (_, body) = hub.api.request(
+        "GET",
+        "/apis/events.k8s.io/v1/namespaces/cluster1/events/cluster1.joined",
+        None,
+    );
+    let stored: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (stored["note"].clone(), stored["series"]["count"].clone()),
+        (json!("first"), json!(2))
+    );
+
+    // A token for an add-on's service account, answered on the agent's stream before the
+    // Publish returns, with the agent's request id.
+    let token_type = "authentication.k8s.io.v1.tokenrequests";
+    let mut tokens = subscribe(&mut client, "cluster1", token_type).await.unwrap();
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "metadata": {"name": "helloworld-agent", "namespace": "cluster1", "uid": "request-42"},
+        "spec": {"audiences": ["helloworld"], "expirationSeconds": 600}});
+    publish(&mut client, spec(token_type, "create_request", request))
+        .await
+        .unwrap();
+    let answer = tokens.next_raw(Duration::from_millis(100)).await.unwrap().unwrap();
+    assert_eq!(attr_str(&answer, "ce-resourceid"), Some("request-42"));
+    let object: Value = data_json(&answer);
+    assert_eq!(object["metadata"]["uid"], "request-42");
+    assert_eq!(object["status"]["token"], "token-of-cluster1-helloworld-agent");
+    let asked = hub.front.token_requests.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(
+        (asked[0].0.as_str(), asked[0].1.as_str()),
+        ("cluster1", "helloworld-agent")
+    );
+    assert_eq!(asked[0].2["spec"]["audiences"], json!(["helloworld"]));
+    assert!(
+        asked[0].2["metadata"]["uid"].is_null(),
+        "the request id is the agent's, not the API's"
+    );
+}
+
+/// Two replicas on one API server receiving the same status update: written once, and neither
+/// agent sees a conflict it did not cause.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_replicas_write_the_same_status_once() {
+    let hub = hub().await;
+    let one = Conductor::start(&kube_config(&hub.front, Form::Component)).unwrap();
+    let two = Conductor::start(&kube_config(&hub.front, Form::Native)).unwrap();
+    let mut a = one.client().await.unwrap();
+    let mut b = two.client().await.unwrap();
+    let mut sub_a = subscribe(&mut a, "cluster1", WORKS).await.unwrap();
+    let mut sub_b = subscribe(&mut b, "cluster1", WORKS).await.unwrap();
+    let work = hub.create_work("cluster1", "shared", 1);
+    let id = uid(&work);
+    for sub in [&mut sub_a, &mut sub_b] {
+        next_where(sub, "the work on each replica", |e| {
+            attr_str(e, "ce-resourceid") == Some(id.as_str())
+        })
+        .await;
+    }
+    let rv = work["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+    let writes = {
+        let api_dir = hub.api.dir.path().to_owned();
+        let port = hub.api.port;
+        std::thread::spawn(move || count_modifications(&api_dir, port, "cluster1", "shared", &rv))
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (ra, rb) = tokio::join!(
+        publish(&mut a, status("cluster1", &id, 1, condition("Applied"))),
+        publish(&mut b, status("cluster1", &id, 1, condition("Applied")))
+    );
+    ra.unwrap();
+    rb.unwrap();
+    let modifications = writes.join().unwrap();
+    assert_eq!(modifications, 2, "the finalizer and the status, once each");
+    let stored = hub.work("cluster1", "shared").unwrap();
+    assert_eq!(stored["status"]["conditions"][0]["type"], "Applied");
+}
+
+/// Counts the MODIFIED events of one work for 3 s after `rv`, with a watch of the test's own.
+fn count_modifications(dir: &std::path::Path, port: u16, cluster: &str, name: &str, rv: &str) -> usize {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-N", "--max-time", "3"])
+        .arg("--cacert")
+        .arg(dir.join("ca.crt"))
+        .arg("--cert")
+        .arg(dir.join("admin.crt"))
+        .arg("--key")
+        .arg(dir.join("admin.key"))
+        .arg(format!(
+            "https://127.0.0.1:{port}{WORK_PATH}/namespaces/{cluster}/manifestworks?watch=1&fieldSelector=metadata.name%3D{name}&resourceVersion={rv}"
+        ))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("\"type\":\"MODIFIED\""))
+        .count()
+}
+
+/// Bad input: a clear gRPC error each time, and nothing written to the API server.
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_status_updates_are_refused_and_write_nothing() {
+    let hub = hub().await;
+    let c = Conductor::start(&kube_config(&hub.front, Form::Component)).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut agent = subscribe(&mut client, "cluster2", WORKS).await.unwrap();
+    let other = hub.create_work("cluster1", "theirs", 1);
+    let mine = hub.create_work("cluster2", "mine", 1);
+    next_where(&mut agent, "mine", |e| {
+        attr_str(e, "ce-resourceid") == Some(uid(&mine).as_str())
+    })
+    .await;
+    let before = (
+        hub.work("cluster1", "theirs").unwrap(),
+        hub.work("cluster2", "mine").unwrap(),
+    );
+
+    let mut undecodable = status("cluster2", &uid(&mine), 1, json!([]));
+    undecodable.data = Some(proto::cloud_event::Data::BinaryData(b"{not json".to_vec()));
+    let mut no_version = status("cluster2", &uid(&mine), 1, json!([]));
+    no_version.attributes.remove("ce-resourceversion");
+    let mut unknown_action = status("cluster2", &uid(&mine), 1, json!([]));
+    unknown_action.r#type = format!("{WORKS}.status.delete_request");
+    let foreign = status("cluster2", &uid(&other), 1, condition("Applied"));
+    for (what, event, needle) in [
+        ("undecodable", undecodable, "not JSON"),
+        ("no resourceversion", no_version, "resourceversion"),
+        ("unknown action", unknown_action, "unsupported action"),
+        ("another cluster's work", foreign, "belongs to cluster"),
+    ] {
+        let s = publish(&mut client, event).await.unwrap_err();
+        assert_eq!(s.code(), Code::FailedPrecondition, "{what}: {s:?}");
+        let body: Value = serde_json::from_str(s.message()).unwrap();
+        assert_eq!(body["ErrStatus"]["code"], 422, "{what}");
+        assert!(
+            body["ErrStatus"]["message"].as_str().unwrap().contains(needle),
+            "{what}: {body}"
+        );
+    }
+    assert_eq!(
+        (
+            hub.work("cluster1", "theirs").unwrap(),
+            hub.work("cluster2", "mine").unwrap()
+        ),
+        before
+    );
+}
+
+/// The Python grpcio agent (a second gRPC implementation) receives a ManifestWork on resync and
+/// its status lands on the work.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_agent_gets_its_work_and_reports_status() {
+    let hub = hub().await;
+    let c = Conductor::start(&kube_config(&hub.front, Form::Component)).unwrap();
+    let work = hub.create_work("cluster1", "py", 1);
+    let addr = c.grpc_addr.clone();
+    let listening = std::thread::spawn(move || {
+        python_agent(&[
+            "subscribe",
+            "--addr",
+            &addr,
+            "--cluster",
+            "cluster1",
+            "--data-type",
+            WORKS,
+            "--max-events",
+            "1",
+            "--timeout",
+            "20",
+            "--skip-heartbeats",
+        ])
+    });
+    let gauge = format!("grpc_server_ce_subscribers{{consumer=\"cluster1\",data_type=\"{WORKS}\"}} 1");
+    eventually_async(&c, &gauge).await;
+    let mut client: CloudEventServiceClient<Channel> = c.client().await.unwrap();
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    let lines = listening.join().unwrap().unwrap();
+    let event = lines.iter().find(|l| l["kind"] == "event").unwrap();
+    assert_eq!(event["event"]["attributes"]["ce-resourceid"]["ce_string"], uid(&work));
+    assert_eq!(event["event"]["attributes"]["ce-resourceversion"]["ce_integer"], 1);
+    let update = json!({
+        "id": "py-status", "source": "cluster1-work-agent", "spec_version": "1.0",
+        "type": format!("{WORKS}.status.update_request"),
+        "attributes": {
+            "ce-clustername": {"ce_string": "cluster1"}, "ce-originalsource": {"ce_string": "kube"},
+            "ce-resourceid": {"ce_string": uid(&work)}, "ce-resourceversion": {"ce_integer": 1},
+            "ce-sequenceid": {"ce_string": "7000000000000000002"}, "contenttype": {"ce_string": "application/json"},
+        },
+        "binary_data_json": {"conditions": condition("Applied"), "resourceStatus": []},
+    });
+    let out = python_agent(&["publish", "--addr", &c.grpc_addr, "--event-json", &update.to_string()]).unwrap();
+    assert_eq!(out[0]["code"], "OK", "{out:?}");
+    eventually("the Python agent's status", || {
+        hub.work("cluster1", "py")
+            .is_some_and(|w| w["status"]["conditions"][0]["type"] == "Applied")
+    })
+    .await;
+}
+
+async fn eventually_async(c: &Conductor, needle: &str) {
+    for _ in 0..200 {
+        if c.admin_get("/metrics").await.unwrap().1.contains(needle) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no {needle} in the metrics");
+}
