@@ -14,36 +14,15 @@ use std::time::{Duration, Instant};
 use conductor_blackbox_tests::events::{self, attr, attr_str, integer, string};
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
 use conductor_blackbox_tests::{
-    CLUSTERS, CloudEventServiceClient, Conductor, Form, LEASES, Sub, WORKS, plugin_artifact, proto, publish,
-    python_agent, subscribe,
+    CLUSTERS, CloudEventServiceClient, Conductor, Form, LEASES, Sub, WORKS, proto, publish, python_agent, subscribe,
 };
-use kube_api::{Front, KubeApi};
+use kube_api::{Front, KubeApi, kube_config};
 use serde_json::{Value, json};
 use tonic::Code;
 use tonic::transport::Channel;
 
 const WORK_PATH: &str = "/apis/work.open-cluster-management.io/v1";
 const FINALIZER: &str = "cluster.open-cluster-management.io/manifest-work-cleanup";
-
-/// The kube plugin's entry of the documented hub configuration (`examples/config/hub.toml`),
-/// loaded in `form`, reaching the API server through `front`.
-fn kube_config(front: &Front, form: Form) -> String {
-    let hub =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/config/hub.toml"))
-            .unwrap();
-    let start = hub.find("[plugins.kube]").unwrap();
-    let end = hub[start + 1..].find("\n[").map_or(hub.len(), |i| start + 1 + i);
-    let plugin = hub[start..end]
-        .replace("kind = \"component\"", &format!("kind = \"{}\"", form.kind()))
-        .replace(
-            "\"../../plugins/dist/kube.wasm\"",
-            &format!("\"{}\"", plugin_artifact("kube-plugin", form).display()),
-        );
-    format!(
-        "[kubernetes]\nkubeconfig = \"{}\"\n{plugin}\n",
-        front.kubeconfig.display()
-    )
-}
 
 struct Hub {
     api: KubeApi,

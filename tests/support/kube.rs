@@ -434,3 +434,25 @@ impl KubeApi {
         }
     }
 }
+
+/// The kube plugin's entry of the documented hub configuration (`examples/config/hub.toml`),
+/// loaded in `form`, reaching the API server through `front`.
+pub fn kube_config(front: &Front, form: conductor_blackbox_tests::Form) -> String {
+    let hub =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/config/hub.toml")).unwrap();
+    let start = hub.find("[plugins.kube]").unwrap();
+    let end = hub[start + 1..].find("\n[").map_or(hub.len(), |i| start + 1 + i);
+    let plugin = hub[start..end]
+        .replace("kind = \"component\"", &format!("kind = \"{}\"", form.kind()))
+        .replace(
+            "\"../../plugins/dist/kube.wasm\"",
+            &format!(
+                "\"{}\"",
+                conductor_blackbox_tests::plugin_artifact("kube-plugin", form).display()
+            ),
+        );
+    format!(
+        "[kubernetes]\nkubeconfig = \"{}\"\n{plugin}\n",
+        front.kubeconfig.display()
+    )
+}
