@@ -17,3 +17,5 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --all-targets --locked
 scripts/build-plugins.sh -p static-works -p misbehaving-plugin -p wrong-version-plugin
 cargo test --workspace --locked
+# Every fuzz target for a short while (longer runs: scripts/fuzz.sh 300); a crash fails the run.
+scripts/fuzz.sh "${FUZZ_SECONDS:-10}"

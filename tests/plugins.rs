@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use conductor_blackbox_tests::events::{self, attr, attr_str};
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
 use conductor_blackbox_tests::{
-    CloudEventServiceClient, Conductor, Form, LEASES, WORKS, conductor_bin, plugin_artifact, publish, subscribe,
+    BASE_CONFIG, CloudEventServiceClient, Conductor, Form, LEASES, WORKS, conductor_bin, plugin_artifact, publish,
+    subscribe,
 };
 use tonic::Code;
 use tonic::transport::Channel;
@@ -217,7 +218,7 @@ async fn a_panicking_native_plugin_is_caught() {
 fn check_config(text: &str) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("conductor.toml");
-    std::fs::write(&path, text).unwrap();
+    std::fs::write(&path, format!("{BASE_CONFIG}\n{text}")).unwrap();
     let out = std::process::Command::new(conductor_bin())
         .arg("check-config")
         .arg(&path)
@@ -301,7 +302,7 @@ fn plugins_inspect_and_list_say_what_would_load() {
             plugin_artifact("wrong-version-plugin", Form::Component).display()
         ),
     );
-    std::fs::write(&path, config).unwrap();
+    std::fs::write(&path, format!("{BASE_CONFIG}\n{config}")).unwrap();
     let out = std::process::Command::new(conductor_bin())
         .args(["plugins", "list", "--config"])
         .arg(&path)

@@ -138,8 +138,8 @@ async fn receive_limit_is_configurable() {
     // [server] is already in the base configuration: a repeated table is a startup error.
     assert!(c.is_err());
     let config = conductor_blackbox_tests::BASE_CONFIG.replace(
-        "listen = \"127.0.0.1:0\"\n[admin]",
-        "listen = \"127.0.0.1:0\"\nmax_receive_message_size = \"8MiB\"\n[admin]",
+        "plaintext = true\n",
+        "plaintext = true\nmax_receive_message_size = \"8MiB\"\n",
     );
     let c = Conductor::start_with_config(&format!("{config}\n{MEMORY_SOURCE}")).unwrap();
     let mut client = c.client().await.unwrap();
@@ -199,11 +199,21 @@ fn bad_configuration_is_a_startup_error_naming_file_key_and_reason() {
         ),
         ("[routes]\nkube = \"kube\"\n", "routes.kube", "no plugin"),
         (
-            "[plugins.m]\nkind = \"memory\"\nconfig = { data_types = [\"nodots\"] }\n",
+            "[server]\nplaintext = true\n[auth]\nauthenticators = []\nauthorization = \"allow-all\"\n[plugins.m]\nkind = \"memory\"\nconfig = { data_types = [\"nodots\"] }\n",
             "plugins.m.config.data_types[0]",
             "data type",
         ),
         ("[plugins.m]\nkind = \"wasm\"\n", "plugins.m.kind", "unknown variant"),
+        (
+            "[server]\nlisten = \"127.0.0.1:0\"\n",
+            "server.tls",
+            "required unless server.plaintext",
+        ),
+        (
+            "[server]\nplaintext = true\n[auth]\nauthenticators = []\n",
+            "auth.authenticators",
+            "allow-all",
+        ),
     ];
     for (i, (text, key, reason)) in cases.into_iter().enumerate() {
         let path = dir.path().join(format!("bad{i}.toml"));

@@ -13,6 +13,7 @@
 //! - [`config`] reads `conductor.toml`; [`telemetry`] logs, metrics and health.
 
 pub mod app;
+pub mod auth;
 pub mod broker;
 pub mod config;
 pub mod database;

@@ -1,6 +1,7 @@
 //! The black-box test harness: starts the real `conductor` binary with a configuration, finds the
 //! addresses it bound, and talks to it with a tonic client, raw HTTP and the Python grpcio agent.
 
+pub mod certs;
 pub mod events;
 
 use std::{
@@ -114,10 +115,15 @@ pub struct Conductor {
     _dir: tempfile::TempDir,
 }
 
-/// The base of every test configuration: loopback, ephemeral ports, JSON logs.
+/// The base of every test configuration: loopback, ephemeral ports, plaintext, every caller
+/// anonymous and allowed (the security tests build their own), JSON logs.
 pub const BASE_CONFIG: &str = r#"
 [server]
 listen = "127.0.0.1:0"
+plaintext = true
+[auth]
+authenticators = []
+authorization = "allow-all"
 [admin]
 listen = "127.0.0.1:0"
 [log]

@@ -17,6 +17,11 @@ Subcommands (every output line on stdout is one JSON document):
   publish --addr H:P (--event-json JSON|@FILE | --no-event) [--timeout SECONDS]
       {"kind":"publish","code":NAME,"details":STR}
 
+Both take the connection options --ca FILE (TLS, trusting FILE; without it the
+channel is plaintext), --cert FILE --key FILE (a client certificate) and
+--token TOKEN (sent as "authorization: Bearer TOKEN" on every call, as sdk-go's
+per-RPC credentials do; TLS only), and --server-name NAME (TLS name to check).
+
 EVENT is {"id","source","spec_version","type",
           "attributes":{key:{CASE:value}}, "data_case", "binary_data_utf8"}
 where CASE is the proto oneof field name (ce_boolean, ce_integer, ce_string,
@@ -129,9 +134,33 @@ def metadata_to_json(md):
     return out
 
 
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def open_channel(args):
+    """A plaintext channel, or TLS with the given CA, client certificate and token."""
+    if not args.ca:
+        if args.cert or args.token:
+            usage_error("--cert and --token need --ca (TLS)")
+        return grpc.insecure_channel(args.addr)
+    if bool(args.cert) != bool(args.key):
+        usage_error("--cert and --key go together")
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=read_file(args.ca),
+        private_key=read_file(args.key) if args.key else None,
+        certificate_chain=read_file(args.cert) if args.cert else None,
+    )
+    if args.token:
+        creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(args.token))
+    options = [("grpc.ssl_target_name_override", args.server_name)] if args.server_name else []
+    return grpc.secure_channel(args.addr, creds, options=options)
+
+
 def cmd_subscribe(args):
     req = pb.SubscriptionRequest(source=args.source, cluster_name=args.cluster, data_type=args.data_type)
-    with grpc.insecure_channel(args.addr) as channel:
+    with open_channel(args) as channel:
         call = pb_grpc.CloudEventServiceStub(channel).Subscribe(req)
         stopped = {"reason": None}
 
@@ -187,7 +216,7 @@ def cmd_publish(args):
             req.event.CopyFrom(event_from_json(obj))
         except (OSError, ValueError, TypeError) as err:
             usage_error("bad --event-json: %s" % err)
-    with grpc.insecure_channel(args.addr) as channel:
+    with open_channel(args) as channel:
         try:
             pb_grpc.CloudEventServiceStub(channel).Publish(req, timeout=args.timeout)
             code, details = "OK", ""
@@ -202,8 +231,15 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("subscribe", help="subscribe and print received events")
-    s.add_argument("--addr", required=True, help="HOST:PORT (plaintext)")
+    connection = argparse.ArgumentParser(add_help=False)
+    connection.add_argument("--addr", required=True, help="HOST:PORT")
+    connection.add_argument("--ca", help="TLS: the CA certificate (PEM) the server's certificate is checked against")
+    connection.add_argument("--cert", help="TLS: a client certificate (PEM)")
+    connection.add_argument("--key", help="TLS: the client certificate's key (PEM)")
+    connection.add_argument("--token", help="TLS: a bearer token sent with every call")
+    connection.add_argument("--server-name", help="TLS: the name the server's certificate must carry")
+
+    s = sub.add_parser("subscribe", parents=[connection], help="subscribe and print received events")
     s.add_argument("--cluster", required=True)
     s.add_argument("--data-type", required=True)
     s.add_argument("--source", default="")
@@ -212,8 +248,7 @@ def main(argv=None):
     s.add_argument("--skip-heartbeats", action="store_true")
     s.set_defaults(func=cmd_subscribe)
 
-    p = sub.add_parser("publish", help="publish one event")
-    p.add_argument("--addr", required=True, help="HOST:PORT (plaintext)")
+    p = sub.add_parser("publish", parents=[connection], help="publish one event")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--event-json", help="event as JSON, or @FILE")
     group.add_argument("--no-event", action="store_true", help="send a PublishRequest without an event")

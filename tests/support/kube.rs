@@ -40,80 +40,12 @@ fn bin_dir() -> PathBuf {
     dir
 }
 
-fn run(dir: &Path, args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A test CA, a serving certificate for 127.0.0.1 and an admin client certificate (X.509 v3:
-/// rustls refuses v1).
+/// A test CA, a serving certificate for 127.0.0.1 and an admin client certificate in
+/// `system:masters`.
 pub fn certificates(dir: &Path) {
-    std::fs::write(
-        dir.join("server.ext"),
-        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    run(
-        dir,
-        &[
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=conductor-test-ca",
-        ],
-    );
-    for (name, subject, ext) in [
-        ("server", "/CN=127.0.0.1", "server.ext"),
-        ("admin", "/O=system:masters/CN=admin", "client.ext"),
-    ] {
-        let (key, csr, crt) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"));
-        run(
-            dir,
-            &[
-                "openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", subject,
-            ],
-        );
-        run(
-            dir,
-            &[
-                "openssl",
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-out",
-                &crt,
-                "-days",
-                "2",
-                "-extfile",
-                ext,
-            ],
-        );
-    }
+    let pki = conductor_blackbox_tests::certs::Pki::new(dir, "ca");
+    pki.server("server", "127.0.0.1");
+    pki.client("admin", "admin", &["system:masters"]);
 }
 
 fn spawn_etcd(d: &Path, (client, peer): (u16, u16)) -> Child {

@@ -19,7 +19,8 @@ use conductor_plugin_sdk::{CloudEvent, Error, Identity, ListOptions};
 use super::backends;
 use super::plugin_set::error_chain;
 use crate::broker::Fanout;
-use crate::config::{ConfigError, LoadedConfig, PluginKind};
+use crate::config::{Authorization, ConfigError, LoadedConfig, PluginKind};
+use crate::grpc::tls::TlsFiles;
 use crate::plugins::{self, HostContext, Mode, PluginFile, PluginSource};
 use crate::registry::{Registry, Source};
 use crate::telemetry::Metrics;
@@ -176,16 +177,53 @@ pub async fn connect(loaded: &LoadedConfig) -> Result<Vec<String>, ConfigError> 
 pub async fn describe(loaded: &LoadedConfig, reach: bool) -> Result<String, ConfigError> {
     let (checked, registry) = check(loaded).await?;
     let c = &loaded.config;
+    let transport = match &c.server.tls {
+        Some(tls) => format!(
+            "TLS {}+{}",
+            tls.min_version,
+            if tls.client_ca_file.is_some() {
+                ", client certificates verified"
+            } else {
+                ""
+            }
+        ),
+        None => "plaintext, development only".to_owned(),
+    };
+    let authenticators: Vec<String> = c
+        .auth
+        .authenticators(&c.server)
+        .iter()
+        .map(|a| format!("{a:?}").to_lowercase())
+        .collect();
+    let authorization = match c.auth.authorization {
+        Authorization::Sar => "SubjectAccessReview",
+        Authorization::AllowAll => "allow-all, development only",
+    };
     let mut out = format!(
-        "{}: ok\n  gRPC: {} ({}), receive limit {} bytes\n  heartbeat: {}\n",
+        "{}: ok\n  gRPC: {} ({transport}), receive limit {} bytes\n  auth: authenticators {authenticators:?}, authorization {authorization}\n  heartbeat: {}\n",
         loaded.path.display(),
         c.server.listen,
-        if c.server.plaintext { "plaintext" } else { "TLS" },
         c.server.max_receive_message_size.0,
         c.broker
             .heartbeat()
             .map_or("disabled".to_owned(), |d| format!("every {d:?}")),
     );
+    if let Some(tls) = &c.server.tls {
+        let files = TlsFiles::new(loaded, tls);
+        match files.missing() {
+            // Secrets are often mounted only where conductor runs, not where it is checked.
+            Some(path) => {
+                out += &format!(
+                    "  TLS files: {} is not here, not checked (read at startup)\n",
+                    path.display()
+                )
+            }
+            None => {
+                files.check(loaded)?;
+                out += "  TLS files: certificate, key and client CA load\n";
+            }
+        }
+    }
     for p in &checked {
         let types: Vec<String> = p.data_types.iter().map(ToString::to_string).collect();
         match &p.file {

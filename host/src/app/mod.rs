@@ -4,6 +4,7 @@
 pub mod backends;
 pub mod check;
 pub mod plugin_set;
+pub mod security;
 
 use std::sync::Arc;
 
@@ -36,8 +37,10 @@ pub async fn run(loaded: LoadedConfig) -> anyhow::Result<()> {
 /// with OK, stops the plugins and returns once the open calls have finished.
 pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let config = &loaded.config;
-    let embedded = backends::start_embedded(&loaded).await?;
     let metrics = Metrics::new();
+    let kubernetes = backends::kubernetes(&loaded);
+    let (tls, auth) = security::start(&loaded, &kubernetes, &metrics, shutdown.clone()).await?;
+    let embedded = backends::start_embedded(&loaded).await?;
     let readiness = Arc::new(admin::Readiness::default());
     let fanout = Fanout::new(
         metrics.clone(),
@@ -53,10 +56,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     ) {
         Ok(databases) => HostContext {
             sink: fanout.clone() as Arc<dyn EventSink>,
-            backends: Backends {
-                databases,
-                kubernetes: backends::kubernetes(&loaded),
-            },
+            backends: Backends { databases, kubernetes },
             metrics: metrics.clone(),
             mode: Mode::Serve,
         },
@@ -139,15 +139,14 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
             plugins
         })
     };
-    let result = crate::grpc::serve(
-        listener,
-        &config.server,
-        Arc::clone(&broker),
+    let parts = crate::grpc::ServerParts {
+        broker: Arc::clone(&broker),
         metrics,
-        health_service,
-        stop,
-    )
-    .await;
+        health: health_service,
+        auth,
+        tls,
+    };
+    let result = crate::grpc::serve(listener, &config.server, parts, stop).await;
     admin_stopped.cancel();
     if let Some(task) = admin_task {
         let _ = task.await;

@@ -299,6 +299,7 @@ fn restart_needed(current: &LoadedConfig, next: &LoadedConfig) -> Vec<String> {
         }
     };
     differs("server", format!("{:?}", a.server) == format!("{:?}", b.server));
+    differs("auth", a.auth == b.auth);
     differs("broker", format!("{:?}", a.broker) == format!("{:?}", b.broker));
     differs("admin", format!("{:?}", a.admin) == format!("{:?}", b.admin));
     differs("log", format!("{:?}", a.log) == format!("{:?}", b.log));

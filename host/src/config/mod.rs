@@ -36,9 +36,78 @@ pub struct Config {
     /// Databases by name (PostgreSQL), for the plugins that use them.
     #[serde(default)]
     pub databases: BTreeMap<String, DatabaseConfig>,
-    /// The Kubernetes API server, for the plugins granted `kube`.
+    /// The Kubernetes API server, for the plugins granted `kube` and for token and SAR checks.
     #[serde(default)]
     pub kubernetes: KubernetesConfig,
+    /// Who may call, and what they may do.
+    #[serde(default)]
+    pub auth: AuthConfig,
+}
+
+/// How callers are identified and what they may do (`ocm-grpc-protocol.md` §9).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Tried in this order; the first that identifies the caller wins. Unset: `token`, then
+    /// `mtls` when `server.tls.client_ca_file` is set.
+    pub authenticators: Option<Vec<Authenticator>>,
+    pub authorization: Authorization,
+    /// How long a TokenReview's answer is kept: an authenticated token, and a refused one.
+    pub token_cache_ttl: HumanDuration,
+    pub token_negative_cache_ttl: HumanDuration,
+    /// How long a SubjectAccessReview's decision is kept.
+    pub authorization_cache_ttl: HumanDuration,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            authenticators: None,
+            authorization: Authorization::Sar,
+            token_cache_ttl: HumanDuration(Duration::from_secs(30)),
+            token_negative_cache_ttl: HumanDuration(Duration::from_secs(5)),
+            authorization_cache_ttl: HumanDuration(Duration::from_secs(5)),
+        }
+    }
+}
+
+impl AuthConfig {
+    /// The authenticators in the order they are tried.
+    pub fn authenticators(&self, server: &ServerConfig) -> Vec<Authenticator> {
+        match &self.authenticators {
+            Some(list) => list.clone(),
+            None => {
+                let mut list = vec![Authenticator::Token];
+                if server.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some()) {
+                    list.push(Authenticator::Mtls);
+                }
+                list
+            }
+        }
+    }
+
+    /// Whether the Kubernetes API server is needed (TokenReview, SubjectAccessReview).
+    pub fn needs_kubernetes(&self, server: &ServerConfig) -> bool {
+        self.authorization == Authorization::Sar || self.authenticators(server).contains(&Authenticator::Token)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Authenticator {
+    /// A bearer token in the `authorization` metadata, checked with a TokenReview.
+    Token,
+    /// The client certificate the TLS handshake verified (user = CN, groups = O).
+    Mtls,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Authorization {
+    /// A SubjectAccessReview per request (cached briefly).
+    Sar,
+    /// Everything is allowed: development only (a warning is logged at startup).
+    AllowAll,
 }
 
 /// How to reach the Kubernetes API server.
@@ -127,29 +196,79 @@ fn default_embedded_database() -> String {
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
-    /// Serve HTTP/2 without TLS (development and tests). TLS serving comes with authentication.
+    /// Serve HTTP/2 without TLS: development and tests only (logged as a warning). Off by
+    /// default: without `[server.tls]` the server does not start.
     pub plaintext: bool,
+    /// TLS serving (when `plaintext` is false).
+    pub tls: Option<TlsConfig>,
     pub max_receive_message_size: ByteSize,
     pub max_send_message_size: ByteSize,
-    /// The HTTP/2 limit of concurrent streams per connection; unset means no limit.
+    /// Concurrent streams (Subscribe and Publish calls) per connection, announced to the client
+    /// in HTTP/2 SETTINGS (an agent needs one per data type it subscribes to, plus its
+    /// publishes); unset means no limit.
     pub max_concurrent_streams: Option<u32>,
-    /// How often the server pings an idle connection, and how long it waits for the answer.
+    /// Open connections at once; past it, new connections are closed at once.
+    pub max_connections: usize,
+    /// Subscriptions one identity (user) may hold open at once.
+    pub max_subscriptions_per_identity: usize,
+    /// How long a client may take to finish the TLS handshake.
+    pub tls_handshake_timeout: HumanDuration,
+    /// How often the server pings an idle connection, and how long it waits for the answer
+    /// before closing it (dead peers are reaped this way).
     pub keepalive_interval: HumanDuration,
     pub keepalive_timeout: HumanDuration,
+    /// Clients may ping at most this often: a client that keeps pinging faster while the server
+    /// has nothing to send is disconnected (gRPC's keepalive enforcement, `too_many_pings`).
+    pub client_min_ping_interval: HumanDuration,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([0, 0, 0, 0], 8090)),
-            plaintext: true,
+            plaintext: false,
+            tls: None,
             max_receive_message_size: ByteSize(4 << 20),
             max_send_message_size: ByteSize(u64::from(i32::MAX as u32)),
-            max_concurrent_streams: None,
+            max_concurrent_streams: Some(100),
+            max_connections: 50_000,
+            max_subscriptions_per_identity: 100,
+            tls_handshake_timeout: HumanDuration(Duration::from_secs(10)),
             keepalive_interval: HumanDuration(Duration::from_secs(30)),
             keepalive_timeout: HumanDuration(Duration::from_secs(10)),
+            client_min_ping_interval: HumanDuration(Duration::from_secs(5)),
         }
     }
+}
+
+/// `[server.tls]`: the serving certificate, and the CA client certificates are checked against.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM files (relative to this file); reloaded when they change on disk.
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    /// Client certificates signed by this CA (PEM) are verified when a client presents one;
+    /// clients presenting none (token agents) are let through to the authenticators.
+    pub client_ca_file: Option<PathBuf>,
+    /// The oldest TLS version accepted: "1.2" or "1.3".
+    #[serde(default = "default_tls_min")]
+    pub min_version: String,
+    /// TLS 1.2 cipher suites by IANA name (TLS 1.3's are fixed); unset: every ECDHE AEAD
+    /// suite (AES-GCM, ChaCha20-Poly1305).
+    #[serde(default)]
+    pub cipher_suites: Vec<String>,
+    /// How often the files are checked for a change.
+    #[serde(default = "default_tls_reload")]
+    pub reload_interval: HumanDuration,
+}
+
+fn default_tls_min() -> String {
+    "1.3".to_owned()
+}
+
+fn default_tls_reload() -> HumanDuration {
+    HumanDuration(Duration::from_secs(10))
 }
 
 /// Subscriptions, heartbeats and resync.
@@ -457,14 +576,82 @@ impl Config {
         })
     }
 
-    fn validate(&self) -> Result<(), (String, String)> {
+    /// TLS, authentication, authorization and the limits against abuse.
+    fn validate_security(&self) -> Result<(), (String, String)> {
         let fail = |key: &str, reason: String| Err((key.to_owned(), reason));
-        if !self.server.plaintext {
+        match (self.server.plaintext, &self.server.tls) {
+            (false, None) => {
+                return fail(
+                    "server.tls",
+                    "required unless server.plaintext = true (development): cert_file and key_file, and client_ca_file for client certificates"
+                        .into(),
+                );
+            }
+            (true, Some(_)) => {
+                return fail(
+                    "server.plaintext",
+                    "[server.tls] is configured: remove plaintext = true to serve TLS".into(),
+                );
+            }
+            (false, Some(tls)) => {
+                if !matches!(tls.min_version.as_str(), "1.2" | "1.3") {
+                    return fail(
+                        "server.tls.min_version",
+                        format!(
+                            "{:?} is not a TLS version this server speaks: \"1.2\" or \"1.3\"",
+                            tls.min_version
+                        ),
+                    );
+                }
+                if tls.reload_interval.0 < Duration::from_millis(100) {
+                    return fail("server.tls.reload_interval", "must be at least 100ms".into());
+                }
+            }
+            (true, None) => {}
+        }
+        if self.server.max_connections == 0 {
+            return fail("server.max_connections", "must be at least 1".into());
+        }
+        if self.server.max_subscriptions_per_identity == 0 {
+            return fail("server.max_subscriptions_per_identity", "must be at least 1".into());
+        }
+        let authenticators = self.auth.authenticators(&self.server);
+        for (i, a) in authenticators.iter().enumerate() {
+            let key = format!("auth.authenticators[{i}]");
+            if authenticators[..i].contains(a) {
+                return fail(&key, format!("{a:?} is listed twice"));
+            }
+            if *a == Authenticator::Mtls && self.server.tls.as_ref().is_none_or(|t| t.client_ca_file.is_none()) {
+                return fail(
+                    &key,
+                    "\"mtls\" needs server.tls.client_ca_file to verify client certificates against".into(),
+                );
+            }
+        }
+        if authenticators.is_empty() && self.auth.authorization == Authorization::Sar {
             return fail(
-                "server.plaintext",
-                "TLS serving is not available in this version; set plaintext = true".into(),
+                "auth.authenticators",
+                "empty: every caller would be anonymous and SubjectAccessReview would refuse them all; list \"token\" and/or \"mtls\", or set authorization = \"allow-all\" (development)"
+                    .into(),
             );
         }
+        for (key, d) in [
+            ("auth.token_cache_ttl", self.auth.token_cache_ttl),
+            ("auth.token_negative_cache_ttl", self.auth.token_negative_cache_ttl),
+            ("auth.authorization_cache_ttl", self.auth.authorization_cache_ttl),
+        ] {
+            if d.0 > Duration::from_secs(600) {
+                return fail(
+                    key,
+                    format!("{d} is too long: at most 10m (a revoked credential would be honoured that long)"),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), (String, String)> {
+        let fail = |key: &str, reason: String| Err((key.to_owned(), reason));
         if self.server.max_receive_message_size.0 < 1024 {
             return fail("server.max_receive_message_size", "must be at least 1KiB".into());
         }
@@ -477,6 +664,8 @@ impl Config {
         for (key, d) in [
             ("server.keepalive_interval", self.server.keepalive_interval),
             ("server.keepalive_timeout", self.server.keepalive_timeout),
+            ("server.client_min_ping_interval", self.server.client_min_ping_interval),
+            ("server.tls_handshake_timeout", self.server.tls_handshake_timeout),
         ] {
             if d.0.is_zero() {
                 return fail(key, "must be longer than 0s".into());
@@ -646,7 +835,8 @@ impl Config {
                 );
             }
         }
-        Ok(())
+        // Last: a configuration with other mistakes is told about those first.
+        self.validate_security()
     }
 
     /// The sources routed to `plugin`, in name order.
@@ -669,19 +859,74 @@ mod tests {
         Ok(c)
     }
 
+    /// `check`, with plaintext serving where no TLS is configured (tests of other settings).
+    fn check_dev(text: &str) -> Result<Config, (String, String)> {
+        let mut c = Config::parse(text)?;
+        c.server.plaintext |= c.server.tls.is_none();
+        c.validate()?;
+        Ok(c)
+    }
+
+    #[test]
+    fn tls_and_auth_settings_are_checked() {
+        let (key, reason) = check("").unwrap_err();
+        assert_eq!(key, "server.tls", "TLS unless plaintext is asked for");
+        assert!(reason.contains("cert_file"), "{reason}");
+        let tls = "[server.tls]\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"\n";
+        let c = check(tls).unwrap();
+        let t = c.server.tls.as_ref().unwrap();
+        assert_eq!((t.min_version.as_str(), t.client_ca_file.as_ref()), ("1.3", None));
+        assert_eq!(c.auth.authenticators(&c.server), [Authenticator::Token]);
+        assert_eq!(
+            c.auth.authorization,
+            Authorization::Sar,
+            "allow-all only when configured"
+        );
+        let mtls = format!("{tls}client_ca_file = \"ca.pem\"\n");
+        let c = check(&mtls).unwrap();
+        assert_eq!(
+            c.auth.authenticators(&c.server),
+            [Authenticator::Token, Authenticator::Mtls]
+        );
+        let (key, _) = check(&format!("{tls}min_version = \"1.1\"\n")).unwrap_err();
+        assert_eq!(key, "server.tls.min_version");
+        let (key, _) = check(&format!("[server]\nplaintext = true\n{tls}")).unwrap_err();
+        assert_eq!(key, "server.plaintext");
+        let c =
+            check("[server]\nplaintext = true\n[auth]\nauthenticators = []\nauthorization = \"allow-all\"\n").unwrap();
+        assert_eq!(c.auth.authorization, Authorization::AllowAll);
+        assert!(!c.auth.needs_kubernetes(&c.server));
+        let (key, reason) = check("[server]\nplaintext = true\n[auth]\nauthenticators = []\n").unwrap_err();
+        assert_eq!(key, "auth.authenticators");
+        assert!(reason.contains("allow-all"), "{reason}");
+        let (key, _) = check(&format!("[auth]\nauthenticators = [\"password\"]\n{tls}")).unwrap_err();
+        assert_eq!(key, "auth.authenticators[0]");
+        let (key, _) = check(&format!("[auth]\nauthenticators = [\"token\", \"token\"]\n{tls}")).unwrap_err();
+        assert_eq!(key, "auth.authenticators[1]");
+        let (key, reason) = check(&format!("[auth]\nauthenticators = [\"token\", \"mtls\"]\n{tls}")).unwrap_err();
+        assert_eq!(key, "auth.authenticators[1]");
+        assert!(reason.contains("client_ca_file"), "{reason}");
+        let (key, _) = check(&format!("[auth]\ntoken_cache_ttl = \"1h\"\n{tls}")).unwrap_err();
+        assert_eq!(key, "auth.token_cache_ttl");
+        let (key, _) = check(&format!("[server]\nmax_connections = 0\n{tls}")).unwrap_err();
+        assert_eq!(key, "server.max_connections");
+    }
+
     #[test]
     fn defaults_match_upstream() {
-        let c = check("").unwrap();
+        let c = check_dev("").unwrap();
         assert_eq!(c.server.listen.port(), 8090);
         assert_eq!(c.server.max_receive_message_size.0, 4 << 20);
         assert_eq!(c.broker.heartbeat(), Some(Duration::from_secs(10)));
         assert_eq!(c.broker.subscriber_queue_size, 100);
         assert_eq!(c.server.keepalive_interval.0, Duration::from_secs(30));
+        assert_eq!(c.server.client_min_ping_interval.0, Duration::from_secs(5));
+        assert_eq!(c.server.tls_handshake_timeout.0, Duration::from_secs(10));
     }
 
     #[test]
     fn unknown_keys_name_their_path() {
-        let (key, reason) = check("[server]\nlisten = \"127.0.0.1:1\"\nlisen = 1\n").unwrap_err();
+        let (key, reason) = check_dev("[server]\nlisten = \"127.0.0.1:1\"\nlisen = 1\n").unwrap_err();
         assert_eq!(key, "server.lisen");
         assert!(reason.contains("unknown field `lisen`"), "{reason}");
         assert!(reason.contains("line 3"), "{reason}");
@@ -689,14 +934,14 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_key() {
-        let (key, reason) = check("[broker]\nheartbeat_interval = \"10x\"\n").unwrap_err();
+        let (key, reason) = check_dev("[broker]\nheartbeat_interval = \"10x\"\n").unwrap_err();
         assert_eq!(key, "broker.heartbeat_interval");
         assert!(reason.contains("invalid duration"), "{reason}");
-        let (key, _) = check("[server]\nmax_receive_message_size = \"4QB\"\n").unwrap_err();
+        let (key, _) = check_dev("[server]\nmax_receive_message_size = \"4QB\"\n").unwrap_err();
         assert_eq!(key, "server.max_receive_message_size");
-        let (key, _) = check("[broker]\nheartbeat_interval = \"1ms\"\n").unwrap_err();
+        let (key, _) = check_dev("[broker]\nheartbeat_interval = \"1ms\"\n").unwrap_err();
         assert_eq!(key, "broker.heartbeat_interval");
-        let (key, _) = check("[log]\nformat = \"xml\"\n").unwrap_err();
+        let (key, _) = check_dev("[log]\nformat = \"xml\"\n").unwrap_err();
         assert_eq!(key, "log.format");
     }
 
@@ -704,43 +949,44 @@ mod tests {
     fn plugins_use_listed_databases_with_the_pg_grant() {
         let db = "[databases.m]\nurl = \"postgres://u@h/db\"\ntls = \"verify-full\"\nca_file = \"ca.pem\"\n";
         let plugin = "[plugins.p]\nkind = \"component\"\nfile = \"p.wasm\"\n";
-        let c = check(&format!("{db}{plugin}grants = [\"pg\"]\ndatabases = [\"m\"]\n")).unwrap();
+        let c = check_dev(&format!("{db}{plugin}grants = [\"pg\"]\ndatabases = [\"m\"]\n")).unwrap();
         assert_eq!(c.plugins["p"].databases, ["m"]);
         assert_eq!(c.databases["m"].tls, Some(TlsMode::VerifyFull));
-        let (key, reason) = check(&format!("{db}{plugin}grants = [\"pg\"]\ndatabases = [\"x\"]\n")).unwrap_err();
+        let (key, reason) = check_dev(&format!("{db}{plugin}grants = [\"pg\"]\ndatabases = [\"x\"]\n")).unwrap_err();
         assert_eq!(key, "plugins.p.databases[0]");
         assert!(reason.contains("\"x\""), "{reason}");
-        let (key, _) = check(&format!("{db}{plugin}grants = [\"pg\"]\n")).unwrap_err();
+        let (key, _) = check_dev(&format!("{db}{plugin}grants = [\"pg\"]\n")).unwrap_err();
         assert_eq!(key, "plugins.p.databases");
-        let (key, _) = check(&format!("{db}{plugin}databases = [\"m\"]\n")).unwrap_err();
+        let (key, _) = check_dev(&format!("{db}{plugin}databases = [\"m\"]\n")).unwrap_err();
         assert_eq!(key, "plugins.p.grants");
-        let (key, _) = check("[databases.m]\nurl = \"postgres://u@h/db\"\nca_file = \"ca.pem\"\n").unwrap_err();
+        let (key, _) = check_dev("[databases.m]\nurl = \"postgres://u@h/db\"\nca_file = \"ca.pem\"\n").unwrap_err();
         assert_eq!(key, "databases.m.ca_file");
-        let (key, _) = check("[databases.m]\nurl = \"postgres://u@h/db\"\ntls = \"sometimes\"\n").unwrap_err();
+        let (key, _) = check_dev("[databases.m]\nurl = \"postgres://u@h/db\"\ntls = \"sometimes\"\n").unwrap_err();
         assert_eq!(key, "databases.m.tls");
     }
 
     #[test]
     fn databases_take_a_url_or_an_embedded_server() {
-        let c = check("[databases.m]\nembedded = { data_dir = \"pg\" }\n").unwrap();
+        let c = check_dev("[databases.m]\nembedded = { data_dir = \"pg\" }\n").unwrap();
         let embedded = c.databases["m"].embedded.as_ref().unwrap();
         assert_eq!(embedded.port, None, "a Unix socket only, unless a port is given");
         assert_eq!(embedded.database, "postgres");
-        let (key, _) = check("[databases.m]\nembedded = { data_dir = \"pg\", database = \"a-b\" }\n").unwrap_err();
+        let (key, _) = check_dev("[databases.m]\nembedded = { data_dir = \"pg\", database = \"a-b\" }\n").unwrap_err();
         assert_eq!(key, "databases.m.embedded.database");
-        assert!(check("[databases.m]\nurl = \"postgres://u@h/db\"\n").is_ok());
-        let (key, _) = check("[databases.m]\n").unwrap_err();
+        assert!(check_dev("[databases.m]\nurl = \"postgres://u@h/db\"\n").is_ok());
+        let (key, _) = check_dev("[databases.m]\n").unwrap_err();
         assert_eq!(key, "databases.m");
-        let (key, _) = check("[databases.m]\nurl = \"mysql://x\"\n").unwrap_err();
+        let (key, _) = check_dev("[databases.m]\nurl = \"mysql://x\"\n").unwrap_err();
         assert_eq!(key, "databases.m.url");
-        let (key, _) = check("[databases.m]\nurl = \"postgres://x\"\nembedded = { data_dir = \"pg\" }\n").unwrap_err();
+        let (key, _) =
+            check_dev("[databases.m]\nurl = \"postgres://x\"\nembedded = { data_dir = \"pg\" }\n").unwrap_err();
         assert_eq!(key, "databases.m");
     }
 
     #[test]
     fn kube_resources_name_resources_and_verbs() {
         let plugin = "[plugins.k]\nkind = \"component\"\nfile = \"k.wasm\"\ngrants = [\"kube\"]\n";
-        let c = check(&format!(
+        let c = check_dev(&format!(
             "{plugin}kube_resources = [\"manifestworks.work.open-cluster-management.io\", {{ resource = \"manifestworks.work.open-cluster-management.io/status\", verbs = [\"patch\"] }}, \"serviceaccounts/token\"]\n"
         ))
         .unwrap();
@@ -754,28 +1000,29 @@ mod tests {
             ("work.open-cluster-management.io", "manifestworks", Some("status"))
         );
         assert_eq!(grants[2].parts(), ("", "serviceaccounts", Some("token")));
-        let (key, reason) = check(&format!(
+        let (key, reason) = check_dev(&format!(
             "{plugin}kube_resources = [{{ resource = \"leases.coordination.k8s.io\", verbs = [\"steal\"] }}]\n"
         ))
         .unwrap_err();
         assert_eq!(key, "plugins.k.kube_resources[0].verbs");
         assert!(reason.contains("steal"), "{reason}");
-        let (key, _) = check(&format!("{plugin}kube_resources = [\"Leases!\"]\n")).unwrap_err();
+        let (key, _) = check_dev(&format!("{plugin}kube_resources = [\"Leases!\"]\n")).unwrap_err();
         assert_eq!(key, "plugins.k.kube_resources[0]");
-        let (key, _) = check(&format!("{plugin}kube_resources = [{{ resource = \"x\" }}]\n")).unwrap_err();
+        let (key, _) = check_dev(&format!("{plugin}kube_resources = [{{ resource = \"x\" }}]\n")).unwrap_err();
         assert_eq!(key, "plugins.k.kube_resources[0]");
         let no_grant = "[plugins.k]\nkind = \"component\"\nfile = \"k.wasm\"\nkube_resources = [\"x\"]\n";
-        assert_eq!(check(no_grant).unwrap_err().0, "plugins.k.grants");
+        assert_eq!(check_dev(no_grant).unwrap_err().0, "plugins.k.grants");
     }
 
     #[test]
     fn routes_must_lead_to_a_plugin_and_sources_are_claimed_once() {
-        let (key, reason) = check("[routes]\nkube = \"nope\"\n").unwrap_err();
+        let (key, reason) = check_dev("[routes]\nkube = \"nope\"\n").unwrap_err();
         assert_eq!(key, "routes.kube");
         assert!(reason.contains("no plugin"), "{reason}");
-        let (_, reason) = check("[plugins.m]\nkind = \"memory\"\n[routes]\nkube = \"m\"\nkube = \"m\"\n").unwrap_err();
+        let (_, reason) =
+            check_dev("[plugins.m]\nkind = \"memory\"\n[routes]\nkube = \"m\"\nkube = \"m\"\n").unwrap_err();
         assert!(reason.contains("duplicate key"), "{reason}");
-        let c = check("[plugins.m]\nkind = \"memory\"\n[routes]\nkube = \"m\"\nother = \"m\"\n").unwrap();
+        let c = check_dev("[plugins.m]\nkind = \"memory\"\n[routes]\nkube = \"m\"\nother = \"m\"\n").unwrap();
         assert_eq!(c.sources_of("m"), ["kube", "other"]);
     }
 }

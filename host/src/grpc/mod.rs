@@ -1,7 +1,11 @@
 //! The gRPC server agents connect to.
 
+pub mod connection;
+pub mod keepalive;
+pub mod limits;
 pub mod server;
 pub mod service;
+pub mod tls;
 
-pub use server::serve;
+pub use server::{ServerParts, serve};
 pub use service::CloudEventService;

@@ -1,5 +1,6 @@
 //! `io.cloudevents.v1.CloudEventService`: Publish and Subscribe, with upstream's error codes
-//! (`ocm-grpc-protocol.md` §6.1) and metrics (§10).
+//! (`ocm-grpc-protocol.md` §6.1) and metrics (§10). Every call is authenticated and authorized
+//! (§9) before the broker sees it.
 
 use std::{sync::Arc, time::Instant};
 
@@ -7,6 +8,9 @@ use conductor_plugin_sdk::ocm::{EventType, OcmExtensions};
 use conductor_plugin_sdk::{CloudEvent, Identity};
 use tonic::{Request, Response, Status};
 
+use super::connection::{ConnectionInfo, StreamGuard};
+use super::limits::{Held, SubscriptionSlots};
+use crate::auth::{Access, Auth};
 use crate::broker::{Broker, PublishError, Subscription};
 use crate::proto::server::{self as proto, cloud_event_service_server};
 use crate::telemetry::Metrics;
@@ -18,21 +22,66 @@ const UNKNOWN: &str = "unknown";
 pub struct CloudEventService {
     broker: Arc<Broker>,
     metrics: Metrics,
+    auth: Arc<Auth>,
+    subscriptions: SubscriptionSlots,
 }
 
-impl CloudEventService {
-    pub fn new(broker: Arc<Broker>, metrics: Metrics) -> Self {
-        Self { broker, metrics }
+/// What a call brings besides its message: its connection and its credentials.
+struct Caller {
+    connection: Option<ConnectionInfo>,
+    authorization: Option<String>,
+}
+
+impl Caller {
+    fn of<T>(request: &Request<T>) -> Self {
+        Self {
+            connection: request.extensions().get::<ConnectionInfo>().cloned(),
+            authorization: request
+                .metadata()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+        }
     }
 }
 
-/// The caller's identity, put into the request by the authentication layer; anonymous without one.
-fn identity_of<T>(request: &Request<T>) -> Identity {
-    request
-        .extensions()
-        .get::<Identity>()
-        .cloned()
-        .unwrap_or_else(Identity::anonymous)
+impl CloudEventService {
+    pub fn new(broker: Arc<Broker>, metrics: Metrics, auth: Arc<Auth>, max_subscriptions_per_identity: usize) -> Self {
+        Self {
+            broker,
+            metrics,
+            auth,
+            subscriptions: SubscriptionSlots::new(max_subscriptions_per_identity),
+        }
+    }
+
+    /// Counts the call against its connection's stream limit.
+    fn open_stream(&self, caller: &Caller) -> Option<StreamGuard> {
+        let (guard, at_limit) = caller.connection.as_ref()?.open_stream();
+        if at_limit {
+            self.metrics.security.stream_limit_reached();
+        }
+        Some(guard)
+    }
+
+    /// Who is calling; an error is counted and returned as the call's status.
+    async fn authenticate(&self, caller: &Caller, method: &str) -> Result<Identity, Status> {
+        self.auth
+            .authenticate(caller.authorization.as_deref(), caller.connection.as_ref())
+            .await
+            .map_err(|e| {
+                let status = Status::from(e);
+                self.metrics.security.auth_refused(method, status.code());
+                status
+            })
+    }
+
+    async fn authorize(&self, identity: &Identity, access: &Access<'_>, method: &str) -> Result<(), Status> {
+        self.auth.authorize(identity, access).await.inspect_err(|status| {
+            self.metrics.security.auth_refused(method, status.code());
+            tracing::info!(user = %identity.user, method, error = %status.message(), "call refused");
+        })
+    }
 }
 
 /// What the publish pipeline decoded from a request before handing it to the broker.
@@ -75,16 +124,28 @@ fn publish_status(error: PublishError) -> Status {
 impl cloud_event_service_server::CloudEventService for CloudEventService {
     async fn publish(&self, request: Request<proto::PublishRequest>) -> Result<Response<()>, Status> {
         let started = Instant::now();
-        let identity = identity_of(&request);
-        let decoded = match decode(request.into_inner()) {
-            Ok(d) => d,
-            Err(status) => {
-                self.metrics
-                    .publish_processed(UNKNOWN, UNKNOWN, status.code(), started.elapsed().as_secs_f64());
-                return Err(status);
-            }
+        let caller = Caller::of(&request);
+        let _stream = self.open_stream(&caller);
+        let refused = |status: Status, cluster: &str, data_type: &str| {
+            self.metrics
+                .publish_processed(cluster, data_type, status.code(), started.elapsed().as_secs_f64());
+            status
         };
+        let decoded = decode(request.into_inner()).map_err(|status| refused(status, UNKNOWN, UNKNOWN))?;
+        // Nothing about the call is labelled with what an unidentified caller claims.
+        let identity = self
+            .authenticate(&caller, "Publish")
+            .await
+            .map_err(|status| refused(status, UNKNOWN, UNKNOWN))?;
         let data_type = decoded.ty.data_type.to_string();
+        let access = Access::Publish {
+            cluster: &decoded.cluster,
+            ty: &decoded.ty,
+            data: decoded.event.data.as_deref(),
+        };
+        self.authorize(&identity, &access, "Publish")
+            .await
+            .map_err(|status| refused(status, &decoded.cluster, &data_type))?;
         self.metrics.publish_received(&decoded.cluster, &data_type);
         let event_id = decoded.event.id.clone();
         let result = self.broker.publish(&identity, decoded.event, &decoded.ty).await;
@@ -104,23 +165,55 @@ impl cloud_event_service_server::CloudEventService for CloudEventService {
         result
     }
 
-    type SubscribeStream = Subscription;
+    type SubscribeStream = Held<Subscription>;
 
     async fn subscribe(
         &self,
         request: Request<proto::SubscriptionRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
+        let caller = Caller::of(&request);
+        let stream = self.open_stream(&caller);
         let req = request.into_inner();
-        let subscription = self.broker.subscribe(&req.cluster_name, &req.data_type).map_err(|e| {
-            let status = Status::unknown(e.to_string());
-            self.metrics
-                .subscribe_processed(&req.cluster_name, &req.data_type, status.code());
+        let refused = |status: Status, cluster: &str, data_type: &str| {
+            self.metrics.subscribe_processed(cluster, data_type, status.code());
             status
-        })?;
+        };
+        let identity = self
+            .authenticate(&caller, "Subscribe")
+            .await
+            .map_err(|status| refused(status, UNKNOWN, UNKNOWN))?;
+        let access = Access::Subscribe {
+            cluster: &req.cluster_name,
+            data_type: &req.data_type,
+        };
+        self.authorize(&identity, &access, "Subscribe")
+            .await
+            .map_err(|status| refused(status, &req.cluster_name, &req.data_type))?;
+        // Anonymous callers (no authenticator configured) share one identity: only the
+        // per-connection stream limit applies to them.
+        let slot = if self.auth.identifies() {
+            let slot = self.subscriptions.take(&identity.user);
+            if slot.is_none() {
+                self.metrics.security.subscription_refused();
+                let status = Status::resource_exhausted(format!(
+                    "{:?} already holds {} subscriptions (server.max_subscriptions_per_identity)",
+                    identity.user,
+                    self.subscriptions.limit()
+                ));
+                return Err(refused(status, &req.cluster_name, &req.data_type));
+            }
+            slot
+        } else {
+            None
+        };
+        let subscription = self
+            .broker
+            .subscribe(&req.cluster_name, &req.data_type)
+            .map_err(|e| refused(Status::unknown(e.to_string()), &req.cluster_name, &req.data_type))?;
         let id = subscription.id();
-        tracing::debug!(cluster = %req.cluster_name, data_type = %req.data_type, subscription = %id, "subscribed");
+        tracing::debug!(cluster = %req.cluster_name, data_type = %req.data_type, subscription = %id, user = %identity.user, "subscribed");
         // Registered above; the header goes out as this returns (sdk-go >= 1.2 waits for it).
-        let mut response = Response::new(subscription);
+        let mut response = Response::new(Held::new(subscription, slot, stream));
         let value = id
             .to_string()
             .parse()

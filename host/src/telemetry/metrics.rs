@@ -4,6 +4,8 @@ use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+use super::security_metrics::SecurityMetrics;
+
 const SUBSYSTEM: &str = "grpc_server_ce";
 const PUBLISH: &str = "Publish";
 const SUBSCRIBE: &str = "Subscribe";
@@ -24,6 +26,8 @@ pub struct Metrics {
     plugin_events_queued: IntCounterVec,
     plugin_events_coalesced: IntCounterVec,
     plugin_queue_full: IntCounterVec,
+    /// Connections, limits, authentication and authorization.
+    pub security: SecurityMetrics,
 }
 
 /// The host-event queue metrics of one plugin.
@@ -169,6 +173,7 @@ impl Metrics {
             registry.register(c).expect("metric registered once");
         }
         Self {
+            security: SecurityMetrics::new(&registry),
             registry,
             subscribers,
             called,

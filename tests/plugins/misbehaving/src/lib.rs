@@ -3,7 +3,9 @@
 //!
 //! - `ok`: succeeds; `panic`: panics; `loop`: never returns; `alloc`: allocates without bound;
 //! - `trap`: executes an `unreachable` instruction (components only; native code would abort
-//!   the host, which is why native plugins are trusted code).
+//!   the host, which is why native plugins are trusted code);
+//! - `whoami`: refuses the event with a message naming the caller's identity (the auth tests
+//!   read what reached the plugin from it).
 //!
 //! `list` answers with one event from `chaos`, so a reload to this plugin is visible.
 
@@ -40,7 +42,7 @@ impl Plugin for Misbehaving {
         Ok(vec![e])
     }
 
-    fn handle(&mut self, _host: &Host, _identity: Identity, event: CloudEvent) -> Result<(), Error> {
+    fn handle(&mut self, _host: &Host, identity: Identity, event: CloudEvent) -> Result<(), Error> {
         match event.resource_id().unwrap_or_default() {
             "ok" => Ok(()),
             "panic" => panic!("the misbehaving plugin panicked on purpose"),
@@ -55,6 +57,11 @@ impl Plugin for Misbehaving {
                 }
             }
             "trap" => trap(),
+            "whoami" => Err(Error::Invalid(format!(
+                "whoami: user={} groups={}",
+                identity.user,
+                identity.groups.join(",")
+            ))),
             other => Err(Error::Invalid(format!("unknown mode {other:?}"))),
         }
     }

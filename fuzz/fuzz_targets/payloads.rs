@@ -1,0 +1,36 @@
+//! The payloads the maestro source decodes: Maestro's stored CloudEvent payloads and
+//! ManifestBundles (from its database), agents' ManifestBundleStatus updates, sequence ids; and
+//! the SDK's ManifestWork → ManifestBundle conversion. The first byte picks which extensions the
+//! status event carries; the rest is the JSON. (The kube source's decoder is `kube_status`: two
+//! plugin libraries cannot link into one binary.)
+#![no_main]
+
+use conductor_fuzz::status_event;
+use libfuzzer_sys::fuzz_target;
+use maestro_plugin::spec::ResourceRow;
+use serde_json::{Value, json};
+
+fuzz_target!(|bytes: &[u8]| {
+    let Some((&flags, data)) = bytes.split_first() else { return };
+    let event = status_event(flags, data);
+    let json: Option<Value> = serde_json::from_slice(data).ok();
+    let row = ResourceRow {
+        id: "55c61e54-a3f6-563d-9fec-b1fe297bdfdb".into(),
+        consumer_name: "cluster1".into(),
+        version: 1,
+        source: "maestro".into(),
+        payload: json.clone().unwrap_or_else(|| json!({})),
+        status: json.clone(),
+        created_at: None,
+        deleted_at: None,
+    };
+    let _ = maestro_plugin::status::decide(&event, Some(&row));
+    let _ = maestro_plugin::sequence::Snowflake::parse(&String::from_utf8_lossy(data));
+    if let Some(json) = json {
+        if let Ok(stored) = maestro_plugin::payload::from_json_map(&json) {
+            let _ = maestro_plugin::payload::to_json_map(&stored);
+        }
+        let _ = maestro_plugin::spec::stamped_payload(&row);
+        let _ = conductor_plugin_sdk::ocm::codec::manifest_work_event(&json, "kube", "create_request");
+    }
+});

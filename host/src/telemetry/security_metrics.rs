@@ -1,0 +1,133 @@
+//! The metrics of the limits against abuse and of authentication and authorization: each limit
+//! has a counter that moves when it bites.
+
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+
+#[derive(Clone)]
+pub struct SecurityMetrics {
+    connections: IntGauge,
+    connections_refused: IntCounterVec,
+    tls_handshake_failures: IntCounterVec,
+    tls_reloads: IntCounterVec,
+    keepalive_violations: IntCounter,
+    stream_limit_reached: IntCounter,
+    subscriptions_refused: IntCounter,
+    auth_refused: IntCounterVec,
+    reviews: IntCounterVec,
+}
+
+fn counter(name: &str, help: &str) -> IntCounter {
+    IntCounter::with_opts(Opts::new(name, help)).expect("valid metric")
+}
+
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+impl SecurityMetrics {
+    pub fn new(registry: &Registry) -> Self {
+        let m = Self {
+            connections: IntGauge::with_opts(Opts::new(
+                "conductor_grpc_connections",
+                "Open gRPC connections (counted once their TLS handshake is done).",
+            ))
+            .expect("valid metric"),
+            connections_refused: counter_vec(
+                "conductor_grpc_connections_refused_total",
+                "Connections closed as soon as accepted, by reason (limit: server.max_connections).",
+                &["reason"],
+            ),
+            tls_handshake_failures: counter_vec(
+                "conductor_tls_handshake_failures_total",
+                "TLS handshakes that failed (error) or took longer than server.tls_handshake_timeout (timeout).",
+                &["reason"],
+            ),
+            tls_reloads: counter_vec(
+                "conductor_tls_reloads_total",
+                "Changes of the TLS files on disk: loaded (ok) or refused, keeping the previous ones (error).",
+                &["result"],
+            ),
+            keepalive_violations: counter(
+                "conductor_grpc_keepalive_violations_total",
+                "Connections closed with GOAWAY too_many_pings: the client pinged more often than server.client_min_ping_interval.",
+            ),
+            stream_limit_reached: counter(
+                "conductor_grpc_stream_limit_reached_total",
+                "Calls that brought their connection to server.max_concurrent_streams (further calls wait or are refused by HTTP/2).",
+            ),
+            subscriptions_refused: counter(
+                "conductor_grpc_subscriptions_refused_total",
+                "Subscribe calls refused (ResourceExhausted): their identity held server.max_subscriptions_per_identity.",
+            ),
+            auth_refused: counter_vec(
+                "conductor_grpc_auth_refused_total",
+                "Calls refused by authentication (Unauthenticated) or authorization (PermissionDenied).",
+                &["method", "grpc_code"],
+            ),
+            reviews: counter_vec(
+                "conductor_auth_reviews_total",
+                "TokenReview and SubjectAccessReview decisions: answered from the cache, by the API server, or failed.",
+                &["review", "outcome"],
+            ),
+        };
+        for c in [
+            Box::new(m.connections.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(m.connections_refused.clone()),
+            Box::new(m.tls_handshake_failures.clone()),
+            Box::new(m.tls_reloads.clone()),
+            Box::new(m.keepalive_violations.clone()),
+            Box::new(m.stream_limit_reached.clone()),
+            Box::new(m.subscriptions_refused.clone()),
+            Box::new(m.auth_refused.clone()),
+            Box::new(m.reviews.clone()),
+        ] {
+            registry.register(c).expect("metric registered once");
+        }
+        m
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections.inc();
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections.dec();
+    }
+
+    pub fn connection_refused(&self, reason: &str) {
+        self.connections_refused.with_label_values(&[reason]).inc();
+    }
+
+    pub fn tls_handshake_failed(&self, reason: &str) {
+        self.tls_handshake_failures.with_label_values(&[reason]).inc();
+    }
+
+    pub fn tls_reloaded(&self, ok: bool) {
+        self.tls_reloads
+            .with_label_values(&[if ok { "ok" } else { "error" }])
+            .inc();
+    }
+
+    pub fn keepalive_violation(&self) {
+        self.keepalive_violations.inc();
+    }
+
+    pub fn stream_limit_reached(&self) {
+        self.stream_limit_reached.inc();
+    }
+
+    pub fn subscription_refused(&self) {
+        self.subscriptions_refused.inc();
+    }
+
+    pub fn auth_refused(&self, method: &str, code: tonic::Code) {
+        self.auth_refused
+            .with_label_values(&[method, super::metrics::code_name(code)])
+            .inc();
+    }
+
+    /// A `review` ("TokenReview", "SubjectAccessReview") decided: "cached", "reviewed" or "error".
+    pub fn review(&self, review: &str, outcome: &str) {
+        self.reviews.with_label_values(&[review, outcome]).inc();
+    }
+}

@@ -1,0 +1,618 @@
+//! Security, black-box: the real binary serving TLS with certificates made here, agents
+//! identified by client certificate (CN/O) or by token (TokenReview), every call authorized with
+//! a SubjectAccessReview, and the limits against abuse. The TokenReview and SubjectAccessReview
+//! APIs are an HTTP double that checks what conductor sends (`support/auth.rs`).
+
+#[path = "support/auth.rs"]
+mod auth_api;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use auth_api::{AuthApi, KnownToken};
+use conductor_blackbox_tests::certs::Pki;
+use conductor_blackbox_tests::proto::{PublishRequest, SubscriptionRequest};
+use conductor_blackbox_tests::{
+    CloudEventServiceClient, Conductor, Form, LEASES, WORKS, events, plugin_artifact, proto, subscribe,
+};
+use serde_json::{Value, json};
+use tonic::Code;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+
+const CLUSTER1_AGENT: &str = "system:open-cluster-management:cluster1:agent1";
+const CLUSTER1: &str = "system:open-cluster-management:cluster1";
+const MANAGED: &str = "system:open-cluster-management:managed-clusters";
+const CLUSTER2_TOKEN: &str = "token-of-cluster2";
+const CLUSTER2_ACCOUNT: &str = "system:serviceaccount:open-cluster-management-agent:cluster2-agent";
+
+/// Certificates, the auth double and a TLS configuration around them.
+struct Setup {
+    pki: Pki,
+    _dir: tempfile::TempDir,
+    auth: AuthApi,
+    /// The serving certificate and key, as conductor is configured with them (symlinks into
+    /// `..data`, as a Kubernetes Secret volume mounts them).
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl Setup {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::new(dir.path(), "ca");
+        pki.server("server1", "conductor-1");
+        pki.server("server2", "conductor-2");
+        pki.client("agent1", CLUSTER1_AGENT, &[CLUSTER1, MANAGED]);
+        // The first version of the mounted Secret.
+        let secret = dir.path().join("secret");
+        std::fs::create_dir(&secret).unwrap();
+        std::fs::create_dir(secret.join("..v1")).unwrap();
+        for (from, to) in [("server1.crt", "tls.crt"), ("server1.key", "tls.key")] {
+            std::fs::copy(dir.path().join(from), secret.join("..v1").join(to)).unwrap();
+            std::os::unix::fs::symlink(format!("..data/{to}"), secret.join(to)).unwrap();
+        }
+        std::os::unix::fs::symlink("..v1", secret.join("..data")).unwrap();
+        let auth = AuthApi::start(vec![KnownToken {
+            token: CLUSTER2_TOKEN,
+            user: CLUSTER2_ACCOUNT,
+            groups: &["system:open-cluster-management:cluster2", "system:serviceaccounts"],
+        }])
+        .await;
+        Self {
+            cert: secret.join("tls.crt"),
+            key: secret.join("tls.key"),
+            pki,
+            _dir: dir,
+            auth,
+        }
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.pki.dir.join(name)
+    }
+
+    /// Replaces the mounted Secret's contents with `server2`'s, atomically (a symlink swap).
+    fn rotate_certificate(&self) {
+        let secret = self.cert.parent().unwrap();
+        std::fs::create_dir(secret.join("..v2")).unwrap();
+        for (from, to) in [("server2.crt", "tls.crt"), ("server2.key", "tls.key")] {
+            std::fs::copy(self.file(from), secret.join("..v2").join(to)).unwrap();
+        }
+        std::os::unix::fs::symlink("..v2", secret.join("..data_tmp")).unwrap();
+        std::fs::rename(secret.join("..data_tmp"), secret.join("..data")).unwrap();
+    }
+
+    /// A configuration serving TLS with the client CA, authenticating and authorizing with the
+    /// double; `server` and `auth` are extra keys of those tables.
+    fn config(&self, server: &str, auth: &str) -> String {
+        format!(
+            r#"
+[server]
+listen = "127.0.0.1:0"
+{server}
+[server.tls]
+cert_file = "{cert}"
+key_file = "{key}"
+client_ca_file = "{ca}"
+reload_interval = "200ms"
+{auth}
+[kubernetes]
+kubeconfig = "{kubeconfig}"
+[admin]
+listen = "127.0.0.1:0"
+[log]
+format = "json"
+level = "info"
+[plugins.memory]
+kind = "memory"
+config = {{ data_types = ["coordination.k8s.io.v1.leases"] }}
+[plugins.chaos]
+kind = "component"
+file = "{chaos}"
+[routes]
+memory = "memory"
+chaos = "chaos"
+"#,
+            cert = self.cert.display(),
+            key = self.key.display(),
+            ca = self.pki.ca().display(),
+            kubeconfig = self.auth.kubeconfig.display(),
+            chaos = plugin_artifact("misbehaving-plugin", Form::Component).display(),
+        )
+    }
+
+    /// A TLS client trusting the test CA, with agent `client`'s certificate if given.
+    async fn client(&self, c: &Conductor, client: Option<&str>) -> CloudEventServiceClient<Channel> {
+        let mut tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(std::fs::read(self.pki.ca()).unwrap()))
+            .domain_name("localhost");
+        if let Some(name) = client {
+            tls = tls.identity(Identity::from_pem(
+                std::fs::read(self.file(&format!("{name}.crt"))).unwrap(),
+                std::fs::read(self.file(&format!("{name}.key"))).unwrap(),
+            ));
+        }
+        let port = c.grpc_addr.rsplit(':').next().unwrap();
+        let channel = Channel::from_shared(format!("https://localhost:{port}"))
+            .unwrap()
+            .tls_config(tls)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        CloudEventServiceClient::new(channel)
+    }
+}
+
+fn with_token<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(token) = token {
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    }
+    request
+}
+
+async fn publish_as(
+    client: &mut CloudEventServiceClient<Channel>,
+    token: Option<&str>,
+    event: proto::CloudEvent,
+) -> Result<(), tonic::Status> {
+    client
+        .publish(with_token(PublishRequest { event: Some(event) }, token))
+        .await
+        .map(drop)
+}
+
+async fn subscribe_as(
+    client: &mut CloudEventServiceClient<Channel>,
+    token: Option<&str>,
+    cluster: &str,
+    data_type: &str,
+) -> Result<tonic::Streaming<proto::CloudEvent>, tonic::Status> {
+    let request = SubscriptionRequest {
+        source: String::new(),
+        cluster_name: cluster.into(),
+        data_type: data_type.into(),
+    };
+    Ok(client.subscribe(with_token(request, token)).await?.into_inner())
+}
+
+/// A work status update that the misbehaving plugin refuses with the identity it was given.
+fn whoami(cluster: &str) -> proto::CloudEvent {
+    events::with_id(
+        events::agent_event(
+            &format!("{WORKS}.status.update_request"),
+            cluster,
+            "chaos",
+            Some(json!({"conditions": []})),
+        ),
+        "whoami",
+    )
+}
+
+/// The identity the plugin saw, read from its refusal.
+fn identity_seen(status: &tonic::Status) -> String {
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    let start = status.message().find("whoami: ").expect("the plugin's refusal");
+    status.message()[start..].split('"').next().unwrap().to_owned()
+}
+
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn next_lease(stream: &mut tonic::Streaming<proto::CloudEvent>) -> proto::CloudEvent {
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("an event within 10s")
+            .unwrap()
+            .expect("the stream is open");
+        if event.r#type != conductor_blackbox_tests::HEARTBEAT {
+            return event;
+        }
+    }
+}
+
+#[tokio::test]
+async fn certificates_and_tokens_identify_agents_and_sar_keeps_each_to_its_cluster() {
+    let setup = Setup::new().await;
+    let c = Conductor::start_with_config(&setup.config("", "")).unwrap();
+    let mut agent1 = setup.client(&c, Some("agent1")).await;
+
+    // The client certificate: user = CN, groups = O, in every SubjectAccessReview and in the
+    // plugin's call.
+    let mut leases = subscribe_as(&mut agent1, None, "cluster1", LEASES).await.unwrap();
+    let review = setup.auth.access_reviews().pop().expect("a SubjectAccessReview");
+    assert_eq!(
+        review["spec"],
+        json!({"user": CLUSTER1_AGENT, "groups": [CLUSTER1, MANAGED],
+               "resourceAttributes": {"verb": "watch", "namespace": "cluster1", "group": "coordination.k8s.io", "resource": "leases"}})
+    );
+    let refused = publish_as(&mut agent1, None, whoami("cluster1")).await.unwrap_err();
+    assert_eq!(
+        identity_seen(&refused),
+        format!("whoami: user={CLUSTER1_AGENT} groups={CLUSTER1},{MANAGED}")
+    );
+    let review = setup.auth.access_reviews().pop().unwrap();
+    assert_eq!(
+        review["spec"]["resourceAttributes"],
+        json!({"verb": "update", "namespace": "cluster1", "group": "work.open-cluster-management.io",
+               "resource": "manifestworks", "subresource": "status"})
+    );
+    publish_as(&mut agent1, None, events::create(LEASES, "cluster1", "l1", "lease"))
+        .await
+        .unwrap();
+    assert_eq!(
+        events::attr_str(&next_lease(&mut leases).await, "ce-resourceid"),
+        Some("l1")
+    );
+
+    // Cluster 1's agent can neither receive nor write cluster 2's resources.
+    let denied = subscribe_as(&mut agent1, None, "cluster2", LEASES).await.unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
+    assert!(
+        denied
+            .message()
+            .contains("watch leases.coordination.k8s.io in namespace \"cluster2\""),
+        "{denied:?}"
+    );
+    assert!(denied.message().contains(CLUSTER1_AGENT), "{denied:?}");
+    let denied = publish_as(&mut agent1, None, events::create(LEASES, "cluster2", "l2", "lease"))
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
+    let denied = publish_as(&mut agent1, None, whoami("cluster2")).await.unwrap_err();
+    assert_eq!(
+        denied.code(),
+        Code::PermissionDenied,
+        "the plugin is not called: {denied:?}"
+    );
+
+    // A token, for an agent without a client certificate: a TokenReview says who it is, and
+    // its answer is kept (one review for several calls).
+    let mut agent2 = setup.client(&c, None).await;
+    for _ in 0..3 {
+        let refused = publish_as(&mut agent2, Some(CLUSTER2_TOKEN), whoami("cluster2"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            identity_seen(&refused),
+            format!(
+                "whoami: user={CLUSTER2_ACCOUNT} groups=system:open-cluster-management:cluster2,system:serviceaccounts"
+            )
+        );
+    }
+    let reviews = setup.auth.token_reviews();
+    assert_eq!(reviews.len(), 1, "cached: {reviews:?}");
+    assert_eq!(reviews[0]["spec"], json!({"token": CLUSTER2_TOKEN}));
+    let denied = subscribe_as(&mut agent2, Some(CLUSTER2_TOKEN), "cluster1", LEASES)
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
+
+    // No credentials, or a bad token: Unauthenticated, and nothing reaches a plugin.
+    let refused = publish_as(&mut agent2, None, whoami("cluster2")).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    assert!(
+        refused.message().contains("token:") && refused.message().contains("mtls:"),
+        "every authenticator's reason: {refused:?}"
+    );
+    let refused = publish_as(&mut agent2, Some("forged"), whoami("cluster2"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    assert!(refused.message().contains("token not authenticated"), "{refused:?}");
+    let refused = subscribe_as(&mut agent2, None, "cluster2", LEASES).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+
+    assert!(setup.auth.refused().is_empty(), "{:?}", setup.auth.refused());
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    assert_eq!(
+        metric(
+            &metrics,
+            "conductor_grpc_auth_refused_total{grpc_code=\"Unauthenticated\",method=\"Publish\"}"
+        ),
+        2.0
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "conductor_grpc_auth_refused_total{grpc_code=\"PermissionDenied\",method=\"Subscribe\"}"
+        ),
+        2.0
+    );
+    assert!(
+        metric(
+            &metrics,
+            "conductor_auth_reviews_total{outcome=\"cached\",review=\"TokenReview\"}"
+        ) >= 2.0
+    );
+}
+
+/// `openssl s_client` against the server: (handshake succeeded, output).
+fn s_client(addr: &str, ca: &Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new("openssl")
+        .args(["s_client", "-connect", addr, "-CAfile"])
+        .arg(ca)
+        .args(["-alpn", "h2"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A failed handshake reports "New, (NONE), Cipher is (NONE)".
+    (text.contains("New, TLSv1."), text)
+}
+
+#[tokio::test]
+async fn tls_versions_alpn_and_a_certificate_swapped_on_disk() {
+    let setup = Setup::new().await;
+    let c = Conductor::start_with_config(&setup.config("", "")).unwrap();
+    let ca = setup.pki.ca();
+
+    let (ok, text) = s_client(&c.grpc_addr, &ca, &["-tls1_2"]);
+    assert!(!ok, "TLS 1.2 against a 1.3 minimum: {text}");
+    let (ok, text) = s_client(&c.grpc_addr, &ca, &["-tls1_3"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("ALPN protocol: h2"), "{text}");
+    assert!(text.contains("conductor-1"), "{text}");
+
+    // A stream open before the swap keeps receiving after it; new connections get the new
+    // certificate.
+    let mut agent1 = setup.client(&c, Some("agent1")).await;
+    let mut leases = subscribe_as(&mut agent1, None, "cluster1", LEASES).await.unwrap();
+    setup.rotate_certificate();
+    c.wait_for_log("new connections use them").await;
+    let (ok, text) = s_client(&c.grpc_addr, &ca, &[]);
+    assert!(ok && text.contains("conductor-2"), "the new certificate: {text}");
+    let mut fresh = setup.client(&c, Some("agent1")).await;
+    publish_as(
+        &mut fresh,
+        None,
+        events::create(LEASES, "cluster1", "after-swap", "lease"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        events::attr_str(&next_lease(&mut leases).await, "ce-resourceid"),
+        Some("after-swap")
+    );
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    assert_eq!(metric(&metrics, "conductor_tls_reloads_total{result=\"ok\"}"), 1.0);
+    assert!(metric(&metrics, "conductor_tls_handshake_failures_total{reason=\"error\"}") >= 1.0);
+
+    // A 1.2 minimum, configured, lets TLS 1.2 clients in.
+    let c12 = Conductor::start_with_config(&setup.config("", "").replace(
+        "reload_interval = \"200ms\"",
+        "reload_interval = \"200ms\"\nmin_version = \"1.2\"",
+    ))
+    .unwrap();
+    let (ok, text) = s_client(&c12.grpc_addr, &ca, &["-tls1_2"]);
+    assert!(ok, "{text}");
+}
+
+// Several threads: the auth double answers while the Python agent and grpcurl block this one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_grpcio_and_grpcurl_connect_with_a_certificate_and_with_a_token() {
+    let setup = Setup::new().await;
+    let c = Conductor::start_with_config(&setup.config("", "")).unwrap();
+    let (ca, cert, key) = (
+        setup.pki.ca().display().to_string(),
+        setup.file("agent1.crt").display().to_string(),
+        setup.file("agent1.key").display().to_string(),
+    );
+    let addr = format!("localhost:{}", c.grpc_addr.rsplit(':').next().unwrap());
+
+    // Python grpcio: a subscriber with a client certificate, a publisher with a token.
+    let subscriber = {
+        let (addr, ca, cert, key) = (addr.clone(), ca.clone(), cert.clone(), key.clone());
+        std::thread::spawn(move || {
+            conductor_blackbox_tests::python_agent(&[
+                "subscribe",
+                "--addr",
+                &addr,
+                "--ca",
+                &ca,
+                "--cert",
+                &cert,
+                "--key",
+                &key,
+                "--cluster",
+                "cluster1",
+                "--data-type",
+                LEASES,
+                "--max-events",
+                "1",
+                "--timeout",
+                "20",
+                "--skip-heartbeats",
+            ])
+            .unwrap()
+        })
+    };
+    let mut agent1 = setup.client(&c, Some("agent1")).await;
+    let mut probe = subscribe_as(&mut agent1, None, "cluster1", LEASES).await.unwrap();
+    // The Python subscriber is registered once the memory source has two subscribers.
+    for _ in 0..100 {
+        let (_, m) = c.admin_get("/metrics").await.unwrap();
+        if metric(
+            &m,
+            "grpc_server_ce_subscribers{consumer=\"cluster1\",data_type=\"coordination.k8s.io.v1.leases\"}",
+        ) >= 2.0
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let event = json!({"id": "p1", "source": "cluster2-agent", "spec_version": "1.0",
+        "type": format!("{WORKS}.status.update_request"),
+        "attributes": {"ce-clustername": {"ce_string": "cluster2"}, "ce-resourceid": {"ce_string": "whoami"},
+                       "ce-originalsource": {"ce_string": "chaos"}},
+        "binary_data_json": {"conditions": []}});
+    let published = conductor_blackbox_tests::python_agent(&[
+        "publish",
+        "--addr",
+        &addr,
+        "--ca",
+        &ca,
+        "--token",
+        CLUSTER2_TOKEN,
+        "--event-json",
+        &event.to_string(),
+    ])
+    .unwrap();
+    assert_eq!(published[0]["code"], "FAILED_PRECONDITION", "{published:?}");
+    assert!(
+        published[0]["details"].as_str().unwrap().contains(CLUSTER2_ACCOUNT),
+        "the token's identity reached the plugin: {published:?}"
+    );
+    publish_as(&mut agent1, None, events::create(LEASES, "cluster1", "py", "lease"))
+        .await
+        .unwrap();
+    next_lease(&mut probe).await;
+    let lines = subscriber.join().unwrap();
+    let received: Vec<&Value> = lines.iter().filter(|l| l["kind"] == "event").collect();
+    assert_eq!(received.len(), 1, "{lines:?}");
+    assert_eq!(received[0]["event"]["attributes"]["ce-resourceid"]["ce_string"], "py");
+
+    // grpcurl (Go's gRPC): reflection over TLS with a certificate, and a call with a token.
+    let grpcurl = std::env::var("CONDUCTOR_GRPCURL").unwrap_or_else(|_| "grpcurl".into());
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&grpcurl).args(args).output().unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let (ok, text) = run(&["-cacert", &ca, "-cert", &cert, "-key", &key, &addr, "list"]);
+    assert!(ok && text.contains("io.cloudevents.v1.CloudEventService"), "{text}");
+    let request = json!({"event": {"id": "g1", "source": "grpcurl", "specVersion": "1.0",
+        "type": format!("{WORKS}.status.update_request"),
+        "attributes": {"ce-clustername": {"ceString": "cluster2"}, "ce-resourceid": {"ceString": "whoami"},
+                       "ce-originalsource": {"ceString": "chaos"}},
+        "binaryData": "e30="}});
+    let (ok, text) = run(&[
+        "-cacert",
+        &ca,
+        "-H",
+        &format!("authorization: Bearer {CLUSTER2_TOKEN}"),
+        "-d",
+        &request.to_string(),
+        &addr,
+        "io.cloudevents.v1.CloudEventService/Publish",
+    ]);
+    assert!(
+        !ok && text.contains("FailedPrecondition") && text.contains(CLUSTER2_ACCOUNT),
+        "{text}"
+    );
+    let (ok, text) = run(&[
+        "-cacert",
+        &ca,
+        "-d",
+        &request.to_string(),
+        &addr,
+        "io.cloudevents.v1.CloudEventService/Publish",
+    ]);
+    assert!(!ok && text.contains("Unauthenticated"), "{text}");
+}
+
+#[tokio::test]
+async fn connection_handshake_stream_and_subscription_limits_bite_and_are_counted() {
+    let setup = Setup::new().await;
+    let c = Conductor::start_with_config(&setup.config(
+        "max_connections = 2\nmax_concurrent_streams = 3\nmax_subscriptions_per_identity = 2\ntls_handshake_timeout = \"2s\"",
+        "[auth]\nauthenticators = [\"mtls\"]\nauthorization = \"allow-all\"",
+    ))
+    .unwrap();
+    let mut agent1 = setup.client(&c, Some("agent1")).await;
+
+    // Two subscriptions for the identity; the third call reaches the connection's stream limit
+    // and the identity's subscription limit.
+    let _s1 = subscribe_as(&mut agent1, None, "cluster1", LEASES).await.unwrap();
+    let _s2 = subscribe_as(&mut agent1, None, "cluster1", WORKS).await.unwrap();
+    let refused = subscribe_as(&mut agent1, None, "cluster1", LEASES).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused.message().contains("max_subscriptions_per_identity"),
+        "{refused:?}"
+    );
+
+    // A client that connects and never starts its handshake holds the last place...
+    let mut idle = tokio::net::TcpStream::connect(&c.grpc_addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // ...so the next connection is closed at once,
+    let mut over = tokio::net::TcpStream::connect(&c.grpc_addr).await.unwrap();
+    let mut buf = [0u8; 16];
+    let closed = tokio::time::timeout(
+        Duration::from_secs(1),
+        tokio::io::AsyncReadExt::read(&mut over, &mut buf),
+    )
+    .await;
+    assert!(matches!(closed, Ok(Ok(0) | Err(_))), "closed at once: {closed:?}");
+    // and the idle one is dropped when its handshake time is up.
+    let dropped = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut idle, &mut buf),
+    )
+    .await;
+    assert!(matches!(dropped, Ok(Ok(0) | Err(_))), "dropped after 2s: {dropped:?}");
+
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    for (series, want) in [
+        ("conductor_grpc_connections_refused_total{reason=\"limit\"}", 1.0),
+        ("conductor_tls_handshake_failures_total{reason=\"timeout\"}", 1.0),
+        ("conductor_grpc_subscriptions_refused_total", 1.0),
+        ("conductor_grpc_stream_limit_reached_total", 1.0),
+        ("conductor_grpc_connections", 1.0),
+    ] {
+        assert_eq!(metric(&metrics, series), want, "{series}\n{metrics}");
+    }
+    // The places are back: a subscription ends, another fits.
+    drop(_s1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    subscribe_as(&mut agent1, None, "cluster1", LEASES).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_that_pings_too_often_is_sent_away_with_too_many_pings() {
+    let c = Conductor::start(conductor_blackbox_tests::MEMORY_SOURCE).unwrap();
+    let tcp = tokio::net::TcpStream::connect(&c.grpc_addr).await.unwrap();
+    let (_send, connection) = h2::client::handshake(tcp).await.unwrap();
+    let mut connection = connection;
+    let mut ping_pong = connection.ping_pong().expect("ping_pong is available once");
+    let driver = tokio::spawn(connection);
+    let mut answered = 0;
+    for _ in 0..10 {
+        match tokio::time::timeout(Duration::from_secs(5), ping_pong.ping(h2::Ping::opaque())).await {
+            Ok(Ok(_)) => answered += 1,
+            _ => break,
+        }
+    }
+    let ended = tokio::time::timeout(Duration::from_secs(5), driver)
+        .await
+        .expect("the server closes the connection")
+        .unwrap();
+    let error = ended.expect_err("closed by the server");
+    assert_eq!(error.reason(), Some(h2::Reason::ENHANCE_YOUR_CALM), "{error:?}");
+    assert!(error.is_go_away(), "{error:?}");
+    assert_eq!(answered, 3, "the first ping and two strikes are answered");
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    assert_eq!(metric(&metrics, "conductor_grpc_keepalive_violations_total"), 1.0);
+
+    // Everyone else is still served.
+    let mut client = c.client().await.unwrap();
+    subscribe(&mut client, "cluster1", LEASES).await.unwrap();
+}

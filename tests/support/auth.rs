@@ -1,0 +1,204 @@
+//! An HTTP double of the two Kubernetes APIs conductor's auth layer calls, speaking them as the
+//! real API server does: `authentication.k8s.io/v1` TokenReview and `authorization.k8s.io/v1`
+//! SubjectAccessReview. Every request body is checked field by field (a request the real API
+//! server would refuse is answered 400 and recorded as such) and kept for the tests to read.
+//!
+//! Its RBAC is OCM's in miniature: a subject may act in namespace `<cluster>` when one of its
+//! groups is `system:open-cluster-management:<cluster>`.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde_json::{Value, json};
+
+/// A token the double knows: the token, its user and groups.
+pub struct KnownToken {
+    pub token: &'static str,
+    pub user: &'static str,
+    pub groups: &'static [&'static str],
+}
+
+#[derive(Default)]
+struct Recorded {
+    token_reviews: Vec<Value>,
+    access_reviews: Vec<Value>,
+    refused: Vec<String>,
+}
+
+#[derive(Clone)]
+struct State {
+    tokens: Arc<Vec<KnownToken>>,
+    recorded: Arc<Mutex<Recorded>>,
+}
+
+pub struct AuthApi {
+    /// A kubeconfig reaching the double (plain HTTP on loopback).
+    pub kubeconfig: PathBuf,
+    recorded: Arc<Mutex<Recorded>>,
+    _dir: tempfile::TempDir,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for AuthApi {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn bad_request(state: &State, message: String) -> axum::response::Response {
+    state.recorded.lock().unwrap().refused.push(message.clone());
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": "BadRequest", "code": 400});
+    (
+        StatusCode::BAD_REQUEST,
+        [("content-type", "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn created(body: Value) -> axum::response::Response {
+    (
+        StatusCode::CREATED,
+        [("content-type", "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// The keys of `object`, sorted.
+fn keys(object: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = object
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    keys.sort_unstable();
+    keys
+}
+
+async fn token_review(
+    axum::extract::State(state): axum::extract::State<State>,
+    body: String,
+) -> axum::response::Response {
+    let Ok(review) = serde_json::from_str::<Value>(&body) else {
+        return bad_request(&state, format!("TokenReview: not JSON: {body}"));
+    };
+    if review["apiVersion"] != "authentication.k8s.io/v1" || review["kind"] != "TokenReview" {
+        return bad_request(
+            &state,
+            format!("want an authentication.k8s.io/v1 TokenReview: {review}"),
+        );
+    }
+    let spec = &review["spec"];
+    let token = spec["token"].as_str().unwrap_or_default();
+    if token.is_empty() || keys(spec).iter().any(|k| !["token", "audiences"].contains(k)) {
+        return bad_request(&state, format!("TokenReview spec: {spec}"));
+    }
+    state.recorded.lock().unwrap().token_reviews.push(review.clone());
+    let status = match state.tokens.iter().find(|t| t.token == token) {
+        Some(t) => json!({"authenticated": true, "user": {"username": t.user, "uid": "1", "groups": t.groups}}),
+        None => json!({"authenticated": false, "error": "invalid bearer token"}),
+    };
+    created(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "metadata": {"creationTimestamp": null}, "spec": spec, "status": status}))
+}
+
+async fn access_review(
+    axum::extract::State(state): axum::extract::State<State>,
+    body: String,
+) -> axum::response::Response {
+    let Ok(review) = serde_json::from_str::<Value>(&body) else {
+        return bad_request(&state, format!("SubjectAccessReview: not JSON: {body}"));
+    };
+    if review["apiVersion"] != "authorization.k8s.io/v1" || review["kind"] != "SubjectAccessReview" {
+        return bad_request(
+            &state,
+            format!("want an authorization.k8s.io/v1 SubjectAccessReview: {review}"),
+        );
+    }
+    let spec = &review["spec"];
+    let attributes = &spec["resourceAttributes"];
+    let allowed_keys = ["group", "name", "namespace", "resource", "subresource", "verb"];
+    if keys(spec) != ["groups", "resourceAttributes", "user"]
+        || spec["user"].as_str().is_none_or(str::is_empty)
+        || keys(attributes).iter().any(|k| !allowed_keys.contains(k))
+        || attributes
+            .as_object()
+            .is_some_and(|o| o.values().any(|v| v.as_str().is_none_or(str::is_empty)))
+        || attributes["verb"].is_null()
+    {
+        return bad_request(&state, format!("SubjectAccessReview spec: {spec}"));
+    }
+    state.recorded.lock().unwrap().access_reviews.push(review.clone());
+    let namespace = attributes["namespace"].as_str().unwrap_or_default();
+    let wanted = format!("system:open-cluster-management:{namespace}");
+    let allowed = spec["groups"]
+        .as_array()
+        .is_some_and(|groups| groups.iter().any(|g| g.as_str() == Some(wanted.as_str())));
+    let status = if allowed {
+        json!({"allowed": true, "reason": "RBAC: allowed by the cluster's role binding"})
+    } else {
+        json!({"allowed": false, "reason": format!("no role binding in {namespace} for this subject")})
+    };
+    created(
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "metadata": {"creationTimestamp": null}, "spec": spec, "status": status}),
+    )
+}
+
+impl AuthApi {
+    pub async fn start(tokens: Vec<KnownToken>) -> Self {
+        let recorded = Arc::new(Mutex::new(Recorded::default()));
+        let state = State {
+            tokens: Arc::new(tokens),
+            recorded: Arc::clone(&recorded),
+        };
+        let app = axum::Router::new()
+            .route(
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                axum::routing::post(token_review),
+            )
+            .route(
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                axum::routing::post(access_review),
+            )
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: auth\n  cluster:\n    server: http://127.0.0.1:{port}\nusers:\n- name: conductor\n  user: {{}}\ncontexts:\n- name: auth\n  context:\n    cluster: auth\n    user: conductor\ncurrent-context: auth\n"
+            ),
+        )
+        .unwrap();
+        Self {
+            kubeconfig,
+            recorded,
+            _dir: dir,
+            task,
+        }
+    }
+
+    pub fn token_reviews(&self) -> Vec<Value> {
+        self.recorded.lock().unwrap().token_reviews.clone()
+    }
+
+    pub fn access_reviews(&self) -> Vec<Value> {
+        self.recorded.lock().unwrap().access_reviews.clone()
+    }
+
+    /// Requests that the real API server would have refused (none, if conductor is right).
+    pub fn refused(&self) -> Vec<String> {
+        self.recorded.lock().unwrap().refused.clone()
+    }
+}
