@@ -83,6 +83,7 @@ impl Auth {
         let authorizer = match config.authorization {
             Authorization::Sar => Authorize::Sar(Box::new(SarAuthorizer::new(
                 client()?,
+                config.data_types.clone(),
                 config.authorization_cache_ttl.0,
                 metrics.clone(),
             ))),

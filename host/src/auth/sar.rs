@@ -86,8 +86,12 @@ fn is(data_type: &DataType, (group, version, resource): (&str, &str, &str)) -> b
     data_type.group == group && data_type.version == version && data_type.resource == resource
 }
 
-/// The attributes of `access`, or why it is denied without asking (§9.2).
-pub fn attributes(access: &Access<'_>) -> Result<Attributes, String> {
+/// Data types beyond OCM's, each with its Kubernetes resource (`<plural>.<group>`).
+pub type ExtraDataTypes = std::collections::BTreeMap<String, String>;
+
+/// The attributes of `access`, or why it is denied without asking (§9.2); data types beyond
+/// OCM's are authorized as the resource `extra` names for them, or not at all.
+pub fn attributes(access: &Access<'_>, extra: &ExtraDataTypes) -> Result<Attributes, String> {
     let (cluster, data_type, subresource, action, data) = match access {
         Access::Publish { cluster, ty, data } => (
             *cluster,
@@ -140,8 +144,14 @@ pub fn attributes(access: &Access<'_>) -> Result<Attributes, String> {
             "create" => attributes.name = token_request_name(data)?,
             _ => return Err(format!("unsupported action {action:?} for token requests")),
         }
+    } else if let Some(resource) = extra.get(&data_type.to_string()) {
+        let (resource, group) = resource.split_once('.').unwrap_or((resource, ""));
+        attributes.resource = resource.into();
+        attributes.group = group.into();
     } else {
-        return Err(format!("unsupported event type {data_type}"));
+        return Err(format!(
+            "unsupported event type {data_type} (a data type beyond OCM's is authorized once [auth.data_types] names its resource)"
+        ));
     }
     Ok(attributes)
 }
@@ -182,6 +192,7 @@ type Key = (String, Vec<String>, Attributes);
 /// Decides with SubjectAccessReviews on the hub's API server.
 pub struct SarAuthorizer {
     api: Api<SubjectAccessReview>,
+    extra: ExtraDataTypes,
     cache: TtlCache<Key, Result<(), String>>,
     ttl: Duration,
     metrics: SecurityMetrics,
@@ -198,9 +209,10 @@ pub enum Denied {
 }
 
 impl SarAuthorizer {
-    pub fn new(client: kube::Client, ttl: Duration, metrics: SecurityMetrics) -> Self {
+    pub fn new(client: kube::Client, extra: ExtraDataTypes, ttl: Duration, metrics: SecurityMetrics) -> Self {
         Self {
             api: Api::all(client),
+            extra,
             cache: TtlCache::new(65_536),
             ttl,
             metrics,
@@ -208,7 +220,7 @@ impl SarAuthorizer {
     }
 
     pub async fn authorize(&self, identity: &Identity, access: &Access<'_>) -> Result<(), Denied> {
-        let attributes = attributes(access).map_err(Denied::Denied)?;
+        let attributes = attributes(access, &self.extra).map_err(Denied::Denied)?;
         let key = (identity.user.clone(), identity.groups.clone(), attributes);
         if let Some(decision) = self.cache.get(&key) {
             self.metrics.review("SubjectAccessReview", "cached");
@@ -257,15 +269,18 @@ mod tests {
 
     fn publish(ty: &str, cluster: &str, data: &str) -> Result<Attributes, String> {
         let ty = EventType::parse(ty).unwrap();
-        attributes(&Access::Publish {
-            cluster,
-            ty: &ty,
-            data: Some(data.as_bytes()),
-        })
+        attributes(
+            &Access::Publish {
+                cluster,
+                ty: &ty,
+                data: Some(data.as_bytes()),
+            },
+            &ExtraDataTypes::new(),
+        )
     }
 
     fn subscribe(data_type: &str, cluster: &str) -> Result<Attributes, String> {
-        attributes(&Access::Subscribe { cluster, data_type })
+        attributes(&Access::Subscribe { cluster, data_type }, &ExtraDataTypes::new())
     }
 
     fn attrs(verb: &str, group: &str, resource: &str, subresource: &str, name: &str) -> Attributes {
@@ -418,6 +433,32 @@ mod tests {
             "another version"
         );
         assert!(subscribe("nodots", "cluster1").is_err());
+    }
+
+    #[test]
+    fn data_types_beyond_ocms_are_authorized_as_the_resource_configured_for_them() {
+        let extra = ExtraDataTypes::from([
+            ("example.com.v1.widgets".to_owned(), "widgets.example.com".to_owned()),
+            ("core.v1.configmaps".to_owned(), "configmaps".to_owned()),
+        ]);
+        let access = Access::Subscribe {
+            cluster: "cluster1",
+            data_type: "example.com.v1.widgets",
+        };
+        assert_eq!(
+            attributes(&access, &extra),
+            Ok(attrs("watch", "example.com", "widgets", "", ""))
+        );
+        let ty = EventType::parse("core.v1.configmaps.status.update_request").unwrap();
+        let access = Access::Publish {
+            cluster: "cluster1",
+            ty: &ty,
+            data: None,
+        };
+        assert_eq!(
+            attributes(&access, &extra),
+            Ok(attrs("update", "", "configmaps", "status", ""))
+        );
     }
 
     #[test]

@@ -57,6 +57,9 @@ pub struct AuthConfig {
     pub token_negative_cache_ttl: HumanDuration,
     /// How long a SubjectAccessReview's decision is kept.
     pub authorization_cache_ttl: HumanDuration,
+    /// Data types beyond OCM's (served by other plugins), each with the Kubernetes resource
+    /// (`<plural>.<group>`, or `<plural>` for the core group) its SubjectAccessReviews name.
+    pub data_types: BTreeMap<String, String>,
 }
 
 impl Default for AuthConfig {
@@ -67,6 +70,7 @@ impl Default for AuthConfig {
             token_cache_ttl: HumanDuration(Duration::from_secs(30)),
             token_negative_cache_ttl: HumanDuration(Duration::from_secs(5)),
             authorization_cache_ttl: HumanDuration(Duration::from_secs(5)),
+            data_types: BTreeMap::new(),
         }
     }
 }
@@ -635,6 +639,18 @@ impl Config {
                     .into(),
             );
         }
+        for (data_type, resource) in &self.auth.data_types {
+            let key = format!("auth.data_types.\"{data_type}\"");
+            if conductor_plugin_sdk::ocm::DataType::parse(data_type).is_err() {
+                return fail(&key, "not a data type: <group>.<version>.<resource>".into());
+            }
+            if resource.is_empty() || resource.contains(['/', ' ']) {
+                return fail(
+                    &key,
+                    format!("{resource:?} is not a Kubernetes resource: <plural>.<group>"),
+                );
+            }
+        }
         for (key, d) in [
             ("auth.token_cache_ttl", self.auth.token_cache_ttl),
             ("auth.token_negative_cache_ttl", self.auth.token_negative_cache_ttl),
@@ -910,6 +926,13 @@ mod tests {
         assert_eq!(key, "auth.token_cache_ttl");
         let (key, _) = check(&format!("[server]\nmax_connections = 0\n{tls}")).unwrap_err();
         assert_eq!(key, "server.max_connections");
+        let c = check(&format!(
+            "{tls}[auth.data_types]\n\"example.com.v1.widgets\" = \"widgets.example.com\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.auth.data_types["example.com.v1.widgets"], "widgets.example.com");
+        let (key, _) = check(&format!("{tls}[auth.data_types]\n\"nodots\" = \"x\"\n")).unwrap_err();
+        assert_eq!(key, "auth.data_types.\"nodots\"");
     }
 
     #[test]
