@@ -32,16 +32,25 @@ pub fn conductor_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("CONDUCTOR_BIN") {
         return p.into();
     }
+    built_bin("conductor")
+}
+
+/// The `conductor-load` binary built beside the test executables.
+pub fn load_bin() -> PathBuf {
+    built_bin("conductor-load")
+}
+
+fn built_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> → target/<profile>/conductor
+    // target/<profile>/deps/<test> → target/<profile>/<name>
     let bin = exe
         .parent()
         .and_then(|deps| deps.parent())
-        .map(|profile| profile.join("conductor"))
+        .map(|profile| profile.join(name))
         .expect("target directory layout");
     assert!(
         bin.exists(),
-        "{} is missing: build it first (cargo build -p conductor)",
+        "{} is missing: build it first (cargo build --workspace)",
         bin.display()
     );
     bin

@@ -13,6 +13,7 @@ use conductor_blackbox_tests::events::{self, integer, string};
 pub use conductor_blackbox_tests::free_port;
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
 use conductor_blackbox_tests::{Form, Sub, WORKS, plugin_artifact, proto};
+pub use conductor_load::hub::maestro::spec_payload;
 pub use maestro_plugin::store::fnv1a as advisory_key;
 use serde_json::{Value, json};
 use sqlx::{PgPool, Row};
@@ -241,19 +242,6 @@ pub struct StatusEvent {
     pub resource_source: String,
     pub payload: Option<Value>,
     pub status: Option<Value>,
-}
-
-/// The spec CloudEvent Maestro stores for a Deployment `name` with `replicas`.
-pub fn spec_payload(id: &str, cluster: &str, name: &str, version: i64, replicas: i64) -> Value {
-    json!({
-        "specversion": "1.0", "id": format!("ce-{id}-{version}"), "source": "source-work-client",
-        "time": "2025-06-01T12:00:00Z", "datacontenttype": "application/json",
-        "type": "io.open-cluster-management.works.v1alpha1.manifestbundles.spec.create_request",
-        "data": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment",
-                                "metadata": {"name": name, "namespace": "default"}, "spec": {"replicas": replicas}}]},
-        "metadata": {"name": name, "namespace": cluster, "uid": id},
-        "resourceid": id, "clustername": cluster, "resourceversion": version, "originalsource": "",
-    })
 }
 
 /// conductor's configuration: the maestro component on `url`, catching up every `catch_up`.

@@ -1,0 +1,62 @@
+//! A memory source behind the server under test (conductor's `kind = "memory"` plugin, or the
+//! in-memory source of OCM's own broker): `spec.create_request` and `spec.update_request`
+//! published over gRPC, which the source stores and turns into spec events for the agents.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::{Context, Result};
+use tonic::transport::Channel;
+
+use super::Resource;
+use crate::agents::{Target, connect, request};
+use crate::proto::{PublishRequest, cloud_event_service_client::CloudEventServiceClient};
+use crate::wire::spec_request;
+
+pub struct MemoryHub {
+    target: Target,
+    clients: Vec<CloudEventServiceClient<Channel>>,
+    next: AtomicUsize,
+}
+
+impl MemoryHub {
+    /// Publishes over `connections` connections of its own.
+    pub async fn connect(target: Target, connections: usize) -> Result<Self> {
+        let mut clients = Vec::new();
+        for _ in 0..connections.max(1) {
+            clients.push(connect(&target).await.context("the memory hub's connection")?);
+        }
+        Ok(Self {
+            target,
+            clients,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    async fn publish(&self, action: &str, cluster: &str, id: &str, name: &str) -> Result<()> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+        let mut client = self.clients[i].clone();
+        let event = spec_request(&self.target.data_type, action, cluster, id, name);
+        client
+            .publish(request(&self.target, PublishRequest { event: Some(event) })?)
+            .await
+            .with_context(|| format!("publish {action} of {id} for {cluster}"))?;
+        Ok(())
+    }
+
+    pub async fn create(&self, cluster: &str, name: &str) -> Result<Resource> {
+        let id = uuid::Uuid::new_v4().to_string();
+        self.publish("create_request", cluster, &id, name).await?;
+        Ok(Resource {
+            cluster: cluster.to_owned(),
+            name: name.to_owned(),
+            id,
+            version: 1,
+        })
+    }
+
+    /// The memory source adds one to the version at every update.
+    pub async fn update(&self, r: &Resource) -> Result<i64> {
+        self.publish("update_request", &r.cluster, &r.id, &r.name).await?;
+        Ok(r.version + 1)
+    }
+}

@@ -1,0 +1,151 @@
+//! `conductor-load`: N simulated agents against an OCM CloudEvents gRPC server; see the crate
+//! documentation and `conductor-load --help`.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Parser, ValueEnum};
+use conductor_load::agents::Target;
+use conductor_load::hub::{Hub, kube::KubeHub, maestro::MaestroHub, memory::MemoryHub};
+use conductor_load::run::{Options, run};
+
+/// Sizes a hub: simulated agents, each on its own connection, subscribe to an OCM CloudEvents
+/// gRPC server; the hub side writes resources for them; prints delivery latency, what went
+/// missing or out of order, and the server's CPU and memory as one JSON document.
+#[derive(Parser)]
+#[command(version)]
+struct Cli {
+    /// The server's gRPC address.
+    #[arg(long, default_value = "http://127.0.0.1:8090")]
+    server: String,
+    /// What writes the resources: `memory` (spec requests published to the server's memory
+    /// source), `maestro` (Maestro's tables + NOTIFY; needs --database-url) or `kube`
+    /// (ManifestWorks through KUBECONFIG's API server).
+    #[arg(long, value_enum, default_value = "memory")]
+    hub: HubKind,
+    /// Maestro's database (`--hub maestro`).
+    #[arg(long, env = "CONDUCTOR_LOAD_DATABASE_URL")]
+    database_url: Option<String>,
+    /// Simulated agents, one connection each.
+    #[arg(long, default_value_t = 100)]
+    agents: usize,
+    /// Cluster names are `<prefix>-<n>`.
+    #[arg(long, default_value = "load")]
+    cluster_prefix: String,
+    /// Resources created per agent.
+    #[arg(long, default_value_t = 1)]
+    resources_per_agent: usize,
+    /// Updates in all, round robin over the resources.
+    #[arg(long, default_value_t = 1000)]
+    updates: usize,
+    /// Writes per second.
+    #[arg(long, default_value_t = 100.0)]
+    rate: f64,
+    /// Writes in flight at most.
+    #[arg(long, default_value_t = 16)]
+    writers: usize,
+    /// Connections opened at once while the agents connect.
+    #[arg(long, default_value_t = 64)]
+    connect_concurrency: usize,
+    /// The data type the agents subscribe to.
+    #[arg(long, default_value = conductor_load::MANIFEST_BUNDLES)]
+    data_type: String,
+    /// A bearer token the agents and the memory hub send.
+    #[arg(long, env = "CONDUCTOR_LOAD_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// How long to wait for the last writes to arrive (e.g. `10s`).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    drain_timeout: Duration,
+    /// The server's process id, to report its CPU and memory (same machine).
+    #[arg(long)]
+    pid: Option<u32>,
+    /// Progress on stderr every second (default: when stderr is a terminal).
+    #[arg(long)]
+    progress: Option<bool>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum HubKind {
+    Memory,
+    Maestro,
+    Kube,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (number, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len()));
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 10s or 500ms"))?;
+    let seconds = match unit {
+        "ms" => n / 1e3,
+        "s" | "" => n,
+        "m" => n * 60.0,
+        _ => return Err(format!("{s:?}: unit must be ms, s or m")),
+    };
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn main() -> std::process::ExitCode {
+    match tokio::runtime::Runtime::new()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(load(Cli::parse())))
+    {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn load(cli: Cli) -> Result<()> {
+    let target = Target {
+        server: cli.server.clone(),
+        data_type: cli.data_type.clone(),
+        token: cli.token.clone(),
+    };
+    let hub = match cli.hub {
+        HubKind::Memory => Hub::Memory(MemoryHub::connect(target.clone(), 4).await?),
+        HubKind::Maestro => {
+            let url = cli
+                .database_url
+                .as_deref()
+                .context("--hub maestro needs --database-url")?;
+            Hub::Maestro(MaestroHub::connect(url, cli.writers as u32).await?)
+        }
+        HubKind::Kube => Hub::Kube(KubeHub::connect().await?),
+    };
+    let report = run(
+        Options {
+            target,
+            agents: cli.agents,
+            cluster_prefix: cli.cluster_prefix,
+            resources_per_agent: cli.resources_per_agent,
+            updates: cli.updates,
+            rate: cli.rate,
+            writers: cli.writers,
+            connect_concurrency: cli.connect_concurrency,
+            drain_timeout: cli.drain_timeout,
+            pid: cli.pid,
+            progress: cli.progress,
+        },
+        hub,
+    )
+    .await?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5h").is_err());
+    }
+}

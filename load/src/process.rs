@@ -1,0 +1,56 @@
+//! The server's CPU time and memory, read from `/proc/<pid>` (Linux).
+
+use anyhow::{Context, Result};
+
+/// Clock ticks per second of `/proc/<pid>/stat` (`USER_HZ`, 100 on every Linux architecture
+/// conductor runs on).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// User + system CPU time, seconds.
+    pub cpu_seconds: f64,
+    /// Resident memory and its peak, bytes.
+    pub rss: u64,
+    pub rss_peak: u64,
+}
+
+pub fn sample(pid: u32) -> Result<Sample> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("process {pid}"))?;
+    // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).context("malformed stat")?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15, i.e. 12 and 13 after the name.
+    let ticks = |i: usize| -> Result<f64> { Ok(fields.get(i).context("malformed stat")?.parse::<u64>()? as f64) };
+    let cpu_seconds = (ticks(11)? + ticks(12)?) / TICKS_PER_SECOND;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib = |key: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    Ok(Sample {
+        cpu_seconds,
+        rss: kib("VmRSS:"),
+        rss_peak: kib("VmHWM:"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_this_process() {
+        let before = super::sample(std::process::id()).unwrap();
+        let mut x = 0u64;
+        for i in 0..50_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        let after = super::sample(std::process::id()).unwrap();
+        assert!(after.cpu_seconds > before.cpu_seconds, "{before:?} → {after:?}");
+        assert!(after.rss > 0 && after.rss_peak >= after.rss);
+    }
+}
