@@ -555,3 +555,70 @@ fn gauge(text: &str, series: &str) -> i64 {
         .and_then(|v| v.trim().parse::<f64>().ok())
         .map_or(0, |v| v as i64)
 }
+
+/// A resource updated 100 times in a burst while others change beside it: the agent never gets
+/// an older version after a newer one, its last event carries the last version, and exactly the
+/// delivered events are reconciled (those of a cluster with no agent stay for the catch-up).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_of_updates_keeps_each_resources_order_and_reconciles_what_was_delivered() {
+    let db = std::sync::Arc::new(MaestroDb::start().await);
+    let c = Conductor::start(&config(&db.url(), "1h")).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let hot = db.create("cluster1", "hot", true).await.0;
+    let mut others = Vec::new();
+    for i in 0..4 {
+        others.push(db.create("cluster1", &format!("other{i}"), true).await.0);
+    }
+    let unseen = db.create("cluster2", "nobody-listens", true).await.0;
+    let mut latest = std::collections::HashMap::new();
+    while latest.len() < 5 {
+        let e = next_where(&mut sub, "the creates", |_| true).await;
+        latest.insert(attr_str(&e, "ce-resourceid").unwrap().to_owned(), version(&e).unwrap());
+    }
+
+    let mut writers = Vec::new();
+    let burst = |id: String, times: i64| {
+        let db = std::sync::Arc::clone(&db);
+        tokio::spawn(async move {
+            for r in 0..times {
+                db.update(&id, r).await;
+            }
+        })
+    };
+    writers.push(burst(hot.clone(), 100));
+    for id in others.iter().chain([&unseen]) {
+        writers.push(burst(id.clone(), 25));
+    }
+    let expected: std::collections::HashMap<&str, i32> = std::iter::once((hot.as_str(), 101))
+        .chain(others.iter().map(|id| (id.as_str(), 26)))
+        .collect();
+    while expected.iter().any(|(id, v)| latest.get(*id) != Some(v)) {
+        let e = next_where(&mut sub, "the burst", |_| true).await;
+        let (id, v) = (attr_str(&e, "ce-resourceid").unwrap().to_owned(), version(&e).unwrap());
+        let before = latest.insert(id.clone(), v).unwrap_or(0);
+        assert!(v >= before, "{id}: version {v} after {before}");
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    eventually(Duration::from_secs(10), "cluster1's events reconciled", async || {
+        db.count_for(
+            "SELECT count(*) FROM events e JOIN resources r ON r.id = e.source_id \
+             WHERE r.consumer_name = $1 AND e.reconciled_date IS NULL",
+            "cluster1",
+        )
+        .await
+            == 0
+    })
+    .await;
+    assert_eq!(
+        db.count_for(
+            "SELECT count(*) FROM events WHERE source_id = $1 AND reconciled_date IS NULL",
+            &unseen
+        )
+        .await,
+        26,
+        "no agent of cluster2 received its events: none is reconciled"
+    );
+}

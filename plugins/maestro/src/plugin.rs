@@ -9,6 +9,7 @@
 //! unreconciled, and is sent again by the periodic catch-up once its agent is connected (the
 //! agent's resync at connect already brings it up to date).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -21,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::{Read, spec_event};
 use crate::status::{Decision, decide};
-use crate::store::{self, EVENTS_CHANNEL, EVENTS_LOCK, LAST_MIGRATION, RESOURCE_STATUS_LOCK, lock_key};
+use crate::store::{self, EVENTS_CHANNEL, LAST_MIGRATION, RESOURCE_STATUS_LOCK, lock_key};
 use crate::{SOURCE, duration};
 
 /// The periodic catch-up (unreconciled events, in case a NOTIFY was missed).
@@ -81,19 +82,15 @@ struct Queued {
     mark_only: bool,
 }
 
-/// What handling an event came to (for the logs and the tests).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// No such event (purged).
-    Gone,
-    /// Not a resource event this plugin handles: left as is.
-    NoHandler,
-    /// Already reconciled, and not notified here.
-    AlreadyReconciled,
-    /// Sent to this many of this replica's agents; whether reconciled_date was written.
-    Delivered { agents: u32, reconciled: bool },
-    /// Delivered here, but another replica held the event's lock: reconcile it again shortly.
-    Contended { agents: u32 },
+/// What a batch of events came to (for the logs).
+#[derive(Debug, Default)]
+struct Tally {
+    /// Spec events sent (one per resource of the batch), and to how many agents in all.
+    sent: u32,
+    agents: u32,
+    reconciled: u32,
+    /// Gone, not a resource event, or already reconciled elsewhere.
+    skipped: u32,
 }
 
 pub struct Maestro {
@@ -111,76 +108,121 @@ impl Maestro {
         }
     }
 
-    /// §4.2: try-lock the event, re-read it, read the resource unscoped, send the spec event to
-    /// this replica's agents, and set `reconciled_date` if this replica holds the lock and the
-    /// event reached an agent (or its resource is gone).
-    fn handle_event(&self, host: &Host, queued: &Queued) -> Result<Outcome, Error> {
-        let (id, notified) = (queued.id.as_str(), queued.notified);
-        let tx = host.pg(&self.database).begin()?;
-        let locked = tx.try_advisory_lock(lock_key(id, EVENTS_LOCK))?;
-        let Some(event) = store::read_event(&tx, id)? else {
-            return Ok(Outcome::Gone);
-        };
-        let Some(action) = Self::action(&event.event_type).filter(|_| event.source == "Resources") else {
-            return Ok(Outcome::NoHandler);
-        };
-        if event.reconciled && !notified {
-            return Ok(Outcome::AlreadyReconciled);
+    /// §4.2 for a batch of events, in one transaction and a fixed number of round trips: try-lock
+    /// every event, re-read them with their resources (unscoped), send each resource's spec
+    /// event once to this replica's agents, and set `reconciled_date` on the events this replica
+    /// holds the lock of and that reached an agent (or whose resource is gone). Returns the
+    /// events to try again: the failures, and those another replica held the lock of.
+    ///
+    /// Per resource the order holds: the batch reads each resource once, after every event of
+    /// the batch was written, and batches run one after the other; two events of one resource
+    /// in a batch send its current row once, with the later event's action.
+    fn handle_all(&self, host: &Host, queued: Vec<Queued>) -> Vec<Queued> {
+        if queued.is_empty() {
+            return queued;
         }
-        if queued.mark_only {
-            if !locked {
-                return Ok(Outcome::Contended { agents: 0 });
+        match self.handle_batch(host, &queued) {
+            Ok((again, tally)) => {
+                host.debug(&format!(
+                    "{} events: {tally:?}; {} to try again",
+                    queued.len(),
+                    again.len()
+                ));
+                again
             }
-            store::mark_reconciled(&tx, id, Utc::now())?;
-            tx.commit()?;
-            return Ok(Outcome::Delivered {
-                agents: 0,
-                reconciled: true,
-            });
-        }
-        let agents = match store::read_resource(&tx, &event.source_id)? {
-            None => None,
-            Some(row) => {
-                let spec = spec_event(&row, action, Read::Get)
-                    .map_err(|e| Error::Internal(format!("resource {}: {e}", row.id)))?;
-                Some(host.emit(&spec)?)
+            Err(e) => {
+                host.warn(&format!("{} events failed, will retry: {e}", queued.len()));
+                queued
             }
-        };
-        let delivered = agents.is_none_or(|n| n > 0);
-        if !locked && delivered && !event.reconciled {
-            return Ok(Outcome::Contended {
-                agents: agents.unwrap_or(0),
-            });
         }
-        let reconciled = locked && !event.reconciled && delivered;
-        if reconciled {
-            store::mark_reconciled(&tx, id, Utc::now())?;
-        }
-        tx.commit()?;
-        Ok(Outcome::Delivered {
-            agents: agents.unwrap_or(0),
-            reconciled,
-        })
     }
 
-    /// Handles `queued` events in order; returns those to try again later: the failures, and
-    /// those another replica held the lock of.
-    fn handle_all(&self, host: &Host, queued: Vec<Queued>) -> Vec<Queued> {
+    fn handle_batch(&self, host: &Host, queued: &[Queued]) -> Result<(Vec<Queued>, Tally), Error> {
+        let ids: Vec<String> = queued.iter().map(|q| q.id.clone()).collect();
+        let tx = host.pg(&self.database).begin()?;
+        let locked = store::try_lock_events(&tx, &ids)?;
+        let rows = store::read_events(&tx, &ids)?;
+        let mut tally = Tally::default();
         let mut again = Vec::new();
-        for q in queued {
-            match self.handle_event(host, &q) {
-                Ok(outcome @ Outcome::Contended { .. }) => {
-                    host.debug(&format!("event {}: {outcome:?}", q.id));
-                    again.push(Queued { mark_only: true, ..q });
-                }
-                Ok(outcome) => host.debug(&format!("event {}: {outcome:?}", q.id)),
-                Err(e) => {
-                    host.warn(&format!("event {} failed, will retry: {e}", q.id));
-                    again.push(q);
+        let mut mark: Vec<&str> = Vec::new();
+        // Reconcile `q` if this replica holds its lock, else again shortly (mark only).
+        fn settle<'q>(locked: bool, q: &'q Queued, again: &mut Vec<Queued>, mark: &mut Vec<&'q str>) {
+            if locked {
+                mark.push(&q.id);
+            } else {
+                again.push(Queued {
+                    mark_only: true,
+                    ..q.clone()
+                });
+            }
+        }
+        // The events to deliver with their action, and per resource the last of them.
+        let mut deliver: Vec<(usize, &'static str)> = Vec::new();
+        let mut last_of: HashMap<&str, usize> = HashMap::new();
+        for (n, q) in queued.iter().enumerate() {
+            let Some((event, resource)) = &rows[n] else {
+                tally.skipped += 1; // purged
+                continue;
+            };
+            let action = Self::action(&event.event_type).filter(|_| event.source == "Resources");
+            match action {
+                None => tally.skipped += 1,
+                Some(_) if event.reconciled && !q.notified => tally.skipped += 1,
+                Some(_) if q.mark_only => settle(locked[n], q, &mut again, &mut mark),
+                Some(action) => {
+                    if let Some(r) = resource {
+                        last_of.insert(&r.id, n);
+                    }
+                    deliver.push((n, action));
                 }
             }
         }
-        again
+        // Each resource's spec event, once: how many agents it reached, or that it failed.
+        let mut reached: HashMap<&str, Option<u32>> = HashMap::new();
+        for &(n, action) in &deliver {
+            let Some(row) = rows[n].as_ref().and_then(|(_, r)| r.as_ref()) else {
+                continue;
+            };
+            if last_of.get(row.id.as_str()) != Some(&n) {
+                continue;
+            }
+            let sent = spec_event(row, action, Read::Get)
+                .map_err(|e| Error::Internal(format!("resource {}: {e}", row.id)))
+                .and_then(|spec| host.emit(&spec));
+            let agents = match sent {
+                Ok(agents) => {
+                    tally.sent += 1;
+                    tally.agents += agents;
+                    Some(agents)
+                }
+                Err(e) => {
+                    host.warn(&format!("resource {}: {e}; will retry", row.id));
+                    None
+                }
+            };
+            reached.insert(&row.id, agents);
+        }
+        for &(n, _) in &deliver {
+            let q = &queued[n];
+            let Some((event, resource)) = &rows[n] else { continue };
+            let delivered = match resource {
+                None => true, // the resource is gone: nothing to send
+                Some(r) => match reached.get(r.id.as_str()) {
+                    Some(Some(agents)) => *agents > 0,
+                    _ => {
+                        again.push(q.clone());
+                        continue;
+                    }
+                },
+            };
+            if delivered && !event.reconciled {
+                settle(locked[n], q, &mut again, &mut mark);
+            }
+        }
+        store::mark_reconciled(&tx, &mark, Utc::now())?;
+        tx.commit()?;
+        tally.reconciled = mark.len() as u32;
+        Ok((again, tally))
     }
 
     /// Handles new events; what must be tried again joins the retry queue.

@@ -3,7 +3,7 @@
 
 use conductor_plugin_sdk::pg::{Database, LockKey};
 use conductor_plugin_sdk::{Error, PgRow, PgRows, PgValue, Timestamp, Transaction};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::spec::ResourceRow;
 use crate::sql;
@@ -32,7 +32,13 @@ pub fn fnv1a(s: &str) -> i32 {
 /// the two-`int4` form, (FNV-1a(id), FNV-1a(lock type)). The `bigint` form is a different lock
 /// space.
 pub fn lock_key(id: &str, lock_type: &str) -> LockKey {
-    LockKey::Pair(fnv1a(id), fnv1a(lock_type))
+    let (a, b) = lock_pair(id, lock_type);
+    LockKey::Pair(a, b)
+}
+
+/// The two `int4` keys of [`lock_key`], for statements that lock in SQL.
+pub fn lock_pair(id: &str, lock_type: &str) -> (i32, i32) {
+    (fnv1a(id), fnv1a(lock_type))
 }
 
 /// An `events` row.
@@ -81,15 +87,60 @@ pub fn check_schema(db: &Database<'_>) -> Result<bool, Error> {
     Ok(!db.query(sql::LAST_MIGRATION, &[LAST_MIGRATION.into()])?.is_empty())
 }
 
-pub fn read_event(tx: &Transaction<'_>, id: &str) -> Result<Option<EventRow>, Error> {
-    let rows = tx.query(sql::READ_EVENT, &[id.into()])?;
-    let Some(row) = rows.first() else { return Ok(None) };
-    Ok(Some(EventRow {
-        source: text(&row, "source")?,
-        source_id: text(&row, "source_id")?,
-        event_type: text(&row, "event_type")?,
-        reconciled: row.bool("reconciled")?.unwrap_or(false),
-    }))
+/// Try-locks each of `ids` with Maestro's `events` lock, all in one statement; whether each got
+/// its lock, in the order of `ids`.
+pub fn try_lock_events(tx: &Transaction<'_>, ids: &[String]) -> Result<Vec<bool>, Error> {
+    let keys: Vec<Value> = ids
+        .iter()
+        .enumerate()
+        .map(|(n, id)| {
+            let (a, b) = lock_pair(id, EVENTS_LOCK);
+            json!({"n": n, "a": a, "b": b})
+        })
+        .collect();
+    let rows = tx.query(sql::TRY_LOCK_EVENTS, &[(&Value::from(keys)).into()])?;
+    let mut locked = vec![false; ids.len()];
+    for row in rows.iter() {
+        if let Some(slot) = position(&row, ids.len())?.and_then(|n| locked.get_mut(n)) {
+            *slot = row.bool("locked")?.unwrap_or(false);
+        }
+    }
+    Ok(locked)
+}
+
+fn position(row: &PgRow<'_>, len: usize) -> Result<Option<usize>, Error> {
+    Ok(row.int("n")?.and_then(|n| usize::try_from(n).ok()).filter(|&n| n < len))
+}
+
+/// The events of `ids` with the resource each is about, in one statement: in the order of
+/// `ids`, `None` for an event that is gone, and the resource `None` when it is.
+#[allow(clippy::type_complexity)]
+pub fn read_events(
+    tx: &Transaction<'_>,
+    ids: &[String],
+) -> Result<Vec<Option<(EventRow, Option<ResourceRow>)>>, Error> {
+    let wanted: Vec<Value> = ids
+        .iter()
+        .enumerate()
+        .map(|(n, id)| json!({"n": n, "id": id}))
+        .collect();
+    let rows = tx.query(sql::READ_EVENTS, &[(&Value::from(wanted)).into()])?;
+    let mut out: Vec<Option<(EventRow, Option<ResourceRow>)>> = (0..ids.len()).map(|_| None).collect();
+    for row in rows.iter() {
+        let Some(n) = position(&row, ids.len())? else { continue };
+        let event = EventRow {
+            source: text(&row, "event_source")?,
+            source_id: text(&row, "source_id")?,
+            event_type: text(&row, "event_type")?,
+            reconciled: row.bool("reconciled")?.unwrap_or(false),
+        };
+        let resource = match row.text("id")? {
+            Some(_) => Some(resource(row)?),
+            None => None,
+        };
+        out[n] = Some((event, resource));
+    }
+    Ok(out)
 }
 
 /// One resource, unscoped (soft-deleted rows too), in a transaction.
@@ -103,8 +154,13 @@ pub fn list_resources(db: &Database<'_>, cluster: &str) -> Result<Vec<ResourceRo
     resources(db.query(sql::LIST_RESOURCES, &[cluster.into()])?)
 }
 
-pub fn mark_reconciled(tx: &Transaction<'_>, id: &str, now: Timestamp) -> Result<(), Error> {
-    tx.execute(sql::MARK_RECONCILED, &[now.into(), id.into()]).map(drop)
+/// Sets `reconciled_date` of the events `ids`, in one statement.
+pub fn mark_reconciled(tx: &Transaction<'_>, ids: &[&str], now: Timestamp) -> Result<(), Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    tx.execute(sql::MARK_RECONCILED, &[now.into(), (&json!(ids)).into()])
+        .map(drop)
 }
 
 /// Deletes the reconciled events (startup); returns how many.
