@@ -2,7 +2,8 @@
 //!
 //! Two passes over the same proto: the messages (with `binary_data` as `Bytes`), and the server,
 //! whose `CloudEvent` is `crate::wire::WireEvent` — an event either as a message or already
-//! encoded, so that fan-out encodes an event once for all its subscribers.
+//! encoded, so that fan-out encodes an event once for all its subscribers — with
+//! `grpc::codec::LeanCodec`, whose buffers start small.
 use std::{env, path::PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,6 +23,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(false)
         .out_dir(&server_out)
+        .codec_path("crate::grpc::codec::LeanCodec")
         .extern_path(".io.cloudevents.v1.CloudEvent", "crate::wire::WireEvent")
         .compile_protos(&["../proto/cloudevent.proto"], &["../proto"])?;
     Ok(())

@@ -761,3 +761,45 @@ async fn eventually_async(c: &Conductor, needle: &str) {
     }
     panic!("no {needle} in the metrics");
 }
+
+/// `conductor-load --hub kube` creates and changes ManifestWorks through the API server; the kube
+/// source delivers each to its agent, and the tool's report says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_load_tool_drives_manifestworks_through_the_kube_source() {
+    let hub = hub().await;
+    let c = Conductor::start(&kube_config(&hub.front, Form::Component)).unwrap();
+    let (url, kubeconfig) = (c.url(), hub.front.kubeconfig.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(conductor_blackbox_tests::load_bin())
+            .args([
+                "--server",
+                &url,
+                "--hub",
+                "kube",
+                "--agents",
+                "3",
+                "--updates",
+                "6",
+                "--rate",
+                "20",
+            ])
+            .args(["--progress", "false", "--drain-timeout", "20s"])
+            .env("KUBECONFIG", kubeconfig)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["hub"], "kube");
+    for (phase, sent) in [("creates", 3), ("updates", 6)] {
+        assert_eq!(report[phase]["sent"], sent, "{report:#}");
+        assert_eq!(report[phase]["delivered"], sent, "{report:#}");
+    }
+    assert_eq!(report["out_of_order"], 0, "{report:#}");
+    assert_eq!(report["write_errors"], 0, "{report:#}");
+    // The works are there, at generation 3 (created, then updated twice each).
+    let work = hub.work("load-0", "load-0").expect("the tool's work");
+    assert_eq!(work["metadata"]["generation"], 3, "{work:#}");
+}

@@ -38,9 +38,12 @@ struct Cli {
     /// Updates in all, round robin over the resources.
     #[arg(long, default_value_t = 1000)]
     updates: usize,
-    /// Writes per second.
+    /// Updates per second.
     #[arg(long, default_value_t = 100.0)]
     rate: f64,
+    /// Creates per second (default: --rate).
+    #[arg(long)]
+    create_rate: Option<f64>,
     /// Writes in flight at most.
     #[arg(long, default_value_t = 16)]
     writers: usize,
@@ -123,6 +126,7 @@ async fn load(cli: Cli) -> Result<()> {
             resources_per_agent: cli.resources_per_agent,
             updates: cli.updates,
             rate: cli.rate,
+            create_rate: cli.create_rate.unwrap_or(cli.rate),
             writers: cli.writers,
             connect_concurrency: cli.connect_concurrency,
             drain_timeout: cli.drain_timeout,

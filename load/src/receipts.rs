@@ -84,13 +84,17 @@ impl Receipts {
         let phase = |kind| {
             let mut latencies = Vec::new();
             let mut count = 0;
+            let (mut first, mut last) = (None::<Instant>, None::<Instant>);
             for s in sent.iter().filter(|s| s.kind == kind) {
                 count += 1;
+                first = Some(first.map_or(s.at, |f| f.min(s.at)));
                 if let Some(at) = delivery(&received, s) {
                     latencies.push(at.saturating_duration_since(s.at));
+                    last = Some(last.map_or(at, |l| l.max(at)));
                 }
             }
-            Phase::new(count, latencies)
+            let span = first.zip(last).map(|(f, l)| l.saturating_duration_since(f));
+            Phase::new(count, latencies, span)
         };
         Summary {
             creates: phase(Kind::Create),
@@ -127,6 +131,10 @@ pub struct Phase {
     pub delivered: u64,
     pub missing: u64,
     pub latency_ms: Option<Percentiles>,
+    /// From the first write until the last delivery.
+    pub seconds: f64,
+    /// Writes delivered per second over `seconds` (how fast a burst drains).
+    pub delivered_per_second: f64,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -138,14 +146,17 @@ pub struct Percentiles {
 }
 
 impl Phase {
-    fn new(sent: u64, mut latencies: Vec<Duration>) -> Self {
+    fn new(sent: u64, mut latencies: Vec<Duration>, span: Option<Duration>) -> Self {
         latencies.sort();
         let delivered = latencies.len() as u64;
+        let seconds = span.map_or(0.0, |s| s.as_secs_f64());
         Self {
             sent,
             delivered,
             missing: sent - delivered,
             latency_ms: Percentiles::of(&latencies),
+            seconds,
+            delivered_per_second: if seconds > 0.0 { delivered as f64 / seconds } else { 0.0 },
         }
     }
 }
@@ -204,5 +215,8 @@ mod tests {
         let u = s.updates.latency_ms.unwrap();
         assert_eq!((u.p50, u.max), (8.0, 9.0));
         assert_eq!(s.creates.latency_ms.unwrap().max, 5.0);
+        // Updates: first written at 1 ms, last delivered at 10 ms.
+        assert!((s.updates.seconds - 0.009).abs() < 1e-9);
+        assert!((s.updates.delivered_per_second - 2.0 / 0.009).abs() < 1e-6);
     }
 }

@@ -25,8 +25,10 @@ pub struct Options {
     pub resources_per_agent: usize,
     /// Updates in all, spread round robin over the resources.
     pub updates: usize,
-    /// Writes per second, creates and updates alike.
+    /// Updates per second.
     pub rate: f64,
+    /// Creates per second.
+    pub create_rate: f64,
     /// Writes in flight at most.
     pub writers: usize,
     /// Connections opened at once.
@@ -45,6 +47,7 @@ pub struct Report {
     pub hub: &'static str,
     pub agents: usize,
     pub connect_seconds: f64,
+    /// Updates per second asked for.
     pub rate_per_second: f64,
     /// Writes per second achieved in the update phase.
     pub update_rate_achieved: f64,
@@ -89,8 +92,8 @@ impl Counters {
 }
 
 pub async fn run(options: Options, hub: Hub) -> Result<Report> {
-    if options.agents == 0 || options.rate <= 0.0 {
-        bail!("--agents and --rate must be above zero");
+    if options.agents == 0 || options.rate <= 0.0 || options.create_rate <= 0.0 {
+        bail!("--agents, --rate and --create-rate must be above zero");
     }
     let hub = Arc::new(hub);
     let clusters: Vec<String> = (0..options.agents)
@@ -127,7 +130,7 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
     let creates: Vec<(String, String)> = (0..options.resources_per_agent)
         .flat_map(|n| clusters.iter().map(move |c| (c.clone(), format!("load-{n}"))))
         .collect();
-    let resources = paced(creates.len(), &options, &counters, |i| {
+    let resources = paced(creates.len(), options.create_rate, &options, &counters, |i| {
         let (hub, receipts) = (Arc::clone(&hub), Arc::clone(&receipts));
         let (cluster, name) = creates[i].clone();
         async move {
@@ -155,7 +158,7 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
         while left > 0 {
             let round = left.min(per_round);
             let batch: Vec<Resource> = resources[..round].to_vec();
-            let versions = paced(round, &options, &counters, |i| {
+            let versions = paced(round, options.rate, &options, &counters, |i| {
                 let (hub, receipts) = (Arc::clone(&hub), Arc::clone(&receipts));
                 let r = batch[i].clone();
                 async move {
@@ -232,7 +235,13 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
 
 /// Runs `write(i)` for `i` in `0..count`, started `rate` times per second with at most
 /// `writers` in flight; returns each result (`None` for a failed write, which is counted).
-async fn paced<T, F, Fut>(count: usize, options: &Options, counters: &Arc<Counters>, write: F) -> Vec<Option<T>>
+async fn paced<T, F, Fut>(
+    count: usize,
+    rate: f64,
+    options: &Options,
+    counters: &Arc<Counters>,
+    write: F,
+) -> Vec<Option<T>>
 where
     T: Send + 'static,
     F: Fn(usize) -> Fut,
@@ -242,7 +251,7 @@ where
     let start = tokio::time::Instant::now();
     let mut tasks = JoinSet::new();
     for i in 0..count {
-        tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / options.rate)).await;
+        tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate)).await;
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
             break;
         };

@@ -14,7 +14,7 @@
 //! re-executed with `--raw-server`) so its memory is measured the same way.
 
 use std::{
-    process::{Child, Command, Stdio},
+    process::Child,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -98,14 +98,8 @@ impl Server {
     }
 
     fn raw() -> Self {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .arg("--raw-server")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
-        Self::Raw(child, line.trim().to_owned())
+        let (child, addr) = conductor_blackbox_tests::spawn_raw_server();
+        Self::Raw(child, addr)
     }
 
     fn addr(&self) -> String {
@@ -251,18 +245,9 @@ async fn idle_memory(server: &Server, streams: usize, connections: usize) -> (f6
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    if args.iter().any(|a| a == "--raw-server") {
-        rt.block_on(run_raw_server());
+    let Some(rt) = conductor_blackbox_tests::bench_runtime(run_raw_server) else {
         return;
-    }
-    if args.iter().any(|a| a == "--list") {
-        return; // `cargo bench -- --list` and friends
-    }
+    };
     let subscribers = env_usize("SUBSCRIBERS", 1000);
     let connections = env_usize("CONNECTIONS", 100);
     let events = env_usize("EVENTS", 2000);

@@ -56,6 +56,36 @@ fn built_bin(name: &str) -> PathBuf {
     bin
 }
 
+/// A benchmark's baseline server: this executable run again with `--raw-server`, which prints the
+/// address it listens on as its first line. Returns the child and that address.
+pub fn spawn_raw_server() -> (Child, String) {
+    let mut child = Command::new(std::env::current_exe().expect("own executable"))
+        .arg("--raw-server")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the baseline server starts");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("piped stdout");
+    BufReader::new(stdout).read_line(&mut line).expect("its address");
+    (child, line.trim().to_owned())
+}
+
+/// A benchmark's runtime, unless this run is its baseline server (`--raw-server`: runs
+/// `raw_server` until killed) or a listing (`--list`, as `cargo bench -- --list` asks): then
+/// `None`, and the benchmark returns.
+pub fn bench_runtime<F: std::future::Future<Output = ()>>(raw_server: fn() -> F) -> Option<tokio::runtime::Runtime> {
+    let args: Vec<String> = std::env::args().collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    if args.iter().any(|a| a == "--raw-server") {
+        rt.block_on(raw_server());
+        return None;
+    }
+    (!args.iter().any(|a| a == "--list")).then_some(rt)
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

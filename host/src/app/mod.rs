@@ -37,7 +37,11 @@ pub async fn run(loaded: LoadedConfig) -> anyhow::Result<()> {
 /// with OK, stops the plugins and returns once the open calls have finished.
 pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let config = &loaded.config;
-    let metrics = Metrics::new();
+    let metrics = if config.admin.consumer_label {
+        Metrics::new()
+    } else {
+        Metrics::new().without_consumer_label()
+    };
     let kubernetes = backends::kubernetes(&loaded);
     let (tls, auth) = security::start(&loaded, &kubernetes, &metrics, shutdown.clone()).await?;
     let embedded = backends::start_embedded(&loaded).await?;

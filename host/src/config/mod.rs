@@ -311,6 +311,8 @@ impl BrokerConfig {
 pub struct AdminConfig {
     pub enabled: bool,
     pub listen: SocketAddr,
+    /// Label the broker series with each cluster's name (`consumer`, as upstream), or with `*`.
+    pub consumer_label: bool,
 }
 
 impl Default for AdminConfig {
@@ -318,6 +320,7 @@ impl Default for AdminConfig {
         Self {
             enabled: true,
             listen: SocketAddr::from(([0, 0, 0, 0], 9090)),
+            consumer_label: true,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The gRPC server agents connect to.
 
+pub mod codec;
 pub mod connection;
 pub mod keepalive;
 pub mod limits;

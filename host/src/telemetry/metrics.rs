@@ -28,7 +28,13 @@ pub struct Metrics {
     plugin_queue_full: IntCounterVec,
     /// Connections, limits, authentication and authorization.
     pub security: SecurityMetrics,
+    /// Whether the broker series carry each cluster's name as `consumer` (upstream's labels), or
+    /// [`ALL_CONSUMERS`] for every cluster (`[admin] consumer_label = false`).
+    per_consumer: bool,
 }
+
+/// The `consumer` label of every broker series when per-cluster labels are off.
+pub const ALL_CONSUMERS: &str = "*";
 
 /// The host-event queue metrics of one plugin.
 #[derive(Clone)]
@@ -187,7 +193,19 @@ impl Metrics {
             plugin_events_queued,
             plugin_events_coalesced,
             plugin_queue_full,
+            per_consumer: true,
         }
+    }
+
+    /// One `consumer` label for all clusters: a hub with thousands of clusters keeps a handful of
+    /// broker series instead of several per cluster (each costs memory here and in Prometheus).
+    pub fn without_consumer_label(mut self) -> Self {
+        self.per_consumer = false;
+        self
+    }
+
+    fn consumer<'a>(&self, cluster: &'a str) -> &'a str {
+        if self.per_consumer { cluster } else { ALL_CONSUMERS }
     }
 
     /// The metrics of the plugin `name`'s host-event queue.
@@ -218,46 +236,61 @@ impl Metrics {
 
     /// A Publish whose event decoded: counts it as called and received.
     pub fn publish_received(&self, consumer: &str, data_type: &str) {
-        self.called.with_label_values(&[consumer, data_type, PUBLISH]).inc();
-        self.received.with_label_values(&[consumer, data_type, PUBLISH]).inc();
+        self.called
+            .with_label_values(&[self.consumer(consumer), data_type, PUBLISH])
+            .inc();
+        self.received
+            .with_label_values(&[self.consumer(consumer), data_type, PUBLISH])
+            .inc();
     }
 
     /// A Publish the handler answered successfully.
     pub fn publish_sent(&self, consumer: &str, data_type: &str) {
-        self.sent.with_label_values(&[consumer, data_type, PUBLISH]).inc();
+        self.sent
+            .with_label_values(&[self.consumer(consumer), data_type, PUBLISH])
+            .inc();
     }
 
     /// The end of a Publish call, with its duration.
     pub fn publish_processed(&self, consumer: &str, data_type: &str, code: tonic::Code, seconds: f64) {
         let code = code_name(code);
         self.processed
-            .with_label_values(&[consumer, data_type, PUBLISH, code])
+            .with_label_values(&[self.consumer(consumer), data_type, PUBLISH, code])
             .inc();
         self.duration
-            .with_label_values(&[consumer, data_type, PUBLISH, code])
+            .with_label_values(&[self.consumer(consumer), data_type, PUBLISH, code])
             .observe(seconds);
     }
 
     /// A Subscribe request read: counts it and returns the counter of messages sent on it.
     pub fn subscribe_received(&self, consumer: &str, data_type: &str) -> IntCounter {
-        self.called.with_label_values(&[consumer, data_type, SUBSCRIBE]).inc();
-        self.received.with_label_values(&[consumer, data_type, SUBSCRIBE]).inc();
-        self.sent.with_label_values(&[consumer, data_type, SUBSCRIBE])
+        self.called
+            .with_label_values(&[self.consumer(consumer), data_type, SUBSCRIBE])
+            .inc();
+        self.received
+            .with_label_values(&[self.consumer(consumer), data_type, SUBSCRIBE])
+            .inc();
+        self.sent
+            .with_label_values(&[self.consumer(consumer), data_type, SUBSCRIBE])
     }
 
     /// The end of a Subscribe call.
     pub fn subscribe_processed(&self, consumer: &str, data_type: &str, code: tonic::Code) {
         self.processed
-            .with_label_values(&[consumer, data_type, SUBSCRIBE, code_name(code)])
+            .with_label_values(&[self.consumer(consumer), data_type, SUBSCRIBE, code_name(code)])
             .inc();
     }
 
     pub fn subscriber_added(&self, consumer: &str, data_type: &str) {
-        self.subscribers.with_label_values(&[consumer, data_type]).inc();
+        self.subscribers
+            .with_label_values(&[self.consumer(consumer), data_type])
+            .inc();
     }
 
     pub fn subscriber_removed(&self, consumer: &str, data_type: &str) {
-        self.subscribers.with_label_values(&[consumer, data_type]).dec();
+        self.subscribers
+            .with_label_values(&[self.consumer(consumer), data_type])
+            .dec();
     }
 
     /// The metrics in the Prometheus text format.
@@ -319,5 +352,19 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("le=\"1000\""), "buckets reach 1e3: {text}");
+    }
+
+    #[test]
+    fn without_the_consumer_label_every_cluster_shares_one_series() {
+        let m = Metrics::new().without_consumer_label();
+        m.subscriber_added("cluster1", "a.v1.b");
+        m.subscriber_added("cluster2", "a.v1.b");
+        m.subscribe_received("cluster2", "a.v1.b").inc();
+        let text = m.render();
+        assert!(
+            text.contains("grpc_server_ce_subscribers{consumer=\"*\",data_type=\"a.v1.b\"} 2"),
+            "{text}"
+        );
+        assert!(!text.contains("cluster1") && !text.contains("cluster2"), "{text}");
     }
 }

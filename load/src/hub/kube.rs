@@ -38,7 +38,9 @@ impl KubeHub {
         Api::namespaced_with(self.client.clone(), cluster, &self.works)
     }
 
-    /// The clusters' namespaces, if not there yet.
+    /// The clusters' namespaces, if not there yet. An API server that serves no namespaces (a
+    /// bare apiextensions-apiserver, where namespaced objects need none) gets a warning; where
+    /// namespaces are needed, creating a work then fails naming its namespace.
     pub async fn prepare(&self, clusters: &[String]) -> Result<()> {
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         for cluster in clusters {
@@ -46,7 +48,10 @@ impl KubeHub {
             match namespaces.create(&PostParams::default(), &ns).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => return Err(e).with_context(|| format!("create namespace {cluster}")),
+                Err(e) => {
+                    eprintln!("warning: cannot create namespace {cluster} ({e}); going on without");
+                    return Ok(());
+                }
             }
         }
         Ok(())

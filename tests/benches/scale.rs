@@ -1,0 +1,369 @@
+//! Scale, measured with the shipped load tool (`conductor-load`, one connection per agent) against
+//! a baseline in the same run (see BENCHMARKS.md):
+//!
+//! - `memory`: 10,000 agents subscribed to manifest bundles, 50 updates/s in all; the server's
+//!   resident memory per agent, conductor against a raw tonic server doing the least an OCM
+//!   memory broker can (route each spec request to its cluster's subscribers);
+//! - `cpu`: 1,000 agents, 500 updates/s; server CPU seconds per 1,000 delivered events and p99
+//!   delivery, conductor against the same raw tonic server;
+//! - `maestro`: 1,000 agents, Maestro writing 1,000 events/s, p99 delivery beside a bare
+//!   LISTEN/NOTIFY at the same rate; and a burst of 10,000 creates, drained per second.
+//!
+//! `cargo build --release -p conductor -p conductor-load && scripts/build-plugins.sh && \
+//!  cargo bench -p conductor-blackbox-tests --bench scale [-- memory|cpu|maestro]`
+//!
+//! `RUNS` (3) runs each, a fresh server per run; medians.
+
+#[path = "../support/maestro.rs"]
+mod support;
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use conductor_blackbox_tests::proto::{
+    self, CloudEvent, PublishRequest, SubscriptionRequest,
+    cloud_event_attribute_value::Attr,
+    cloud_event_service_server::{CloudEventService, CloudEventServiceServer},
+};
+use conductor_blackbox_tests::{Conductor, env_usize, load_bin, median};
+use serde_json::Value;
+use support::MaestroDb;
+use tokio::sync::mpsc;
+
+// ---------------------------------------------------------------------------------------------
+// The raw tonic baseline: an OCM memory broker in its least form.
+
+type Subscribers = HashMap<String, Vec<mpsc::Sender<Result<CloudEvent, tonic::Status>>>>;
+
+#[derive(Default)]
+struct RawBroker {
+    subscribers: Mutex<Subscribers>,
+    versions: Mutex<HashMap<String, i32>>,
+}
+
+fn string_attr(e: &CloudEvent, key: &str) -> Option<String> {
+    match e.attributes.get(key)?.attr.as_ref()? {
+        Attr::CeString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+#[tonic::async_trait]
+impl CloudEventService for RawBroker {
+    /// A spec request: its version counted per resource, sent to the cluster's subscribers.
+    async fn publish(&self, request: tonic::Request<PublishRequest>) -> Result<tonic::Response<()>, tonic::Status> {
+        let Some(mut e) = request.into_inner().event else {
+            return Err(tonic::Status::invalid_argument("no event"));
+        };
+        let (Some(cluster), Some(id)) = (string_attr(&e, "ce-clustername"), string_attr(&e, "ce-resourceid")) else {
+            return Err(tonic::Status::invalid_argument("no cluster or resource"));
+        };
+        let version = {
+            let mut versions = self.versions.lock().unwrap();
+            let v = versions.entry(id).or_insert(0);
+            *v += 1;
+            *v
+        };
+        e.attributes.insert(
+            "ce-resourceversion".into(),
+            proto::CloudEventAttributeValue {
+                attr: Some(Attr::CeInteger(version)),
+            },
+        );
+        let targets = self
+            .subscribers
+            .lock()
+            .unwrap()
+            .get(&cluster)
+            .cloned()
+            .unwrap_or_default();
+        for tx in targets {
+            let _ = tx.send(Ok(e.clone())).await;
+        }
+        Ok(tonic::Response::new(()))
+    }
+
+    type SubscribeStream = tokio_stream::wrappers::ReceiverStream<Result<CloudEvent, tonic::Status>>;
+
+    async fn subscribe(
+        &self,
+        request: tonic::Request<SubscriptionRequest>,
+    ) -> Result<tonic::Response<Self::SubscribeStream>, tonic::Status> {
+        let (tx, rx) = mpsc::channel(64);
+        let cluster = request.into_inner().cluster_name;
+        self.subscribers.lock().unwrap().entry(cluster).or_default().push(tx);
+        Ok(tonic::Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)))
+    }
+}
+
+async fn run_raw_server() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    println!("{}", listener.local_addr().unwrap());
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    tonic::transport::Server::builder()
+        .add_service(CloudEventServiceServer::new(RawBroker::default()))
+        .serve_with_incoming(incoming)
+        .await
+        .unwrap();
+}
+
+struct Raw(Child, String);
+
+impl Raw {
+    fn start() -> Self {
+        let (child, addr) = conductor_blackbox_tests::spawn_raw_server();
+        Self(child, format!("http://{addr}"))
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driving the load tool.
+
+/// Runs `conductor-load` against `server` (process `pid`) and returns its JSON report.
+fn load(server: &str, pid: u32, args: &[&str]) -> Value {
+    let out = Command::new(load_bin())
+        .args(["--server", server, "--pid", &pid.to_string(), "--progress", "false"])
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("conductor-load runs");
+    assert!(out.status.success(), "conductor-load failed");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    for phase in ["creates", "updates"] {
+        assert_eq!(report[phase]["missing"], 0, "{phase} went missing: {report:#}");
+    }
+    assert_eq!(report["out_of_order"], 0, "{report:#}");
+    report
+}
+
+fn f(v: &Value, path: &[&str]) -> f64 {
+    path.iter().fold(v, |v, k| &v[*k]).as_f64().unwrap_or(f64::NAN)
+}
+
+/// conductor with a memory source; `consumer_label` as `[admin] consumer_label`.
+fn conductor_memory(consumer_label: bool) -> Conductor {
+    let admin = "[admin]\nlisten = \"127.0.0.1:0\"\n";
+    let config = format!(
+        "{}[broker]\nheartbeat_disabled = true\n{}",
+        conductor_blackbox_tests::BASE_CONFIG.replace(admin, &format!("{admin}consumer_label = {consumer_label}\n")),
+        conductor_blackbox_tests::MEMORY_SOURCE
+    );
+    Conductor::start_with_config(&config).expect("conductor starts")
+}
+
+/// `RUNS` runs against the raw tonic broker, then against conductor (`consumer_label` on):
+/// the medians of what `measure` takes from each report.
+fn raw_and_conductor<const N: usize>(args: &[&str], measure: impl Fn(&Value) -> [f64; N]) -> ([f64; N], [f64; N]) {
+    let (raw, _) = runs("raw tonic", || {
+        let s = Raw::start();
+        measure(&load(&s.1, s.0.id(), args))
+    });
+    let (ours, _) = runs("conductor", || {
+        let c = conductor_memory(true);
+        measure(&load(&c.url(), c.pid(), args))
+    });
+    (raw, ours)
+}
+
+/// `RUNS` runs of `one` → the median of each figure it returns, and the runs.
+fn runs<const N: usize>(label: &str, mut one: impl FnMut() -> [f64; N]) -> ([f64; N], Vec<[f64; N]>) {
+    let all: Vec<[f64; N]> = (0..env_usize("RUNS", 3)).map(|_| one()).collect();
+    let medians = std::array::from_fn(|i| median(all.iter().map(|r| r[i]).collect()));
+    println!("  {label}: runs {all:.3?}");
+    (medians, all)
+}
+
+fn memory(rt: &tokio::runtime::Runtime) {
+    let agents = env_usize("AGENTS", 10_000);
+    println!("memory: {agents} agents, one connection each, 1 work each, then 1,000 updates at 50/s");
+    let args = format!(
+        "--agents {agents} --create-rate 2000 --rate 50 --updates 1000 --connect-concurrency 200 --drain-timeout 30s"
+    );
+    let args: Vec<&str> = args.split(' ').collect();
+    let measure = |r: &Value| {
+        let p = &r["server_process"];
+        let end = f(p, &["rss_end_bytes"]);
+        [
+            end / 1e6,
+            (end - f(p, &["rss_before_agents_bytes"])) / agents as f64,
+            f(r, &["updates", "latency_ms", "p99"]),
+        ]
+    };
+    let _rt = rt.enter();
+    let (raw, ours) = raw_and_conductor(&args, measure);
+    let (unlabelled, _) = runs("conductor, consumer_label = false", || {
+        let c = conductor_memory(false);
+        measure(&load(&c.url(), c.pid(), &args))
+    });
+    println!("  | | raw tonic | conductor | conductor / raw | conductor, consumer_label = false | / raw |");
+    let row = |name: &str, i: usize, scale: f64| {
+        println!(
+            "  | {name} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} |",
+            raw[i] * scale,
+            ours[i] * scale,
+            ours[i] / raw[i],
+            unlabelled[i] * scale,
+            unlabelled[i] / raw[i]
+        );
+    };
+    row("resident memory at steady state (MB)", 0, 1.0);
+    row("bytes per agent", 1, 1.0);
+    row("update delivery p99 (µs)", 2, 1000.0);
+}
+
+fn cpu(rt: &tokio::runtime::Runtime) {
+    let agents = env_usize("AGENTS_CPU", 1000);
+    println!("cpu: {agents} agents, one connection each, 1 work each, then 10,000 updates at 500/s");
+    let args = format!("--agents {agents} --create-rate 2000 --rate 500 --updates 10000");
+    let args: Vec<&str> = args.split(' ').collect();
+    let measure = |r: &Value| {
+        [
+            f(r, &["server_process", "cpu_seconds_per_1000_deliveries"]),
+            f(r, &["server_process", "update_phase_cpu_percent"]),
+            f(r, &["updates", "latency_ms", "p50"]),
+            f(r, &["updates", "latency_ms", "p99"]),
+        ]
+    };
+    let _rt = rt.enter();
+    let (raw, ours) = raw_and_conductor(&args, measure);
+    println!("  | | raw tonic | conductor | conductor / raw |");
+    println!(
+        "  | CPU seconds per 1,000 delivered events | {:.4} | {:.4} | {:.2} |",
+        raw[0],
+        ours[0],
+        ours[0] / raw[0]
+    );
+    println!(
+        "  | server CPU (% of one core) | {:.1} | {:.1} | {:.2} |",
+        raw[1],
+        ours[1],
+        ours[1] / raw[1]
+    );
+    println!(
+        "  | update delivery p50 / p99 (ms) | {:.2} / {:.2} | {:.2} / {:.2} | |",
+        raw[2], raw[3], ours[2], ours[3]
+    );
+}
+
+/// The floor of the Maestro path: NOTIFYs at `rate` to a bare LISTEN session, p99 in ms.
+async fn bare_notify_p99(db: &MaestroDb, n: usize, rate: f64) -> f64 {
+    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool).await.unwrap();
+    listener.listen("bench").await.unwrap();
+    let sent: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let writer = {
+        let (pool, sent) = (db.pool.clone(), Arc::clone(&sent));
+        tokio::spawn(async move {
+            let start = tokio::time::Instant::now();
+            for i in 0..n {
+                tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate)).await;
+                let id = i.to_string();
+                sent.lock().unwrap().insert(id.clone(), Instant::now());
+                sqlx::query("SELECT pg_notify('bench', $1)")
+                    .bind(id)
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let mut latencies = Vec::with_capacity(n);
+    while latencies.len() < n {
+        let note = listener.recv().await.unwrap();
+        let at = sent.lock().unwrap().remove(note.payload()).unwrap();
+        latencies.push(at.elapsed());
+    }
+    writer.await.unwrap();
+    latencies.sort();
+    latencies[(latencies.len() * 99).div_ceil(100) - 1].as_secs_f64() * 1e3
+}
+
+fn maestro(rt: &tokio::runtime::Runtime) {
+    let agents = env_usize("AGENTS_MAESTRO", 1000);
+    let events = env_usize("MAESTRO_EVENTS", 10_000);
+    println!("maestro: {agents} agents; {events} updates at 1,000/s; a burst of {events} creates");
+    // Maestro's writes for `agents` clusters named `<prefix>-<n>`, plus `extra` arguments.
+    let maestro_load = |db: &MaestroDb, c: &Conductor, prefix: &str, extra: &[&str]| {
+        let agents = agents.to_string();
+        let url = db.url();
+        let mut args = vec!["--hub", "maestro", "--database-url", &url, "--cluster-prefix", prefix];
+        args.extend(["--agents", &agents, "--writers", "32", "--drain-timeout", "120s"]);
+        args.extend(extra);
+        load(&c.url(), c.pid(), &args)
+    };
+    let updates = events.to_string();
+    let per_agent = (events / agents).max(1).to_string();
+    let steady = |db: &MaestroDb, c: &Conductor, prefix: &str| {
+        let timing = ["--create-rate", "1000", "--rate", "1000", "--updates", &updates];
+        maestro_load(db, c, prefix, &timing)
+    };
+    let burst = |db: &MaestroDb, c: &Conductor, prefix: &str| {
+        let timing = [
+            "--resources-per-agent",
+            &per_agent,
+            "--create-rate",
+            "1000000",
+            "--updates",
+            "0",
+        ];
+        maestro_load(db, c, prefix, &timing)
+    };
+    let (figures, _) = runs("maestro", || {
+        rt.block_on(async {
+            let db = MaestroDb::start().await;
+            let floor = bare_notify_p99(&db, events, 1000.0).await;
+            let c = Conductor::start(&support::config(&db.url(), "1h")).expect("conductor starts");
+            let s = tokio::task::block_in_place(|| steady(&db, &c, "steady"));
+            let b = tokio::task::block_in_place(|| burst(&db, &c, "burst"));
+            [
+                floor,
+                f(&s, &["updates", "latency_ms", "p50"]),
+                f(&s, &["updates", "latency_ms", "p99"]),
+                f(&s, &["update_rate_achieved"]),
+                f(&b, &["creates", "delivered_per_second"]),
+                f(&b, &["creates", "latency_ms", "p99"]),
+            ]
+        })
+    });
+    println!("  | | bare LISTEN/NOTIFY | conductor (maestro plugin) |");
+    println!(
+        "  | p99 at 1,000 events/s (ms) | {:.2} | {:.2} (p50 {:.2}; {:.0} writes/s achieved) |",
+        figures[0], figures[2], figures[1], figures[3]
+    );
+    println!(
+        "  | burst of creates drained (events/s) | | {:.0} (p99 {:.0} ms) |",
+        figures[4], figures[5]
+    );
+}
+
+fn main() {
+    let Some(rt) = conductor_blackbox_tests::bench_runtime(run_raw_server) else {
+        return;
+    };
+    let args: Vec<String> = std::env::args().collect();
+    let only: Vec<&str> = args
+        .iter()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .map(String::as_str)
+        .collect();
+    let wanted = |name: &str| only.is_empty() || only.contains(&name);
+    println!("load tool: {}", load_bin().display());
+    if wanted("memory") {
+        memory(&rt);
+    }
+    if wanted("cpu") {
+        cpu(&rt);
+    }
+    if wanted("maestro") {
+        maestro(&rt);
+    }
+}
