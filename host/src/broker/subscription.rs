@@ -1,6 +1,7 @@
 //! One agent's Subscribe stream: its queued events, heartbeats between them, and a clean end on
 //! shutdown. Dropping the stream (the agent went away) unregisters the subscriber.
 
+use crate::telemetry::series::Series;
 use std::{
     pin::Pin,
     task::{Context, Poll},
@@ -8,7 +9,6 @@ use std::{
 };
 
 use futures::Stream;
-use prometheus::IntCounter;
 use tokio::time::{Interval, MissedTickBehavior};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
@@ -19,7 +19,7 @@ pub struct Subscription {
     registration: Registration,
     heartbeat: Option<Interval>,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
-    sent: IntCounter,
+    sent: Series,
     metrics: Metrics,
     end: Option<tonic::Code>,
 }

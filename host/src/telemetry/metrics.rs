@@ -1,10 +1,9 @@
 //! Prometheus metrics with the upstream names and labels (`ocm-grpc-protocol.md` §10).
 
-use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
-};
+use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 use super::security_metrics::SecurityMetrics;
+use super::series::{self, Series, SeriesVec};
 
 const SUBSYSTEM: &str = "grpc_server_ce";
 const PUBLISH: &str = "Publish";
@@ -14,12 +13,12 @@ const SUBSCRIBE: &str = "Subscribe";
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
-    subscribers: IntGaugeVec,
-    called: IntCounterVec,
-    received: IntCounterVec,
-    sent: IntCounterVec,
-    processed: IntCounterVec,
-    duration: HistogramVec,
+    subscribers: SeriesVec,
+    called: SeriesVec,
+    received: SeriesVec,
+    sent: SeriesVec,
+    processed: SeriesVec,
+    duration: series::HistogramVec,
     listener_up: IntGaugeVec,
     listener_lost: IntCounterVec,
     plugin_queue_depth: IntGaugeVec,
@@ -67,11 +66,6 @@ impl PluginMetrics {
     }
 }
 
-fn opts(name: &str, help: &str) -> Opts {
-    // component-base marks every metric's help with its stability level.
-    Opts::new(name, format!("[ALPHA] {help}")).subsystem(SUBSYSTEM)
-}
-
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -82,37 +76,42 @@ impl Metrics {
     pub fn new() -> Self {
         let per_call = ["consumer", "data_type", "method"];
         let per_code = ["consumer", "data_type", "method", "grpc_code"];
-        let subscribers = IntGaugeVec::new(
-            opts(
-                "subscribers",
-                "Current number of subscribers per consumer and data type.",
-            ),
+        // Labelled by cluster: thousands of label sets on a large hub, so held compactly.
+        // component-base marks every metric's help with its stability level.
+        let series = |name: &str, help: &str, labels: &[&str], gauge: bool| {
+            let (name, help) = (format!("{SUBSYSTEM}_{name}"), format!("[ALPHA] {help}"));
+            if gauge {
+                SeriesVec::gauge(&name, &help, labels)
+            } else {
+                SeriesVec::counter(&name, &help, labels)
+            }
+        };
+        let subscribers = series(
+            "subscribers",
+            "Current number of subscribers per consumer and data type.",
             &["consumer", "data_type"],
-        )
-        .expect("valid metric");
-        let called = IntCounterVec::new(opts("called_total", "Total number of RPC requests called."), &per_call)
-            .expect("valid metric");
-        let received = IntCounterVec::new(
-            opts("msg_received_total", "Total number of messages received."),
+            true,
+        );
+        let called = series("called_total", "Total number of RPC requests called.", &per_call, false);
+        let received = series(
+            "msg_received_total",
+            "Total number of messages received.",
             &per_call,
-        )
-        .expect("valid metric");
-        let sent = IntCounterVec::new(opts("msg_sent_total", "Total number of messages sent."), &per_call)
-            .expect("valid metric");
-        let processed = IntCounterVec::new(
-            opts("processed_total", "Total number of RPC requests processed."),
+            false,
+        );
+        let sent = series("msg_sent_total", "Total number of messages sent.", &per_call, false);
+        let processed = series(
+            "processed_total",
+            "Total number of RPC requests processed.",
             &per_code,
-        )
-        .expect("valid metric");
-        let duration = HistogramVec::new(
-            HistogramOpts::from(opts(
-                "processing_duration_seconds",
-                "Histogram of the duration of RPC requests processing.",
-            ))
-            .buckets(prometheus::exponential_buckets(1e-6, 10.0, 10).expect("valid buckets")),
+            false,
+        );
+        let duration = series::HistogramVec::new(
+            &format!("{SUBSYSTEM}_processing_duration_seconds"),
+            "[ALPHA] Histogram of the duration of RPC requests processing.",
             &per_code,
-        )
-        .expect("valid metric");
+            prometheus::exponential_buckets(1e-6, 10.0, 10).expect("valid buckets"),
+        );
         let listener_up = IntGaugeVec::new(
             Opts::new(
                 "conductor_database_listener_up",
@@ -263,7 +262,7 @@ impl Metrics {
     }
 
     /// A Subscribe request read: counts it and returns the counter of messages sent on it.
-    pub fn subscribe_received(&self, consumer: &str, data_type: &str) -> IntCounter {
+    pub fn subscribe_received(&self, consumer: &str, data_type: &str) -> Series {
         self.called
             .with_label_values(&[self.consumer(consumer), data_type, SUBSCRIBE])
             .inc();

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod logging;
 pub mod metrics;
 pub mod security_metrics;
+pub mod series;
 
 pub use metrics::{Metrics, PluginMetrics};
 pub use security_metrics::SecurityMetrics;
