@@ -66,7 +66,8 @@ impl KubeHub {
         Ok((uid, work.metadata.generation.unwrap_or(1)))
     }
 
-    pub async fn create(&self, cluster: &str, name: &str) -> Result<Resource> {
+    /// Creates `name` for `cluster`: its id and version.
+    pub async fn create(&self, cluster: &str, name: &str) -> Result<(String, i64)> {
         let work: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
             "metadata": {"name": name, "namespace": cluster},
@@ -78,12 +79,7 @@ impl KubeHub {
             .await
             .with_context(|| format!("create ManifestWork {cluster}/{name}"))?;
         let (id, version) = Self::key(&created)?;
-        Ok(Resource {
-            cluster: cluster.to_owned(),
-            name: name.to_owned(),
-            id,
-            version,
-        })
+        Ok((id, version))
     }
 
     pub async fn update(&self, r: &Resource) -> Result<i64> {

@@ -72,7 +72,8 @@ impl MaestroHub {
         Ok(())
     }
 
-    pub async fn create(&self, cluster: &str, name: &str) -> Result<Resource> {
+    /// Creates `name` for `cluster`: its id and version.
+    pub async fn create(&self, cluster: &str, name: &str) -> Result<(String, i64)> {
         let id = uuid::Uuid::new_v4().to_string();
         sqlx::query(
             "INSERT INTO resources (id, name, created_at, updated_at, source, consumer_name, version, type, payload) \
@@ -85,12 +86,7 @@ impl MaestroHub {
         .await
         .context("insert into resources")?;
         self.event(&id, "Create").await?;
-        Ok(Resource {
-            cluster: cluster.to_owned(),
-            name: name.to_owned(),
-            id,
-            version: 1,
-        })
+        Ok((id, 1))
     }
 
     /// Under the `resources` lock: version + 1 and the new payload; then the event.

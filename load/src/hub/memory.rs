@@ -43,15 +43,11 @@ impl MemoryHub {
         Ok(())
     }
 
-    pub async fn create(&self, cluster: &str, name: &str) -> Result<Resource> {
+    /// Creates `name` for `cluster`: its id and version.
+    pub async fn create(&self, cluster: &str, name: &str) -> Result<(String, i64)> {
         let id = uuid::Uuid::new_v4().to_string();
         self.publish("create_request", cluster, &id, name).await?;
-        Ok(Resource {
-            cluster: cluster.to_owned(),
-            name: name.to_owned(),
-            id,
-            version: 1,
-        })
+        Ok((id, 1))
     }
 
     /// The memory source adds one to the version at every update.

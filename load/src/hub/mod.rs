@@ -42,11 +42,17 @@ impl Hub {
 
     /// Creates resource `name` for `cluster`.
     pub async fn create(&self, cluster: &str, name: &str) -> Result<Resource> {
-        match self {
-            Self::Memory(h) => h.create(cluster, name).await,
-            Self::Maestro(h) => h.create(cluster, name).await,
-            Self::Kube(h) => h.create(cluster, name).await,
-        }
+        let (id, version) = match self {
+            Self::Memory(h) => h.create(cluster, name).await?,
+            Self::Maestro(h) => h.create(cluster, name).await?,
+            Self::Kube(h) => h.create(cluster, name).await?,
+        };
+        Ok(Resource {
+            cluster: cluster.to_owned(),
+            name: name.to_owned(),
+            id,
+            version,
+        })
     }
 
     /// Changes the resource's spec; returns its new version.
