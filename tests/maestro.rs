@@ -50,7 +50,7 @@ async fn spec_events_reach_the_agent_and_the_agents_deletion_removes_the_resourc
         db.reconciled(&created).await
     })
     .await;
-    assert_eq!(db.advisory_locks().await, 0, "the events try-lock is released");
+    db.locks_released().await;
 
     // 4: Maestro's update (version + 1) → the new spec.
     let updated = db.update(&id, 2).await;
@@ -110,7 +110,7 @@ async fn spec_events_reach_the_agent_and_the_agents_deletion_removes_the_resourc
     // 11: Maestro's own bookkeeping is untouched.
     assert_eq!(db.count("SELECT count(*) FROM server_instances").await, 0);
     assert_eq!(db.count("SELECT count(*) FROM event_instances").await, 0);
-    assert_eq!(db.advisory_locks().await, 0);
+    db.locks_released().await;
 }
 
 /// §10.5 scenarios 6, 7 and 8: which status updates are stored, verbatim and with the spec's
@@ -217,7 +217,7 @@ async fn status_updates_are_ordered_stored_verbatim_and_never_clobber_the_spec()
         "Progressing",
         "the agent's status kept"
     );
-    assert_eq!(db.advisory_locks().await, 0);
+    db.locks_released().await;
 }
 
 /// §10.5 scenario 9: resync answers every resource of the cluster, soft-deleted ones as deletes,
@@ -387,7 +387,7 @@ async fn the_native_library_form_serves_the_same_flows() {
         e.r#type.ends_with("spec.resync_response") && is_spec_of(e, &id, 1)
     })
     .await;
-    assert_eq!(db.advisory_locks().await, 0);
+    db.locks_released().await;
 }
 
 /// `tls = "verify-full"` with the database's CA: conductor's connections are encrypted and the

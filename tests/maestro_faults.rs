@@ -115,7 +115,7 @@ async fn postgres_outages_lose_and_duplicate_nothing() {
         assert_eq!(status["data"]["conditions"][0]["type"], "Applied");
         assert_eq!(statuses.iter().filter(|s| &s.resource_id == id).count(), 1);
     }
-    assert_eq!(db.advisory_locks().await, 0);
+    db.locks_released().await;
 }
 
 /// Events whose NOTIFY was never sent are delivered by the periodic catch-up.
@@ -162,7 +162,7 @@ async fn two_replicas_deliver_to_their_own_agents_and_write_status_once() {
         })
         .await;
     }
-    assert_eq!(db.advisory_locks().await, 0);
+    db.locks_released().await;
 
     // The same status update reaches both replicas at once: one write, one doorbell.
     let (a, _, _) = &rounds[0];

@@ -212,6 +212,16 @@ impl MaestroDb {
         .collect()
     }
 
+    /// Waits (up to 5 s) until no session holds an advisory lock. PostgreSQL makes a commit
+    /// visible a moment before it releases the transaction's locks, so a test that saw the
+    /// commit may still see its lock for that moment.
+    pub async fn locks_released(&self) {
+        eventually(Duration::from_secs(5), "every advisory lock released", async || {
+            self.advisory_locks().await == 0
+        })
+        .await;
+    }
+
     /// Advisory locks anyone holds.
     pub async fn advisory_locks(&self) -> i64 {
         self.count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
