@@ -23,6 +23,8 @@ enum Command {
         /// The configuration file (see the README's configuration reference).
         #[arg(long, short, env = "CONDUCTOR_CONFIG", default_value = "conductor.toml")]
         config: PathBuf,
+        #[command(flatten)]
+        plugins: PluginFolder,
     },
     /// Check a configuration file — reading and describing every plugin it names, their grants,
     /// their own configuration and the routes — and print what it would run; exit 1 naming the
@@ -35,6 +37,8 @@ enum Command {
         /// LISTEN, watch, timer or write; embedded databases are not started.
         #[arg(long)]
         connect: bool,
+        #[command(flatten)]
+        plugins: PluginFolder,
     },
     /// Look at plugins.
     Plugins {
@@ -59,7 +63,18 @@ enum PluginsCommand {
         /// The configuration file.
         #[arg(long, short, default_value = "conductor.toml")]
         config: PathBuf,
+        #[command(flatten)]
+        plugins: PluginFolder,
     },
+}
+
+/// Where plugins named by a bare file name are found.
+#[derive(clap::Args)]
+struct PluginFolder {
+    /// The folder of plugins named by file name (`file = "kube.wasm"`); wins over the
+    /// configuration's `plugin_folder`.
+    #[arg(long = "plugin-folder", env = "CONDUCTOR_PLUGIN_FOLDER", value_name = "DIR")]
+    folder: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -71,11 +86,11 @@ enum FileKind {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve { config } => serve(config),
-        Command::CheckConfig { file, connect } => check(file, connect),
+        Command::Serve { config, plugins } => serve(config, plugins),
+        Command::CheckConfig { file, connect, plugins } => check(file, connect, plugins),
         Command::Plugins {
-            command: PluginsCommand::List { config },
-        } => list(config),
+            command: PluginsCommand::List { config, plugins },
+        } => list(config, plugins),
         Command::Plugins {
             command: PluginsCommand::Inspect { file, kind },
         } => inspect(file, kind),
@@ -93,21 +108,21 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
-fn serve(config: PathBuf) -> anyhow::Result<()> {
-    let loaded = Config::load(&config)?;
+fn serve(config: PathBuf, plugins: PluginFolder) -> anyhow::Result<()> {
+    let loaded = Config::load(&config, plugins.folder)?;
     conductor::telemetry::logging::init(&loaded.config.log);
     runtime()?.block_on(conductor::app::run(loaded))
 }
 
-fn check(file: PathBuf, connect: bool) -> anyhow::Result<()> {
-    let loaded = Config::load(&file)?;
+fn check(file: PathBuf, connect: bool, plugins: PluginFolder) -> anyhow::Result<()> {
+    let loaded = Config::load(&file, plugins.folder)?;
     let summary = runtime()?.block_on(conductor::app::describe(&loaded, connect))?;
     print!("{summary}");
     Ok(())
 }
 
-fn list(config: PathBuf) -> anyhow::Result<()> {
-    let loaded = Config::load(&config)?;
+fn list(config: PathBuf, plugins: PluginFolder) -> anyhow::Result<()> {
+    let loaded = Config::load(&config, plugins.folder)?;
     runtime()?.block_on(async {
         for (name, plugin) in &loaded.config.plugins {
             let Some(file) = loaded.plugin_file(plugin) else {

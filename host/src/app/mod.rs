@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::{Broker, EventSink, Fanout};
-use crate::config::{Config, LoadedConfig};
+use crate::config::LoadedConfig;
 use crate::plugins::{Backends, HostContext, Mode};
 use crate::proto::SERVICE_NAME;
 use crate::telemetry::{Metrics, admin};
@@ -176,7 +176,7 @@ async fn reload(
     host: &HostContext,
 ) -> Result<ReloadSummary, String> {
     tracing::info!(file = %current.path.display(), "reloading the configuration");
-    let next = match Config::load(&current.path) {
+    let next = match current.reread() {
         Ok(next) => next,
         Err(e) => {
             tracing::error!(error = %e, "reload refused; the running configuration stays");

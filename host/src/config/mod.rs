@@ -19,6 +19,10 @@ pub use units::{ByteSize, HumanDuration};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Where plugins named by a bare file name (`file = "kube.wasm"`, no `/`) are found; relative
+    /// to this file. Unset: the folder of this file. A top-level key: write it before any table.
+    #[serde(default)]
+    pub plugin_folder: Option<PathBuf>,
     #[serde(default)]
     pub server: ServerConfig,
     #[serde(default)]
@@ -129,6 +133,9 @@ pub struct KubernetesConfig {
 pub struct DatabaseConfig {
     /// `postgres://user:password@host:port/database`.
     pub url: Option<String>,
+    /// A file holding the URL (a mounted Secret), relative to the configuration file; read when
+    /// the database is opened, surrounding whitespace ignored.
+    pub url_file: Option<PathBuf>,
     /// Run a local PostgreSQL from the machine's binaries, with Maestro's schema (development).
     pub embedded: Option<EmbeddedDatabase>,
     /// Connections in the pool (each open plugin transaction holds one; each LISTEN has its own
@@ -354,8 +361,9 @@ pub enum LogFormat {
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
     pub kind: PluginKind,
-    /// The plugin file (`component`: a `.wasm` component; `native`: a shared library), relative
-    /// to the configuration file's folder.
+    /// The plugin file (`component`: a `.wasm` component; `native`: a shared library): a bare
+    /// file name is looked up in `plugin_folder`; a path is relative to the configuration file's
+    /// folder.
     pub file: Option<PathBuf>,
     /// The host capabilities granted (`emit`, `log`, `timer`, `kv`, `pg`, `kube`); deny by
     /// default.
@@ -516,12 +524,26 @@ impl fmt::Display for ConfigError {
 pub struct LoadedConfig {
     pub path: PathBuf,
     pub config: Config,
+    /// `plugin_folder` given on the command line, which wins over the file's and survives
+    /// reloads.
+    pub plugin_folder_override: Option<PathBuf>,
 }
 
 impl LoadedConfig {
-    /// A plugin's file, resolved against the folder of the configuration file.
+    /// A plugin's file: a bare file name is looked up in the plugin folder, a path is resolved
+    /// against the folder of the configuration file.
     pub fn plugin_file(&self, plugin: &PluginConfig) -> Option<PathBuf> {
-        plugin.file.as_deref().map(|f| self.resolve(f))
+        let file = plugin.file.as_deref()?;
+        let bare = file.components().count() == 1 && !file.to_string_lossy().contains('/');
+        Some(if bare { self.plugin_folder().join(file) } else { self.resolve(file) })
+    }
+
+    /// Where plugins named by a bare file name are found.
+    pub fn plugin_folder(&self) -> PathBuf {
+        match self.plugin_folder_override.as_deref().or(self.config.plugin_folder.as_deref()) {
+            Some(folder) => self.resolve(folder),
+            None => self.resolve(Path::new("")),
+        }
     }
 
     /// A path from the configuration, resolved against the folder of the configuration file.
@@ -530,6 +552,11 @@ impl LoadedConfig {
             Some(dir) if path.is_relative() => dir.join(path),
             _ => path.to_owned(),
         }
+    }
+
+    /// Reads the file again (for a reload), keeping the command line's overrides.
+    pub fn reread(&self) -> Result<LoadedConfig, ConfigError> {
+        Config::load(&self.path, self.plugin_folder_override.clone())
     }
 
     /// An error about `key` in this file.
@@ -543,8 +570,9 @@ impl LoadedConfig {
 }
 
 impl Config {
-    /// Reads, parses and validates a configuration file.
-    pub fn load(path: &Path) -> Result<LoadedConfig, ConfigError> {
+    /// Reads, parses and validates a configuration file; `plugin_folder` (from the command line)
+    /// wins over the file's.
+    pub fn load(path: &Path, plugin_folder: Option<PathBuf>) -> Result<LoadedConfig, ConfigError> {
         let err = |key: String, reason: String| ConfigError {
             file: path.to_owned(),
             key,
@@ -555,6 +583,7 @@ impl Config {
         let loaded = LoadedConfig {
             path: path.to_owned(),
             config,
+            plugin_folder_override: plugin_folder,
         };
         loaded
             .config
@@ -802,13 +831,14 @@ impl Config {
             }
         }
         for (name, db) in &self.databases {
+            let sources = [db.url.is_some(), db.url_file.is_some(), db.embedded.is_some()];
+            if sources.iter().filter(|set| **set).count() != 1 {
+                return fail(
+                    &format!("databases.{name}"),
+                    "set exactly one of `url`, `url_file` and `embedded`".into(),
+                );
+            }
             match (&db.url, &db.embedded) {
-                (Some(_), Some(_)) | (None, None) => {
-                    return fail(
-                        &format!("databases.{name}"),
-                        "set exactly one of `url` and `embedded`".into(),
-                    );
-                }
                 (Some(url), None) if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) => {
                     return fail(
                         &format!("databases.{name}.url"),
@@ -1007,6 +1037,43 @@ mod tests {
         let (key, _) =
             check_dev("[databases.m]\nurl = \"postgres://x\"\nembedded = { data_dir = \"pg\" }\n").unwrap_err();
         assert_eq!(key, "databases.m");
+        assert!(check_dev("[databases.m]\nurl_file = \"/etc/db/url\"\n").is_ok());
+        let (key, _) = check_dev("[databases.m]\nurl = \"postgres://x\"\nurl_file = \"u\"\n").unwrap_err();
+        assert_eq!(key, "databases.m");
+    }
+
+    fn loaded(text: &str, plugin_folder_override: Option<&str>) -> LoadedConfig {
+        LoadedConfig {
+            path: PathBuf::from("/etc/conductor/conductor.toml"),
+            config: check_dev(text).unwrap(),
+            plugin_folder_override: plugin_folder_override.map(PathBuf::from),
+        }
+    }
+
+    #[test]
+    fn bare_plugin_file_names_are_found_in_the_plugin_folder() {
+        let plugins = "[plugins.a]\nkind = \"component\"\nfile = \"kube.wasm\"\n[plugins.b]\nkind = \"component\"\nfile = \"extra/b.wasm\"\n[plugins.c]\nkind = \"native\"\nfile = \"/opt/c.so\"\n";
+        let files = |l: &LoadedConfig| -> Vec<PathBuf> {
+            ["a", "b", "c"]
+                .iter()
+                .map(|n| l.plugin_file(&l.config.plugins[*n]).unwrap())
+                .collect()
+        };
+        // No folder: the configuration file's folder, as any relative path.
+        assert_eq!(
+            files(&loaded(plugins, None)),
+            ["/etc/conductor/kube.wasm", "/etc/conductor/extra/b.wasm", "/opt/c.so"].map(PathBuf::from)
+        );
+        let with_folder = format!("plugin_folder = \"/usr/lib/conductor/plugins\"\n{plugins}");
+        assert_eq!(
+            files(&loaded(&with_folder, None)),
+            ["/usr/lib/conductor/plugins/kube.wasm", "/etc/conductor/extra/b.wasm", "/opt/c.so"].map(PathBuf::from)
+        );
+        // The command line wins; a relative folder is relative to the configuration file.
+        assert_eq!(
+            files(&loaded(&with_folder, Some("dist")))[0],
+            PathBuf::from("/etc/conductor/dist/kube.wasm")
+        );
     }
 
     #[test]

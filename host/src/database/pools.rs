@@ -32,6 +32,23 @@ pub struct DatabaseConfigError {
     pub reason: String,
 }
 
+/// The URL kept in `file` (a mounted Secret), without surrounding whitespace.
+fn read_url(name: &str, file: &Path) -> Result<String, DatabaseConfigError> {
+    let fail = |reason: String| DatabaseConfigError {
+        key: format!("databases.{name}.url_file"),
+        reason,
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| fail(format!("cannot read {}: {e}", file.display())))?;
+    let url = text.trim();
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(fail(format!(
+            "{} must hold a URL starting with postgres:// or postgresql://",
+            file.display()
+        )));
+    }
+    Ok(url.to_owned())
+}
+
 /// The connection options of `config`, reaching `url`.
 fn connect_options(name: &str, config: &DatabaseConfig, url: &str) -> Result<PgConnectOptions, DatabaseConfigError> {
     let mut options: PgConnectOptions = url.parse().map_err(|e| DatabaseConfigError {
@@ -68,17 +85,17 @@ impl Databases {
     ) -> Result<Arc<Self>, DatabaseConfigError> {
         let mut pools = BTreeMap::new();
         for (name, config) in configs {
-            let url = config
-                .url
-                .as_ref()
-                .or_else(|| urls.get(name))
-                .ok_or_else(|| DatabaseConfigError {
+            let url = match (&config.url, &config.url_file) {
+                (Some(url), _) => url.clone(),
+                (None, Some(file)) => read_url(name, &resolve(file))?,
+                (None, None) => urls.get(name).cloned().ok_or_else(|| DatabaseConfigError {
                     key: format!("databases.{name}"),
                     reason: "the embedded database did not start".to_owned(),
-                })?;
+                })?,
+            };
             let mut config = config.clone();
             config.ca_file = config.ca_file.as_deref().map(&resolve);
-            let options = connect_options(name, &config, url)?;
+            let options = connect_options(name, &config, &url)?;
             let pool = PgPoolOptions::new()
                 .max_connections(config.pool_size)
                 .acquire_timeout(config.connect_timeout.0)
