@@ -574,15 +574,51 @@ fn linker(capabilities: &Capabilities, component: &Component) -> Result<Linker<S
 async fn sandboxed(component: &Component) -> Result<(Store<State>, ConductorPlugin), LoadError> {
     let mut linker = Linker::<State>::new(engine());
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
-    linker
-        .define_unknown_imports_as_traps(component)
-        .map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
+    stub_conductor_imports(&mut linker, component).map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
     let mut store = store(State::new(None, 64 << 20));
     arm(&mut store, Duration::from_secs(5));
     let plugin = ConductorPlugin::instantiate_async(&mut store, component, &linker)
         .await
         .map_err(|e| LoadError::Incompatible(format!("not a conductor:plugin component: {e:#}")))?;
     Ok((store, plugin))
+}
+
+/// Defines every conductor function a component imports as a trap, and its resources as
+/// resources nobody can make. Only conductor imports: WASI stays linked by version (a component
+/// importing `wasi:cli/environment@0.2.9` is served by the host's 0.2.x through semver matching;
+/// `Linker::define_unknown_imports_as_traps` would define that exact name as a trap first, and a
+/// guest whose runtime reads its environment in `describe` — CPython, for one — would trap).
+fn stub_conductor_imports(linker: &mut Linker<State>, component: &Component) -> wasmtime::Result<()> {
+    for (name, import) in component.component_type().imports(engine()) {
+        if !name.starts_with(WIT_PACKAGE) {
+            continue;
+        }
+        let ComponentItem::ComponentInstance(instance) = import.ty else {
+            continue;
+        };
+        let mut stubs = linker.instance(name)?;
+        for (item, export) in instance.exports(engine()) {
+            match export.ty {
+                ComponentItem::ComponentFunc(_) => {
+                    let what = format!("{name}#{item}");
+                    stubs.func_new(item, move |_, _, _, _| {
+                        Err(wasmtime::format_err!(
+                            "{what}: no capability is linked in describe and check-config"
+                        ))
+                    })?;
+                }
+                ComponentItem::Resource(_) => {
+                    stubs.resource(
+                        item,
+                        wasmtime::component::ResourceType::host::<TransactionHandle>(),
+                        |_, _| Ok(()),
+                    )?;
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads a component's description and the capabilities it uses, running nothing but
