@@ -18,6 +18,7 @@ pub mod broker;
 pub mod config;
 pub mod database;
 pub mod grpc;
+pub mod inspect;
 pub mod kube;
 pub mod plugins;
 pub mod proto;

@@ -45,6 +45,52 @@ enum Command {
         #[command(subcommand)]
         command: PluginsCommand,
     },
+    /// Look inside a running conductor through its admin endpoint.
+    Inspect {
+        #[command(subcommand)]
+        what: InspectWhat,
+        #[command(flatten)]
+        admin: Admin,
+        /// `table` for people, `json` for scripts.
+        #[arg(long, short, value_enum, default_value = "table", global = true)]
+        output: Output,
+    },
+    /// Ask a running conductor to re-read its configuration and apply what changed (as SIGHUP
+    /// does); prints what changed, or why the new configuration was refused.
+    Reload {
+        #[command(flatten)]
+        admin: Admin,
+    },
+}
+
+/// The admin endpoint of a running conductor.
+#[derive(clap::Args)]
+struct Admin {
+    /// Its URL (`[admin] listen` of the running configuration).
+    #[arg(
+        long,
+        env = "CONDUCTOR_ADMIN",
+        default_value = "http://127.0.0.1:9090",
+        global = true
+    )]
+    admin: String,
+}
+
+#[derive(Subcommand, Clone, Copy)]
+enum InspectWhat {
+    /// Live Subscribe streams: cluster, data type, user, remote address, age, events sent, queue.
+    Subscribers,
+    /// Plugins: form, version, grants, sources, data types, instances, calls, errors, call
+    /// latency, last error, when loaded.
+    Plugins,
+    /// Source → plugin routes, and the last reload's outcome.
+    Routes,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Output {
+    Table,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -94,6 +140,8 @@ fn main() -> std::process::ExitCode {
         Command::Plugins {
             command: PluginsCommand::Inspect { file, kind },
         } => inspect(file, kind),
+        Command::Inspect { what, admin, output } => inspect_running(what, &admin.admin, output),
+        Command::Reload { admin } => reload(&admin.admin),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -179,5 +227,44 @@ fn inspect(file: PathBuf, kind: Option<FileKind>) -> anyhow::Result<()> {
     println!("sources:       {}", d.sources.join(", "));
     println!("data types:    {}", d.data_types.join(", "));
     println!("capabilities:  {} ({from})", names(&f.capabilities).join(", "));
+    Ok(())
+}
+
+fn inspect_running(what: InspectWhat, admin: &str, output: Output) -> anyhow::Result<()> {
+    use conductor::inspect::{self, table};
+    let path = match what {
+        InspectWhat::Subscribers => "/inspect/subscribers",
+        InspectWhat::Plugins => "/inspect/plugins",
+        InspectWhat::Routes => "/inspect/routes",
+    };
+    let body = runtime()?.block_on(inspect::client::request(admin, hyper::Method::GET, path))?;
+    let now = chrono::Utc::now();
+    let bad = |e: serde_json::Error| anyhow::anyhow!("{admin}{path} answered something else than expected: {e}");
+    let text = match (output, what) {
+        (Output::Json, _) => {
+            let value: serde_json::Value = serde_json::from_str(&body).map_err(bad)?;
+            serde_json::to_string_pretty(&value)? + "\n"
+        }
+        (Output::Table, InspectWhat::Subscribers) => {
+            let subscribers: Vec<inspect::Subscriber> = serde_json::from_str(&body).map_err(bad)?;
+            table::subscribers(&subscribers, now)
+        }
+        (Output::Table, InspectWhat::Plugins) => {
+            let plugins: Vec<inspect::Plugin> = serde_json::from_str(&body).map_err(bad)?;
+            table::plugins(&plugins, now)
+        }
+        (Output::Table, InspectWhat::Routes) => table::routes(&serde_json::from_str(&body).map_err(bad)?, now),
+    };
+    print!("{text}");
+    Ok(())
+}
+
+fn reload(admin: &str) -> anyhow::Result<()> {
+    let body = runtime()?.block_on(conductor::inspect::client::request(
+        admin,
+        hyper::Method::POST,
+        "/reload",
+    ))?;
+    print!("{body}");
     Ok(())
 }

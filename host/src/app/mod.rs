@@ -3,6 +3,7 @@
 
 pub mod backends;
 pub mod check;
+pub mod inspector;
 pub mod plugin_set;
 pub mod security;
 
@@ -19,6 +20,7 @@ use crate::plugins::{Backends, HostContext, Mode};
 use crate::proto::SERVICE_NAME;
 use crate::telemetry::{Metrics, admin};
 pub use check::describe;
+pub use inspector::Inspector;
 pub use plugin_set::{PluginSet, ReloadSummary};
 
 /// A request to re-read the configuration, with where to send the outcome (none for SIGHUP).
@@ -94,17 +96,22 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     set_health(&health, tonic_health::ServingStatus::Serving).await;
     let (reload_tx, mut reload_rx) = mpsc::channel::<ReloadRequest>(4);
     tokio::spawn(reload_on_signal(reload_tx.clone()));
+    let inspector = Arc::new(Inspector::new(
+        Arc::clone(&broker),
+        loaded.path.clone(),
+        plugins.entries(),
+    ));
     let admin_stopped = CancellationToken::new();
     let admin_task = if config.admin.enabled {
-        let server = admin::serve(
-            config.admin.listen,
-            metrics.clone(),
-            Arc::clone(&readiness),
-            reload_tx,
-            admin_stopped.clone(),
-        )
-        .await
-        .with_context(|| format!("cannot listen on {} (admin.listen)", config.admin.listen))?;
+        let state = admin::AdminState {
+            metrics: metrics.clone(),
+            readiness: Arc::clone(&readiness),
+            reload: reload_tx,
+            inspector: Arc::clone(&inspector),
+        };
+        let server = admin::serve(config.admin.listen, state, admin_stopped.clone())
+            .await
+            .with_context(|| format!("cannot listen on {} (admin.listen)", config.admin.listen))?;
         Some(tokio::spawn(server))
     } else {
         None
@@ -136,6 +143,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
                     r = reload_rx.recv() => match r { Some(r) => r, None => break },
                 };
                 let outcome = reload(&mut current, &mut plugins, &broker, &host).await;
+                inspector.reloaded(&outcome, plugins.entries());
                 if let Some(reply) = request.reply {
                     let _ = reply.send(outcome);
                 }

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use crate::config::{ConfigError, LoadedConfig, PluginConfig, PluginKind};
 use crate::plugins::{HostContext, KvStore, PluginFile, PluginSource};
@@ -31,6 +32,19 @@ struct Running {
     source: Arc<dyn Source>,
     /// The plugin behind `source` (none for the memory source).
     plugin: Option<Arc<PluginSource>>,
+    /// When it was loaded: at startup, or by the reload that last replaced it.
+    loaded_at: SystemTime,
+}
+
+/// A running plugin as the inspector sees it.
+#[derive(Clone)]
+pub struct PluginEntry {
+    pub name: String,
+    pub config: PluginConfig,
+    pub source: Arc<dyn Source>,
+    /// The plugin behind `source` (none for the memory source).
+    pub plugin: Option<Arc<PluginSource>>,
+    pub loaded_at: SystemTime,
 }
 
 /// The running plugins and the registry over them.
@@ -43,7 +57,7 @@ pub struct PluginSet {
 }
 
 /// What a reload changed.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReloadSummary {
     pub added: Vec<String>,
     pub removed: Vec<String>,
@@ -74,6 +88,7 @@ async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStor
                 file_hash: None,
                 source: Arc::new(memory),
                 plugin: None,
+                loaded_at: SystemTime::now(),
             })
         }
         PluginKind::Component | PluginKind::Native => {
@@ -97,6 +112,7 @@ async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStor
                 file_hash: Some(hash),
                 source: Arc::clone(&source) as Arc<dyn Source>,
                 plugin: Some(source),
+                loaded_at: SystemTime::now(),
             })
         }
     }
@@ -273,6 +289,20 @@ impl PluginSet {
     pub async fn stop(&mut self) {
         self.stop_retired().await;
         stop_all(self.running.values()).await;
+    }
+
+    /// Every running plugin, memory sources included, by name.
+    pub fn entries(&self) -> Vec<PluginEntry> {
+        self.running
+            .iter()
+            .map(|(name, r)| PluginEntry {
+                name: name.clone(),
+                config: r.config.clone(),
+                source: Arc::clone(&r.source),
+                plugin: r.plugin.clone(),
+                loaded_at: r.loaded_at,
+            })
+            .collect()
     }
 
     /// The running plugins (not the built-in memory sources), by name.

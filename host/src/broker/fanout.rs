@@ -6,7 +6,15 @@
 //! keep receiving. Resync answers, which a Publish call is waiting for anyway, wait up to a bound
 //! for queue space instead, so that a burst of many resources does not cut a healthy stream.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, SystemTime},
+};
 
 use bytes::Bytes;
 use conductor_plugin_sdk::CloudEvent;
@@ -36,6 +44,46 @@ pub trait EventSink: Send + Sync {
 struct Subscriber {
     id: Uuid,
     tx: mpsc::Sender<Bytes>,
+    info: Arc<SubscriberInfo>,
+}
+
+/// Who a subscriber is, for the inspector.
+#[derive(Debug, Clone, Default)]
+pub struct Peer {
+    /// The authenticated user (empty when no authenticator is configured).
+    pub user: String,
+    /// The agent's address, when the connection has one.
+    pub remote: Option<SocketAddr>,
+}
+
+/// What the inspector shows of a subscriber besides its queue.
+#[derive(Debug)]
+pub struct SubscriberInfo {
+    pub peer: Peer,
+    pub since: SystemTime,
+    /// Events handed to the agent's stream (heartbeats not counted).
+    sent: AtomicU64,
+}
+
+impl SubscriberInfo {
+    pub fn sent(&self) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One live subscriber as the inspector sees it.
+#[derive(Debug, Clone)]
+pub struct SubscriberSnapshot {
+    pub id: Uuid,
+    pub cluster: String,
+    pub data_type: String,
+    pub user: String,
+    pub remote: Option<SocketAddr>,
+    pub since: SystemTime,
+    pub events_sent: u64,
+    /// Events queued for the stream and not yet taken by it.
+    pub queue_depth: usize,
+    pub queue_capacity: usize,
 }
 
 type ByDataType = HashMap<String, Vec<Subscriber>>;
@@ -55,6 +103,7 @@ pub struct Registration {
     pub data_type: String,
     /// Encoded `CloudEvent` messages.
     pub rx: mpsc::Receiver<Bytes>,
+    pub info: Arc<SubscriberInfo>,
     fanout: Arc<Fanout>,
 }
 
@@ -75,22 +124,32 @@ impl Fanout {
     }
 
     /// Registers a subscriber for (cluster, data type); it receives events from now on.
-    pub fn register(self: &Arc<Self>, cluster: &str, data_type: &str) -> Registration {
+    pub fn register(self: &Arc<Self>, cluster: &str, data_type: &str, peer: Peer) -> Registration {
         let (tx, rx) = mpsc::channel(self.queue_size);
         let id = Uuid::new_v4();
+        let info = Arc::new(SubscriberInfo {
+            peer,
+            since: SystemTime::now(),
+            sent: AtomicU64::new(0),
+        });
         self.subscribers
             .write()
             .entry(cluster.to_owned())
             .or_default()
             .entry(data_type.to_owned())
             .or_default()
-            .push(Subscriber { id, tx });
+            .push(Subscriber {
+                id,
+                tx,
+                info: Arc::clone(&info),
+            });
         self.metrics.subscriber_added(cluster, data_type);
         Registration {
             id,
             cluster: cluster.to_owned(),
             data_type: data_type.to_owned(),
             rx,
+            info,
             fanout: Arc::clone(self),
         }
     }
@@ -130,6 +189,32 @@ impl Fanout {
             .flat_map(|m| m.values())
             .map(Vec::len)
             .sum()
+    }
+
+    /// Every live subscriber, ordered by cluster, data type and time of subscribing.
+    pub fn snapshot(&self) -> Vec<SubscriberSnapshot> {
+        let table = self.subscribers.read();
+        let mut all: Vec<SubscriberSnapshot> = table
+            .iter()
+            .flat_map(|(cluster, by_type)| {
+                by_type.iter().flat_map(move |(data_type, subs)| {
+                    subs.iter().map(move |s| SubscriberSnapshot {
+                        id: s.id,
+                        cluster: cluster.clone(),
+                        data_type: data_type.clone(),
+                        user: s.info.peer.user.clone(),
+                        remote: s.info.peer.remote,
+                        since: s.info.since,
+                        events_sent: s.info.sent.load(Ordering::Relaxed),
+                        queue_depth: s.tx.max_capacity() - s.tx.capacity(),
+                        queue_capacity: s.tx.max_capacity(),
+                    })
+                })
+            })
+            .collect();
+        drop(table);
+        all.sort_by(|a, b| (&a.cluster, &a.data_type, a.since).cmp(&(&b.cluster, &b.data_type, b.since)));
+        all
     }
 
     /// The last `metadata` and source delivered for a resource, if remembered.
@@ -243,9 +328,9 @@ mod tests {
     #[tokio::test]
     async fn events_reach_exactly_their_cluster_and_type() {
         let f = Fanout::new(Metrics::new(), 4, 10);
-        let mut a = f.register("c1", LEASES);
-        let mut b = f.register("c2", LEASES);
-        let mut c = f.register("c1", "x.v1.other");
+        let mut a = f.register("c1", LEASES, Peer::default());
+        let mut b = f.register("c2", LEASES, Peer::default());
+        let mut c = f.register("c1", "x.v1.other", Peer::default());
         assert_eq!(f.emit(&lease_event("c1")).unwrap(), 1);
         let got: crate::proto::CloudEvent = prost::Message::decode(a.rx.try_recv().unwrap()).unwrap();
         assert_eq!(got.id, "e1");
@@ -256,8 +341,8 @@ mod tests {
     #[tokio::test]
     async fn a_full_subscriber_is_cut_off_and_the_others_still_receive() {
         let f = Fanout::new(Metrics::new(), 2, 10);
-        let slow = f.register("c1", LEASES);
-        let mut fast = f.register("c1", LEASES);
+        let slow = f.register("c1", LEASES, Peer::default());
+        let mut fast = f.register("c1", LEASES, Peer::default());
         for _ in 0..5 {
             f.emit(&lease_event("c1")).unwrap();
             fast.rx.try_recv().unwrap();

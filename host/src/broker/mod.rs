@@ -11,7 +11,7 @@ use conductor_plugin_sdk::ocm::{DataType, EventType, OcmExtensions, actions};
 use conductor_plugin_sdk::{CloudEvent, Error, Identity, ListOptions};
 use tokio_util::sync::CancellationToken;
 
-pub use fanout::{EventSink, Fanout, FanoutError};
+pub use fanout::{EventSink, Fanout, FanoutError, Peer, SubscriberSnapshot};
 use resync::{Gone, ResyncError};
 pub use subscription::Subscription;
 
@@ -83,7 +83,7 @@ impl Broker {
     }
 
     /// Validates a subscription and registers it; events flow from the moment this returns.
-    pub fn subscribe(&self, cluster_name: &str, data_type: &str) -> Result<Subscription, SubscribeError> {
+    pub fn subscribe(&self, cluster_name: &str, data_type: &str, peer: Peer) -> Result<Subscription, SubscribeError> {
         if cluster_name.is_empty() {
             return Err(SubscribeError::MissingClusterName);
         }
@@ -91,7 +91,7 @@ impl Broker {
             data_type: data_type.to_owned(),
             reason: e.to_string(),
         })?;
-        let registration = self.fanout.register(cluster_name, &parsed.to_string());
+        let registration = self.fanout.register(cluster_name, &parsed.to_string(), peer);
         Ok(Subscription::new(
             registration,
             self.heartbeat,

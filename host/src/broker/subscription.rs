@@ -72,6 +72,7 @@ impl Stream for Subscription {
         match this.registration.rx.poll_recv(cx) {
             Poll::Ready(Some(encoded)) => {
                 this.sent.inc();
+                this.registration.info.sent();
                 return Poll::Ready(Some(Ok(WireEvent::Encoded(encoded))));
             }
             Poll::Ready(None) => {

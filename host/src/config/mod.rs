@@ -535,12 +535,20 @@ impl LoadedConfig {
     pub fn plugin_file(&self, plugin: &PluginConfig) -> Option<PathBuf> {
         let file = plugin.file.as_deref()?;
         let bare = file.components().count() == 1 && !file.to_string_lossy().contains('/');
-        Some(if bare { self.plugin_folder().join(file) } else { self.resolve(file) })
+        Some(if bare {
+            self.plugin_folder().join(file)
+        } else {
+            self.resolve(file)
+        })
     }
 
     /// Where plugins named by a bare file name are found.
     pub fn plugin_folder(&self) -> PathBuf {
-        match self.plugin_folder_override.as_deref().or(self.config.plugin_folder.as_deref()) {
+        match self
+            .plugin_folder_override
+            .as_deref()
+            .or(self.config.plugin_folder.as_deref())
+        {
             Some(folder) => self.resolve(folder),
             None => self.resolve(Path::new("")),
         }
@@ -1067,7 +1075,12 @@ mod tests {
         let with_folder = format!("plugin_folder = \"/usr/lib/conductor/plugins\"\n{plugins}");
         assert_eq!(
             files(&loaded(&with_folder, None)),
-            ["/usr/lib/conductor/plugins/kube.wasm", "/etc/conductor/extra/b.wasm", "/opt/c.so"].map(PathBuf::from)
+            [
+                "/usr/lib/conductor/plugins/kube.wasm",
+                "/etc/conductor/extra/b.wasm",
+                "/opt/c.so"
+            ]
+            .map(PathBuf::from)
         );
         // The command line wins; a relative folder is relative to the configuration file.
         assert_eq!(

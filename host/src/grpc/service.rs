@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 use super::connection::{ConnectionInfo, StreamGuard};
 use super::limits::{Held, SubscriptionSlots};
 use crate::auth::{Access, Auth};
-use crate::broker::{Broker, PublishError, Subscription};
+use crate::broker::{Broker, Peer, PublishError, Subscription};
 use crate::proto::server::{self as proto, cloud_event_service_server};
 use crate::telemetry::Metrics;
 use crate::wire;
@@ -208,7 +208,14 @@ impl cloud_event_service_server::CloudEventService for CloudEventService {
         };
         let subscription = self
             .broker
-            .subscribe(&req.cluster_name, &req.data_type)
+            .subscribe(
+                &req.cluster_name,
+                &req.data_type,
+                Peer {
+                    user: identity.user.clone(),
+                    remote: caller.connection.as_ref().map(|c| c.remote),
+                },
+            )
             .map_err(|e| refused(Status::unknown(e.to_string()), &req.cluster_name, &req.data_type))?;
         let id = subscription.id();
         tracing::debug!(cluster = %req.cluster_name, data_type = %req.data_type, subscription = %id, user = %identity.user, "subscribed");

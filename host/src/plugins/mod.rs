@@ -11,6 +11,7 @@ pub mod events;
 pub mod native;
 mod pg;
 mod pool;
+pub mod stats;
 pub mod wasm;
 
 use async_trait::async_trait;
@@ -219,6 +220,7 @@ pub struct PluginSource {
     events: Arc<EventQueue>,
     tasks: Tasks,
     limits: PluginLimits,
+    stats: stats::CallStats,
 }
 
 impl PluginSource {
@@ -276,13 +278,13 @@ impl PluginSource {
             events,
             tasks,
             limits: config.limits.clone(),
+            stats: stats::CallStats::default(),
         }))
     }
 
     /// Runs the plugin's once-only `start` (on its first instance), then delivers its host events.
     pub async fn start(self: &Arc<Self>) -> Result<(), LoadError> {
-        self.runtime
-            .call(PluginRequest::Start, Wait::Patient)
+        self.call(PluginRequest::Start, Wait::Patient)
             .await
             .map_err(LoadError::Start)?;
         let plugin = Arc::clone(self);
@@ -295,7 +297,7 @@ impl PluginSource {
         while let Some(batch) = self.events.next_batch(self.limits.event_batch).await {
             let count = batch.len();
             // A busy pool delays events; it never drops them.
-            if let Err(e) = self.runtime.call(PluginRequest::OnEvents(batch), Wait::Patient).await {
+            if let Err(e) = self.call(PluginRequest::OnEvents(batch), Wait::Patient).await {
                 tracing::warn!(plugin = %self.name, events = count, error = %e, "plugin failed to handle host events");
             }
         }
@@ -329,6 +331,20 @@ impl PluginSource {
     pub fn queued_events(&self) -> usize {
         self.events.len()
     }
+
+    /// What its calls did so far.
+    pub fn stats(&self) -> stats::CallStatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// A call into the plugin, counted in its stats.
+    async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error> {
+        let started = std::time::Instant::now();
+        let reply = self.runtime.call(request, wait).await;
+        let error = reply.as_ref().err().map(|e| e as &dyn std::fmt::Display);
+        self.stats.record(started.elapsed(), error);
+        reply
+    }
 }
 
 impl Drop for PluginSource {
@@ -353,19 +369,14 @@ impl Source for PluginSource {
     }
 
     async fn list(&self, options: &ListOptions) -> Result<Vec<CloudEvent>, Error> {
-        match self
-            .runtime
-            .call(PluginRequest::List(options.clone()), Wait::Bounded)
-            .await?
-        {
+        match self.call(PluginRequest::List(options.clone()), Wait::Bounded).await? {
             PluginReply::Listed(events) => Ok(events),
             PluginReply::Done => Ok(vec![]),
         }
     }
 
     async fn handle(&self, identity: &Identity, event: CloudEvent) -> Result<(), Error> {
-        self.runtime
-            .call(PluginRequest::Handle(identity.clone(), event), Wait::Bounded)
+        self.call(PluginRequest::Handle(identity.clone(), event), Wait::Bounded)
             .await
             .map(|_| ())
     }

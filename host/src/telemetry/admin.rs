@@ -1,7 +1,8 @@
 //! The admin HTTP endpoint: `/metrics` (Prometheus), `/healthz` (the process is alive),
 //! `/readyz` (the gRPC listener is serving and not shutting down, and no database LISTEN connection
 //! is down) and `POST /reload` (re-read `conductor.toml` and apply what changed, as SIGHUP does;
-//! answers with what changed, or why the new configuration was refused).
+//! answers with what changed, or why the new configuration was refused); and the inspector's
+//! JSON views, `/inspect/subscribers`, `/inspect/plugins` and `/inspect/routes`.
 
 use std::{
     collections::BTreeMap,
@@ -13,7 +14,7 @@ use std::{
 };
 
 use axum::{
-    Router,
+    Json, Router,
     extract::State,
     http::StatusCode,
     routing::{get, post},
@@ -22,7 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::Metrics;
-use crate::app::ReloadRequest;
+use crate::app::{Inspector, ReloadRequest};
 
 /// Whether the process should receive traffic: it is serving, and nothing it depends on (a
 /// database LISTEN connection) is down.
@@ -64,19 +65,19 @@ impl Readiness {
     }
 }
 
+/// What the admin endpoint serves from.
 #[derive(Clone)]
-struct AdminState {
-    metrics: Metrics,
-    readiness: Arc<Readiness>,
-    reload: mpsc::Sender<ReloadRequest>,
+pub struct AdminState {
+    pub metrics: Metrics,
+    pub readiness: Arc<Readiness>,
+    pub reload: mpsc::Sender<ReloadRequest>,
+    pub inspector: Arc<Inspector>,
 }
 
 /// Binds the admin listener; the returned future serves until `shutdown` is cancelled.
 pub async fn serve(
     addr: SocketAddr,
-    metrics: Metrics,
-    readiness: Arc<Readiness>,
-    reload: mpsc::Sender<ReloadRequest>,
+    state: AdminState,
     shutdown: CancellationToken,
 ) -> std::io::Result<impl Future<Output = std::io::Result<()>>> {
     let app = Router::new()
@@ -84,13 +85,21 @@ pub async fn serve(
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/reload", post(request_reload))
-        .with_state(AdminState {
-            metrics,
-            readiness,
-            reload,
-        });
+        .route(
+            "/inspect/subscribers",
+            get(|State(s): State<AdminState>| async move { Json(s.inspector.subscribers()) }),
+        )
+        .route(
+            "/inspect/plugins",
+            get(|State(s): State<AdminState>| async move { Json(s.inspector.plugins()) }),
+        )
+        .route(
+            "/inspect/routes",
+            get(|State(s): State<AdminState>| async move { Json(s.inspector.routes()) }),
+        )
+        .with_state(state);
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(addr = %listener.local_addr()?, "admin endpoint listening (/metrics, /healthz, /readyz)");
+    tracing::info!(addr = %listener.local_addr()?, "admin endpoint listening (/metrics, /healthz, /readyz, /reload, /inspect/…)");
     Ok(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })

@@ -1,0 +1,154 @@
+//! What the inspector reads in a running conductor: the broker's subscribers, the plugin set as
+//! the last start or reload left it, the routes, and the last reload's outcome.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use parking_lot::{Mutex, RwLock};
+
+use super::plugin_set::{PluginEntry, ReloadSummary};
+use crate::broker::Broker;
+use crate::config::PluginKind;
+use crate::inspect;
+
+pub struct Inspector {
+    broker: Arc<Broker>,
+    config_file: PathBuf,
+    plugins: RwLock<Vec<PluginEntry>>,
+    last_reload: Mutex<Option<inspect::Reload>>,
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+impl Inspector {
+    pub fn new(broker: Arc<Broker>, config_file: PathBuf, plugins: Vec<PluginEntry>) -> Self {
+        Self {
+            broker,
+            config_file,
+            plugins: RwLock::new(plugins),
+            last_reload: Mutex::new(None),
+        }
+    }
+
+    /// Records a reload's outcome and, when applied, the plugins it left running.
+    pub fn reloaded(&self, outcome: &Result<ReloadSummary, String>, plugins: Vec<PluginEntry>) {
+        if outcome.is_ok() {
+            *self.plugins.write() = plugins;
+        }
+        *self.last_reload.lock() = Some(inspect::Reload {
+            at: Utc::now(),
+            applied: outcome.is_ok(),
+            changes: outcome.as_ref().ok().cloned(),
+            error: outcome.as_ref().err().cloned(),
+        });
+    }
+
+    pub fn subscribers(&self) -> Vec<inspect::Subscriber> {
+        self.broker
+            .fanout()
+            .snapshot()
+            .into_iter()
+            .map(|s| inspect::Subscriber {
+                id: s.id.to_string(),
+                cluster: s.cluster,
+                data_type: s.data_type,
+                user: s.user,
+                remote: s.remote.map(|a| a.to_string()),
+                connected_since: DateTime::<Utc>::from(s.since),
+                events_sent: s.events_sent,
+                queue_depth: s.queue_depth,
+                queue_capacity: s.queue_capacity,
+            })
+            .collect()
+    }
+
+    /// The source names routed to `plugin`.
+    fn sources_of(&self, plugin: &str) -> Vec<String> {
+        let registry = self.broker.registry();
+        registry
+            .routes()
+            .filter(|(_, p)| *p == plugin)
+            .map(|(s, _)| s.to_owned())
+            .collect()
+    }
+
+    pub fn plugins(&self) -> Vec<inspect::Plugin> {
+        let entries = self.plugins.read().clone();
+        entries.iter().map(|e| self.plugin(e)).collect()
+    }
+
+    fn plugin(&self, entry: &PluginEntry) -> inspect::Plugin {
+        let config = &entry.config;
+        let form = match config.kind {
+            PluginKind::Component => "component",
+            PluginKind::Native => "native",
+            PluginKind::Memory => "memory",
+        };
+        let plugin = entry.plugin.as_deref();
+        let description = plugin.map(|p| p.description());
+        let calls = plugin.map(|p| {
+            let s = p.stats();
+            inspect::Calls {
+                total: s.calls,
+                errors: s.errors,
+                mean_ms: ms(s.mean),
+                p50_ms: ms(s.p50),
+                p99_ms: ms(s.p99),
+                last_error: s.last_error.map(|e| inspect::LastError {
+                    at: DateTime::<Utc>::from(e.at),
+                    message: e.message,
+                }),
+            }
+        });
+        inspect::Plugin {
+            name: entry.name.clone(),
+            form: form.to_owned(),
+            file: plugin.map(|p| p.file().path.display().to_string()),
+            declared_name: description.map(|d| d.name.clone()),
+            version: description.map(|d| d.version.clone()),
+            contract: description.map(|d| d.sdk_version.clone()),
+            grants: config.grants.clone(),
+            databases: config.databases.clone(),
+            kube_resources: config
+                .kube_resources
+                .iter()
+                .map(|g| format!("{}: {}", g.resource, g.verbs().join(",")))
+                .collect(),
+            capabilities: plugin
+                .map(|p| p.file().capabilities.iter().map(|c| c.name().to_owned()).collect())
+                .unwrap_or_default(),
+            sources: self.sources_of(&entry.name),
+            data_types: entry.source.data_types().iter().map(ToString::to_string).collect(),
+            pool_size: if plugin.is_some() { config.pool_size } else { 1 },
+            instances: plugin.map_or(1, |p| p.instances()),
+            queued_events: plugin.map_or(0, |p| p.queued_events()),
+            calls,
+            loaded_at: DateTime::<Utc>::from(entry.loaded_at),
+        }
+    }
+
+    pub fn routes(&self) -> inspect::Routes {
+        let registry = self.broker.registry();
+        let routes = registry
+            .routes()
+            .map(|(source, plugin)| inspect::Route {
+                source: source.to_owned(),
+                plugin: plugin.to_owned(),
+                data_types: registry
+                    .plugins()
+                    .iter()
+                    .find(|p| p.name() == plugin)
+                    .map(|p| p.data_types().iter().map(ToString::to_string).collect())
+                    .unwrap_or_default(),
+            })
+            .collect();
+        inspect::Routes {
+            config_file: self.config_file.display().to_string(),
+            routes,
+            last_reload: self.last_reload.lock().clone(),
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! The inspector's view of a running conductor, as the admin endpoint serves it
+//! (`/inspect/subscribers`, `/inspect/plugins`, `/inspect/routes`) and `conductor inspect`
+//! prints it: JSON for scripts, [`table`]s for people.
+
+pub mod client;
+pub mod table;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+pub use crate::app::ReloadSummary;
+
+/// One live Subscribe stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Subscriber {
+    /// The `subscription-id` the agent received.
+    pub id: String,
+    pub cluster: String,
+    pub data_type: String,
+    /// The authenticated user (`system:anonymous` when no authenticator is configured).
+    pub user: String,
+    /// The agent's address.
+    pub remote: Option<String>,
+    pub connected_since: DateTime<Utc>,
+    /// Events sent on the stream (heartbeats not counted).
+    pub events_sent: u64,
+    /// Events waiting in the subscriber's queue, and the queue's size.
+    pub queue_depth: usize,
+    pub queue_capacity: usize,
+}
+
+/// One configured plugin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plugin {
+    /// Its name in `conductor.toml`.
+    pub name: String,
+    /// `component`, `native` or `memory`.
+    pub form: String,
+    pub file: Option<String>,
+    /// The name and version the plugin declares, and the contract it was built against (none
+    /// for the built-in memory source).
+    pub declared_name: Option<String>,
+    pub version: Option<String>,
+    pub contract: Option<String>,
+    pub grants: Vec<String>,
+    pub databases: Vec<String>,
+    /// Kubernetes resources with their verbs, `resource: verb,verb`.
+    pub kube_resources: Vec<String>,
+    /// The capabilities the plugin uses (read from a component's imports).
+    pub capabilities: Vec<String>,
+    /// The source names routed to it.
+    pub sources: Vec<String>,
+    pub data_types: Vec<String>,
+    pub pool_size: usize,
+    /// Instances alive now.
+    pub instances: usize,
+    /// Host events (timers, notifications, watched objects) waiting for it.
+    pub queued_events: usize,
+    /// Every call into the plugin: agents' requests, resync lists, host events, start (none for
+    /// the built-in memory source, whose calls are not counted).
+    pub calls: Option<Calls>,
+    /// When it was loaded: at startup, or by the reload that last replaced it.
+    pub loaded_at: DateTime<Utc>,
+}
+
+/// What a plugin's calls did since it was loaded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calls {
+    pub total: u64,
+    pub errors: u64,
+    /// Call latency in milliseconds (p50 and p99 within 25 %).
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub last_error: Option<LastError>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastError {
+    pub at: DateTime<Utc>,
+    pub message: String,
+}
+
+/// The routes, and the configuration they come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Routes {
+    pub config_file: String,
+    pub routes: Vec<Route>,
+    pub last_reload: Option<Reload>,
+}
+
+/// Events whose source is `source` go to `plugin`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Route {
+    pub source: String,
+    pub plugin: String,
+    /// The data types that plugin serves.
+    pub data_types: Vec<String>,
+}
+
+/// The outcome of the last reload (SIGHUP or `conductor reload`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reload {
+    pub at: DateTime<Utc>,
+    pub applied: bool,
+    /// What it changed, when applied.
+    pub changes: Option<ReloadSummary>,
+    /// Why it was refused (the running configuration stayed).
+    pub error: Option<String>,
+}

@@ -1,0 +1,202 @@
+//! The inspector's views as aligned text tables, for people.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::{Plugin, Routes, Subscriber};
+
+/// Columns padded to their widest cell, two spaces apart.
+fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                out += cell;
+            } else {
+                out += &format!("{cell:<w$}  ");
+            }
+        }
+        out.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out += &line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+/// How long ago `at` was, to the second: `3m12s`.
+fn age(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let secs = (now - at).num_seconds().max(0).unsigned_abs();
+    humantime::format_duration(Duration::from_secs(secs))
+        .to_string()
+        .replace(' ', "")
+}
+
+fn ms(v: f64) -> String {
+    format!("{v:.2}ms")
+}
+
+fn counted(p: &Plugin, cell: impl Fn(&super::Calls) -> String) -> String {
+    p.calls.as_ref().map_or_else(|| "-".to_owned(), cell)
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "-".to_owned()
+    } else {
+        items.join(",")
+    }
+}
+
+pub fn subscribers(subs: &[Subscriber], now: DateTime<Utc>) -> String {
+    let rows: Vec<Vec<String>> = subs
+        .iter()
+        .map(|s| {
+            vec![
+                s.cluster.clone(),
+                s.data_type.clone(),
+                if s.user.is_empty() {
+                    "-".to_owned()
+                } else {
+                    s.user.clone()
+                },
+                s.remote.clone().unwrap_or_else(|| "-".to_owned()),
+                age(s.connected_since, now),
+                s.events_sent.to_string(),
+                format!("{}/{}", s.queue_depth, s.queue_capacity),
+                s.id.clone(),
+            ]
+        })
+        .collect();
+    render(
+        &[
+            "CLUSTER",
+            "DATA TYPE",
+            "USER",
+            "REMOTE",
+            "AGE",
+            "SENT",
+            "QUEUE",
+            "SUBSCRIPTION",
+        ],
+        &rows,
+    )
+}
+
+pub fn plugins(plugins: &[Plugin], now: DateTime<Utc>) -> String {
+    let rows: Vec<Vec<String>> = plugins
+        .iter()
+        .map(|p| {
+            vec![
+                p.name.clone(),
+                p.form.clone(),
+                p.version.clone().unwrap_or_else(|| "-".to_owned()),
+                format!("{}/{}", p.instances, p.pool_size),
+                counted(p, |c| c.total.to_string()),
+                counted(p, |c| c.errors.to_string()),
+                counted(p, |c| ms(c.p50_ms)),
+                counted(p, |c| ms(c.p99_ms)),
+                p.queued_events.to_string(),
+                list(&p.sources),
+                list(&p.grants),
+                age(p.loaded_at, now),
+            ]
+        })
+        .collect();
+    let mut out = render(
+        &[
+            "NAME",
+            "FORM",
+            "VERSION",
+            "INSTANCES",
+            "CALLS",
+            "ERRORS",
+            "P50",
+            "P99",
+            "QUEUED",
+            "SOURCES",
+            "GRANTS",
+            "LOADED",
+        ],
+        &rows,
+    );
+    for p in plugins {
+        if let Some(e) = p.calls.as_ref().and_then(|c| c.last_error.as_ref()) {
+            out += &format!("\n{}: last error {} ago: {}\n", p.name, age(e.at, now), e.message);
+        }
+    }
+    out
+}
+
+pub fn routes(routes: &Routes, now: DateTime<Utc>) -> String {
+    let rows: Vec<Vec<String>> = routes
+        .routes
+        .iter()
+        .map(|r| vec![r.source.clone(), r.plugin.clone(), list(&r.data_types)])
+        .collect();
+    let mut out = render(&["SOURCE", "PLUGIN", "DATA TYPES"], &rows);
+    out += &format!("\nconfiguration: {}\n", routes.config_file);
+    match &routes.last_reload {
+        None => out += "last reload: none since start\n",
+        Some(r) if r.applied => out += &format!("last reload: {} ago, applied\n", age(r.at, now)),
+        Some(r) => {
+            out += &format!(
+                "last reload: {} ago, refused: {}\n",
+                age(r.at, now),
+                r.error.as_deref().unwrap_or("")
+            )
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_line_up_and_ages_read_as_durations() {
+        let now = Utc::now();
+        let sub = Subscriber {
+            id: "6f1c".into(),
+            cluster: "cluster1".into(),
+            data_type: "io.open-cluster-management.works.v1alpha1.manifestbundles".into(),
+            user: String::new(),
+            remote: Some("10.0.0.7:51234".into()),
+            connected_since: now - chrono::Duration::seconds(192),
+            events_sent: 42,
+            queue_depth: 3,
+            queue_capacity: 500,
+        };
+        let text = subscribers(
+            &[
+                sub.clone(),
+                Subscriber {
+                    cluster: "c2".into(),
+                    ..sub
+                },
+            ],
+            now,
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[1].starts_with("cluster1  io.open"), "{text}");
+        assert!(lines[2].starts_with("c2        io.open"), "{text}");
+        let cells: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(
+            cells[2..],
+            ["-", "10.0.0.7:51234", "3m12s", "42", "3/500", "6f1c"],
+            "{text}"
+        );
+        let (sent_at, _) = lines[0].split_once("SENT").unwrap();
+        assert_eq!(&lines[2][sent_at.len()..sent_at.len() + 2], "42", "{text}");
+    }
+}
