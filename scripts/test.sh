@@ -16,6 +16,11 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # (target/wasm32-wasip2/plugin/*.wasm; the default ones are also copied to plugins/dist/).
 cargo build --workspace --all-targets --locked
 scripts/build-plugins.sh -p static-works -p misbehaving-plugin -p wrong-version-plugin
+# The image's build steps (deploy/Containerfile runs the same script), into a staging root that
+# tests/image.rs starts conductor from — with the test build, not a release one. Somewhere every
+# user can read: the test runs the staged binary as the image's user.
+export CONDUCTOR_IMAGE_ROOT="${TMPDIR:-/tmp}/conductor-image-root"
+PROFILE=dev deploy/stage.sh "$CONDUCTOR_IMAGE_ROOT"
 cargo test --workspace --locked
 # Every fuzz target for a short while (longer runs: scripts/fuzz.sh 300); a crash fails the run.
 scripts/fuzz.sh "${FUZZ_SECONDS:-10}"

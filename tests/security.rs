@@ -227,7 +227,12 @@ async fn certificates_and_tokens_identify_agents_and_sar_keeps_each_to_its_clust
     // The client certificate: user = CN, groups = O, in every SubjectAccessReview and in the
     // plugin's call.
     let mut leases = subscribe_as(&mut agent1, None, "cluster1", LEASES).await.unwrap();
-    let review = setup.auth.access_reviews().pop().expect("a SubjectAccessReview");
+    let review = setup
+        .auth
+        .reviews()
+        .access_reviews()
+        .pop()
+        .expect("a SubjectAccessReview");
     assert_eq!(
         review["spec"],
         json!({"user": CLUSTER1_AGENT, "groups": [CLUSTER1, MANAGED],
@@ -238,7 +243,7 @@ async fn certificates_and_tokens_identify_agents_and_sar_keeps_each_to_its_clust
         identity_seen(&refused),
         format!("whoami: user={CLUSTER1_AGENT} groups={CLUSTER1},{MANAGED}")
     );
-    let review = setup.auth.access_reviews().pop().unwrap();
+    let review = setup.auth.reviews().access_reviews().pop().unwrap();
     assert_eq!(
         review["spec"]["resourceAttributes"],
         json!({"verb": "update", "namespace": "cluster1", "group": "work.open-cluster-management.io",
@@ -287,7 +292,7 @@ async fn certificates_and_tokens_identify_agents_and_sar_keeps_each_to_its_clust
             )
         );
     }
-    let reviews = setup.auth.token_reviews();
+    let reviews = setup.auth.reviews().token_reviews();
     assert_eq!(reviews.len(), 1, "cached: {reviews:?}");
     assert_eq!(reviews[0]["spec"], json!({"token": CLUSTER2_TOKEN}));
     let denied = subscribe_as(&mut agent2, Some(CLUSTER2_TOKEN), "cluster1", LEASES)
@@ -310,7 +315,11 @@ async fn certificates_and_tokens_identify_agents_and_sar_keeps_each_to_its_clust
     let refused = subscribe_as(&mut agent2, None, "cluster2", LEASES).await.unwrap_err();
     assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
 
-    assert!(setup.auth.refused().is_empty(), "{:?}", setup.auth.refused());
+    assert!(
+        setup.auth.reviews().refused().is_empty(),
+        "{:?}",
+        setup.auth.reviews().refused()
+    );
     let (_, metrics) = c.admin_get("/metrics").await.unwrap();
     assert_eq!(
         metric(

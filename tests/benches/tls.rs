@@ -211,6 +211,6 @@ fn main() {
                 memory / 1024.0
             );
         }
-        println!("  SubjectAccessReviews answered by the double: {}", fixture.auth.access_reviews().len());
+        println!("  SubjectAccessReviews answered by the double: {}", fixture.auth.reviews().access_reviews().len());
     });
 }

@@ -192,10 +192,18 @@ impl Conductor {
 
     /// Starts conductor with exactly this configuration and waits until it serves gRPC.
     pub fn start_with_config(config: &str) -> Result<Self> {
+        Self::start_command(Command::new(conductor_bin()), config)
+    }
+
+    /// Starts `command` (a conductor binary, or a wrapper that runs one) with `serve --config
+    /// <file holding config>` appended, and waits until it serves gRPC. The configuration's
+    /// folder can be read by everyone, so the command may run as another user.
+    pub fn start_command(mut command: Command, config: &str) -> Result<Self> {
         let dir = tempfile::tempdir()?;
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
         let path = dir.path().join("conductor.toml");
         std::fs::write(&path, config)?;
-        let mut child = Command::new(conductor_bin())
+        let mut child = command
             .arg("serve")
             .arg("--config")
             .arg(&path)

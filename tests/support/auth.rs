@@ -38,7 +38,7 @@ struct State {
 pub struct AuthApi {
     /// A kubeconfig reaching the double (plain HTTP on loopback).
     pub kubeconfig: PathBuf,
-    recorded: Arc<Mutex<Recorded>>,
+    reviews: Reviews,
     _dir: tempfile::TempDir,
     task: tokio::task::JoinHandle<()>,
 }
@@ -150,23 +150,49 @@ async fn access_review(
     )
 }
 
+/// The double's routes, for a server of its own or another's (the kube test front): the router,
+/// and the requests it records.
+pub fn routes(tokens: Vec<KnownToken>) -> (axum::Router, Reviews) {
+    let recorded = Arc::new(Mutex::new(Recorded::default()));
+    let state = State {
+        tokens: Arc::new(tokens),
+        recorded: Arc::clone(&recorded),
+    };
+    let router = axum::Router::new()
+        .route(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            axum::routing::post(token_review),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            axum::routing::post(access_review),
+        )
+        .with_state(state);
+    (router, Reviews(recorded))
+}
+
+/// What the double was asked.
+#[derive(Clone)]
+pub struct Reviews(Arc<Mutex<Recorded>>);
+
+impl Reviews {
+    pub fn token_reviews(&self) -> Vec<Value> {
+        self.0.lock().unwrap().token_reviews.clone()
+    }
+
+    pub fn access_reviews(&self) -> Vec<Value> {
+        self.0.lock().unwrap().access_reviews.clone()
+    }
+
+    /// Requests that the real API server would have refused (none, if conductor is right).
+    pub fn refused(&self) -> Vec<String> {
+        self.0.lock().unwrap().refused.clone()
+    }
+}
+
 impl AuthApi {
     pub async fn start(tokens: Vec<KnownToken>) -> Self {
-        let recorded = Arc::new(Mutex::new(Recorded::default()));
-        let state = State {
-            tokens: Arc::new(tokens),
-            recorded: Arc::clone(&recorded),
-        };
-        let app = axum::Router::new()
-            .route(
-                "/apis/authentication.k8s.io/v1/tokenreviews",
-                axum::routing::post(token_review),
-            )
-            .route(
-                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-                axum::routing::post(access_review),
-            )
-            .with_state(state);
+        let (app, reviews) = routes(tokens);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let task = tokio::spawn(async move {
@@ -183,22 +209,16 @@ impl AuthApi {
         .unwrap();
         Self {
             kubeconfig,
-            recorded,
+            reviews,
             _dir: dir,
             task,
         }
     }
+}
 
-    pub fn token_reviews(&self) -> Vec<Value> {
-        self.recorded.lock().unwrap().token_reviews.clone()
-    }
-
-    pub fn access_reviews(&self) -> Vec<Value> {
-        self.recorded.lock().unwrap().access_reviews.clone()
-    }
-
-    /// Requests that the real API server would have refused (none, if conductor is right).
-    pub fn refused(&self) -> Vec<String> {
-        self.recorded.lock().unwrap().refused.clone()
+impl AuthApi {
+    /// What the double was asked.
+    pub fn reviews(&self) -> &Reviews {
+        &self.reviews
     }
 }

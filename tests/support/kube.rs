@@ -334,6 +334,12 @@ async fn forward(
 impl KubeApi {
     /// Starts an HTTP front of this API server (see [`Front`]).
     pub async fn front(&self) -> Front {
+        self.front_with(axum::Router::new()).await
+    }
+
+    /// A front that serves `doubles`' routes itself (e.g. the auth double's TokenReview and
+    /// SubjectAccessReview) and forwards the rest.
+    pub async fn front_with(&self, doubles: axum::Router) -> Front {
         let config = kube::Config::from_custom_kubeconfig(
             kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap(),
             &kube::config::KubeConfigOptions::default(),
@@ -345,7 +351,7 @@ impl KubeApi {
             token_requests: Default::default(),
         };
         let token_requests = std::sync::Arc::clone(&state.token_requests);
-        let app = axum::Router::new().fallback(forward).with_state(state);
+        let app = doubles.merge(axum::Router::new().fallback(forward).with_state(state));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let task = tokio::spawn(async move {

@@ -158,7 +158,12 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         auth,
         tls,
     };
-    let result = crate::grpc::serve(listener, &config.server, parts, stop).await;
+    let result = serve_until_drained(
+        crate::grpc::serve(listener, &config.server, parts, stop),
+        shutdown.clone(),
+        config.server.shutdown_grace_period.0,
+    )
+    .await;
     admin_stopped.cancel();
     if let Some(task) = admin_task {
         let _ = task.await;
@@ -173,6 +178,25 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     backends::stop_embedded(embedded).await;
     tracing::info!("stopped");
     result
+}
+
+/// Runs `server` until it has drained, or until `grace` after `shutdown`: a client that never
+/// closes its connection (unreachable, or not reading) does not keep the process alive.
+async fn serve_until_drained(
+    server: impl Future<Output = anyhow::Result<()>>,
+    shutdown: CancellationToken,
+    grace: std::time::Duration,
+) -> anyhow::Result<()> {
+    tokio::select! {
+        result = server => result,
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(grace).await;
+        } => {
+            tracing::warn!(grace = ?grace, "connections still open after server.shutdown_grace_period: dropping them");
+            Ok(())
+        }
+    }
 }
 
 /// Re-reads the configuration file and applies what changed; a configuration that does not
@@ -248,4 +272,35 @@ async fn stop_on_signal(shutdown: CancellationToken) {
         _ = int.recv() => tracing::info!("SIGINT received"),
     }
     shutdown.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_that_never_drains_is_dropped_after_the_grace_period() {
+        let shutdown = CancellationToken::new();
+        let stuck = std::future::pending::<anyhow::Result<()>>();
+        let run = tokio::spawn(serve_until_drained(stuck, shutdown.clone(), Duration::from_secs(20)));
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!run.is_finished(), "no shutdown asked for: it serves on");
+        shutdown.cancel();
+        tokio::time::sleep(Duration::from_secs(19)).await;
+        assert!(!run.is_finished(), "within the grace period");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(run.await.unwrap().is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_drained_server_returns_its_result_at_once() {
+        let result = serve_until_drained(
+            async { anyhow::bail!("bind failed") },
+            CancellationToken::new(),
+            Duration::from_secs(20),
+        )
+        .await;
+        assert_eq!(result.unwrap_err().to_string(), "bind failed");
+    }
 }

@@ -231,6 +231,10 @@ pub struct ServerConfig {
     /// Clients may ping at most this often: a client that keeps pinging faster while the server
     /// has nothing to send is disconnected (gRPC's keepalive enforcement, `too_many_pings`).
     pub client_min_ping_interval: HumanDuration,
+    /// On SIGTERM, how long open connections get to close after their streams ended; past it
+    /// they are dropped and conductor exits (keep it below the pod's
+    /// terminationGracePeriodSeconds).
+    pub shutdown_grace_period: HumanDuration,
 }
 
 impl Default for ServerConfig {
@@ -248,6 +252,7 @@ impl Default for ServerConfig {
             keepalive_interval: HumanDuration(Duration::from_secs(30)),
             keepalive_timeout: HumanDuration(Duration::from_secs(10)),
             client_min_ping_interval: HumanDuration(Duration::from_secs(5)),
+            shutdown_grace_period: HumanDuration(Duration::from_secs(20)),
         }
     }
 }
