@@ -1,8 +1,9 @@
-//! The image, as its build steps lay it out: `deploy/stage.sh` (what `deploy/Containerfile` runs
-//! in its build stage) staged it into `CONDUCTOR_IMAGE_ROOT` (the test command does that). Its
-//! binary is started as the image's user (65532) with its bundled plugins and its own
-//! `conductor.toml` — the Secrets and the API server where a Deployment would mount them — and
-//! serves an agent a ManifestWork over TLS, writing nothing in the image's files.
+//! The image: built from `deploy/Containerfile` (`CONDUCTOR_IMAGE`, run with podman, read-only)
+//! or, where no container builder runs, as its build steps lay it out — `deploy/stage.sh`, which
+//! the Containerfile's build stage runs, staged into `CONDUCTOR_IMAGE_ROOT` (the test command
+//! does that). Its binary is started as the image's user (65532) with its bundled plugins and its
+//! own `conductor.toml` — the Secrets and the API server where a Deployment would mount them —
+//! and serves an agent a ManifestWork over TLS, writing nothing in the image's files.
 
 #[path = "support/auth.rs"]
 mod auth;
@@ -24,14 +25,131 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 const AGENT: &str = "system:open-cluster-management:cluster1:agent1";
 const CLUSTER1: &str = "system:open-cluster-management:cluster1";
 
-fn image_root() -> PathBuf {
-    let root = std::env::var_os("CONDUCTOR_IMAGE_ROOT")
-        .expect("CONDUCTOR_IMAGE_ROOT: the folder deploy/stage.sh staged the image into (scripts/test.sh sets it)");
-    PathBuf::from(root)
+/// The image under test.
+enum Image {
+    /// Built; run with podman.
+    Built(String),
+    /// Staged by its build steps into this folder; run from there.
+    Staged(PathBuf),
+}
+
+/// The files the image adds to its base.
+const IMAGE_FILES: [&str; 5] = [
+    "etc/conductor/conductor.toml",
+    "usr/lib/conductor/plugins/consumer-controller.wasm",
+    "usr/lib/conductor/plugins/kube.wasm",
+    "usr/lib/conductor/plugins/maestro.wasm",
+    "usr/local/bin/conductor",
+];
+
+impl Image {
+    fn from_env() -> Self {
+        if let Ok(image) = std::env::var("CONDUCTOR_IMAGE") {
+            return Self::Built(image);
+        }
+        let root = std::env::var_os("CONDUCTOR_IMAGE_ROOT").expect(
+            "CONDUCTOR_IMAGE (a built image) or CONDUCTOR_IMAGE_ROOT (the folder deploy/stage.sh staged it into; scripts/test.sh sets it)",
+        );
+        Self::Staged(PathBuf::from(root))
+    }
+
+    /// The image's own files (those it adds to its base), with their sizes and, when staged,
+    /// modification times.
+    fn files(&self) -> BTreeMap<String, (u64, Option<SystemTime>)> {
+        match self {
+            Self::Built(image) => {
+                let out = Command::new("podman")
+                    .args(["run", "--rm", "--entrypoint", "find", image])
+                    .args([
+                        "/usr/local/bin",
+                        "/usr/lib/conductor",
+                        "/etc/conductor",
+                        "-type",
+                        "f",
+                        "-printf",
+                        "%p %s\\n",
+                    ])
+                    .output()
+                    .expect("podman runs");
+                assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .map(|line| {
+                        let (path, size) = line.rsplit_once(' ').unwrap();
+                        (path.trim_start_matches('/').to_owned(), (size.parse().unwrap(), None))
+                    })
+                    .collect()
+            }
+            Self::Staged(root) => staged_files(root),
+        }
+    }
+
+    fn config(&self) -> String {
+        match self {
+            Self::Built(image) => {
+                let out = Command::new("podman")
+                    .args([
+                        "run",
+                        "--rm",
+                        "--entrypoint",
+                        "cat",
+                        image,
+                        "/etc/conductor/conductor.toml",
+                    ])
+                    .output()
+                    .expect("podman runs");
+                String::from_utf8(out.stdout).unwrap()
+            }
+            Self::Staged(root) => std::fs::read_to_string(root.join("etc/conductor/conductor.toml")).unwrap(),
+        }
+    }
+
+    /// The image's conductor as the image's user, seeing `mounted` (the test's Secrets and
+    /// configuration) at the same path.
+    fn command(&self, mounted: &Path) -> Command {
+        match self {
+            Self::Built(image) => {
+                let mut command = Command::new("podman");
+                // The test's temporary folder holds the Secrets' files and the configuration
+                // (the harness writes it there), at the same paths inside, read-only.
+                let tmp = std::env::temp_dir();
+                assert!(mounted.starts_with(&tmp));
+                command
+                    .args([
+                        "run",
+                        "--rm",
+                        "--read-only",
+                        "--user",
+                        "65532:65532",
+                        "--network",
+                        "host",
+                    ])
+                    .arg("-v")
+                    .arg(format!("{0}:{0}:ro", tmp.display()))
+                    .arg(image);
+                command
+            }
+            Self::Staged(root) => {
+                let tmp = mounted.join("tmp");
+                std::fs::create_dir(&tmp).unwrap();
+                std::fs::set_permissions(&tmp, PermissionsExt::from_mode(0o777)).unwrap();
+                let mut command = Command::new("setpriv");
+                command
+                    .args(["--reuid=65532", "--regid=65532", "--clear-groups"])
+                    .arg(root.join("usr/local/bin/conductor"))
+                    .env_clear()
+                    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                    .env("TMPDIR", &tmp)
+                    // Where the image has its plugins (the configuration's plugin_folder).
+                    .env("CONDUCTOR_PLUGIN_FOLDER", root.join("usr/lib/conductor/plugins"));
+                command
+            }
+        }
+    }
 }
 
 /// Every file under `root`, with its size and modification time.
-fn files(root: &Path) -> BTreeMap<String, (u64, SystemTime)> {
+fn staged_files(root: &Path) -> BTreeMap<String, (u64, Option<SystemTime>)> {
     let mut out = BTreeMap::new();
     let mut dirs = vec![root.to_owned()];
     while let Some(dir) = dirs.pop() {
@@ -42,7 +160,7 @@ fn files(root: &Path) -> BTreeMap<String, (u64, SystemTime)> {
                 dirs.push(entry.path());
             } else {
                 let name = entry.path().strip_prefix(root).unwrap().display().to_string();
-                out.insert(name, (meta.len(), meta.modified().unwrap()));
+                out.insert(name, (meta.len(), Some(meta.modified().unwrap())));
             }
         }
     }
@@ -51,20 +169,11 @@ fn files(root: &Path) -> BTreeMap<String, (u64, SystemTime)> {
 
 #[tokio::test]
 async fn the_image_serves_an_agent_with_its_bundled_plugins_and_configuration() {
-    let root = image_root();
-    let before = files(&root);
+    let image = Image::from_env();
+    let before = image.files();
     let names: Vec<&str> = before.keys().map(String::as_str).collect();
-    assert_eq!(
-        names,
-        [
-            "etc/conductor/conductor.toml",
-            "usr/lib/conductor/plugins/consumer-controller.wasm",
-            "usr/lib/conductor/plugins/kube.wasm",
-            "usr/lib/conductor/plugins/maestro.wasm",
-            "usr/local/bin/conductor",
-        ]
-    );
-    let image_config = std::fs::read_to_string(root.join("etc/conductor/conductor.toml")).unwrap();
+    assert_eq!(names, IMAGE_FILES);
+    let image_config = image.config();
     assert!(image_config.contains("plugin_folder = \"/usr/lib/conductor/plugins\""));
 
     // What the Deployment mounts: the serving certificate, the client CA, and (in-cluster) the
@@ -107,24 +216,15 @@ async fn the_image_serves_an_agent_with_its_bundled_plugins_and_configuration() 
         "every mounted file is placed:\n{config}"
     );
 
-    // The image's binary, as the image's user; the plugin folder is where the image has it.
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).unwrap();
-    std::fs::set_permissions(&tmp, PermissionsExt::from_mode(0o777)).unwrap();
-    let mut command = Command::new("setpriv");
-    command
-        .args(["--reuid=65532", "--regid=65532", "--clear-groups"])
-        .arg(root.join("usr/local/bin/conductor"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("TMPDIR", &tmp)
-        .env("CONDUCTOR_PLUGIN_FOLDER", root.join("usr/lib/conductor/plugins"));
-    let c = Conductor::start_command(command, &config).unwrap();
-    let uid = std::fs::read_to_string(format!("/proc/{}/status", c.pid())).unwrap();
-    assert!(
-        uid.lines().any(|l| l.starts_with("Uid:") && l.contains("65532")),
-        "{uid}"
-    );
+    // The image's binary, as the image's user.
+    let c = Conductor::start_command(image.command(dir.path()), &config).unwrap();
+    if let Image::Staged(_) = image {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", c.pid())).unwrap();
+        assert!(
+            status.lines().any(|l| l.starts_with("Uid:") && l.contains("65532")),
+            "{status}"
+        );
+    }
 
     // An agent with its client certificate gets cluster1's ManifestWork.
     let tls = ClientTlsConfig::new()
@@ -170,7 +270,7 @@ async fn the_image_serves_an_agent_with_its_bundled_plugins_and_configuration() 
     assert!(reviews.refused().is_empty(), "{:?}", reviews.refused());
 
     // Stopped cleanly, having written nothing in the image's files (it runs as a user that
-    // could not, and as the Deployment's read-only root filesystem would refuse).
+    // could not; a built image runs with a read-only root filesystem, as the Deployment does).
     // SIGTERM while the agent is connected: its stream ends with OK (so it reconnects to another
     // replica) and the process exits. (Waiting for the exit off this thread, which drives the
     // agent's connection.)
@@ -185,5 +285,5 @@ async fn the_image_serves_an_agent_with_its_bundled_plugins_and_configuration() 
         sub.stream.message().await.unwrap().is_none(),
         "the stream ended with OK"
     );
-    assert_eq!(files(&root), before);
+    assert_eq!(image.files(), before);
 }

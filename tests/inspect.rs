@@ -11,8 +11,9 @@ use conductor_blackbox_tests::events::{self, attr_str};
 use conductor_blackbox_tests::{Conductor, Form, LEASES, WORKS, conductor_bin, plugin_artifact, publish, subscribe};
 use serde_json::Value;
 
-/// static-works (a component, two instances) serving cluster1's works, and a memory source for
-/// leases; subscriber queues of 77.
+/// static-works (a component, two instances; granted more than it uses, which is allowed: a
+/// database and a Kubernetes resource) serving cluster1's works, and a memory source for leases;
+/// subscriber queues of 77. Nothing connects to the database or the API server.
 fn config(pool_size: usize) -> String {
     format!(
         r#"
@@ -21,10 +22,14 @@ subscriber_queue_size = 77
 [plugins.static]
 kind = "component"
 file = "{file}"
-grants = ["emit", "log", "timer", "kv"]
+grants = ["emit", "log", "timer", "kv", "pg", "kube"]
+databases = ["inventory"]
+kube_resources = [{{ resource = "leases.coordination.k8s.io", verbs = ["get", "list"] }}]
 pool_size = {pool_size}
 [plugins.static.config.clusters.cluster1.web]
 manifests = [{{ apiVersion = "v1", kind = "ConfigMap", metadata = {{ name = "web", namespace = "default" }} }}]
+[databases.inventory]
+url = "postgres://nobody@127.0.0.1:1/none"
 [plugins.leases]
 kind = "memory"
 config = {{ data_types = ["{LEASES}"] }}
@@ -188,7 +193,9 @@ async fn inspect_shows_subscribers_plugins_and_routes_as_they_are() {
         sw["file"],
         plugin_artifact("static-works", Form::Component).display().to_string()
     );
-    assert_eq!(strings(&sw["grants"]), ["emit", "log", "timer", "kv"]);
+    assert_eq!(strings(&sw["grants"]), ["emit", "log", "timer", "kv", "pg", "kube"]);
+    assert_eq!(strings(&sw["databases"]), ["inventory"]);
+    assert_eq!(strings(&sw["kube_resources"]), ["leases.coordination.k8s.io: get,list"]);
     assert_eq!(strings(&sw["capabilities"]), ["emit", "log", "timer", "kv"]);
     assert_eq!(strings(&sw["sources"]), ["static"]);
     assert_eq!(strings(&sw["data_types"]), [WORKS]);
@@ -201,7 +208,8 @@ async fn inspect_shows_subscribers_plugins_and_routes_as_they_are() {
     let calls = &sw["calls"];
     assert_eq!((&calls["total"], &calls["errors"]), (&4.into(), &1.into()), "{calls}");
     let (p50, p99) = (calls["p50_ms"].as_f64().unwrap(), calls["p99_ms"].as_f64().unwrap());
-    assert!(0.0 < p50 && p50 <= p99, "{calls}");
+    let mean = calls["mean_ms"].as_f64().unwrap();
+    assert!(0.0 < p50 && p50 <= p99 && mean <= p99, "{calls}");
     let last = &calls["last_error"];
     assert!(
         last["message"].as_str().unwrap().contains("not a ManifestBundleStatus"),
@@ -212,6 +220,13 @@ async fn inspect_shows_subscribers_plugins_and_routes_as_they_are() {
     let mem = by_name("leases");
     assert_eq!(mem["form"], "memory");
     assert_eq!(mem["calls"], Value::Null, "the memory source's calls are not counted");
+    for none in ["file", "declared_name", "version", "contract"] {
+        assert_eq!(mem[none], Value::Null, "{none}");
+    }
+    assert_eq!(
+        (&mem["pool_size"], &mem["instances"], &mem["queued_events"]),
+        (&1.into(), &1.into(), &0.into())
+    );
     assert_eq!(strings(&mem["sources"]), ["leases"]);
     assert_eq!(strings(&mem["data_types"]), [LEASES]);
     let (ok, table, err) = cli(&c, &["inspect", "plugins"]);
@@ -223,7 +238,7 @@ async fn inspect_shows_subscribers_plugins_and_routes_as_they_are() {
     );
     assert_eq!(r[6], format!("{p50:.2}ms"));
     assert_eq!(r[7], format!("{p99:.2}ms"));
-    assert_eq!(r[8..11], ["0", "static", "emit,log,timer,kv"]);
+    assert_eq!(r[8..11], ["0", "static", "emit,log,timer,kv,pg,kube"]);
     assert_eq!(row(&table, "leases")[..6], ["leases", "memory", "-", "1/1", "-", "-"]);
     assert!(
         table.contains("static: last error") && table.contains("not a ManifestBundleStatus"),

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the image with podman where no image registry is reachable: both bases are made from
+# Debian 12 with mmdebstrap (the machine's Debian mirror), and the build stage uses this
+# machine's Rust toolchain and crate cache, mounted read-only / shared, so nothing is fetched
+# but Debian packages. Usage: deploy/build-image-local.sh [TAG]   (default conductor:dev)
+#
+# The build stage's target folder is CARGO_TARGET_DIR (default ~/.cache/conductor/target), so
+# a second build only compiles what changed. In a sandbox without CAP_SYS_RESOURCE or with
+# hybrid cgroups, podman needs runc, cgroupfs and ulimits within the hard limits — set in
+# /etc/containers/containers.conf (deploy/README.md, "Build the image").
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+tag="${1:-conductor:dev}"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/conductor"
+target_dir="${CARGO_TARGET_DIR:-$cache/target}"
+bases="$cache/image-bases"
+mkdir -p "$bases" "$target_dir"
+
+base() {  # base NAME PACKAGES [IMPORT-CHANGES...]
+    local name="$1" packages="$2"
+    shift 2
+    if ! podman image exists "localhost/$name:bookworm"; then
+        mmdebstrap --variant=essential --include="$packages" bookworm "$bases/$name.tar"
+        podman import "$@" "$bases/$name.tar" "localhost/$name:bookworm"
+    fi
+}
+base conductor-runtime ca-certificates
+base conductor-builder ca-certificates,gcc,libc6-dev,make,binutils \
+    --change "ENV PATH=$HOME/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    --change "ENV HOME=$HOME"
+
+podman build --network host \
+    --volume "$HOME/.rustup:$HOME/.rustup:ro" \
+    --volume "$HOME/.cargo:$HOME/.cargo" \
+    --volume "$target_dir:/src/target" \
+    --build-arg BUILDER=localhost/conductor-builder:bookworm \
+    --build-arg RUNTIME=localhost/conductor-runtime:bookworm \
+    -f deploy/Containerfile -t "$tag" .
