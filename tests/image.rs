@@ -18,9 +18,8 @@ use std::time::SystemTime;
 
 use conductor_blackbox_tests::certs::Pki;
 use conductor_blackbox_tests::events::{self, attr_str};
-use conductor_blackbox_tests::{CloudEventServiceClient, Conductor, WORKS, publish, subscribe};
+use conductor_blackbox_tests::{Conductor, WORKS, publish, subscribe};
 use serde_json::json;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
 const AGENT: &str = "system:open-cluster-management:cluster1:agent1";
 const CLUSTER1: &str = "system:open-cluster-management:cluster1";
@@ -227,22 +226,7 @@ async fn the_image_serves_an_agent_with_its_bundled_plugins_and_configuration() 
     }
 
     // An agent with its client certificate gets cluster1's ManifestWork.
-    let tls = ClientTlsConfig::new()
-        .ca_certificate(Certificate::from_pem(std::fs::read(pki.ca()).unwrap()))
-        .identity(Identity::from_pem(
-            std::fs::read(dir.path().join("agent1.crt")).unwrap(),
-            std::fs::read(dir.path().join("agent1.key")).unwrap(),
-        ))
-        .domain_name("localhost");
-    let port = c.grpc_addr.rsplit(':').next().unwrap();
-    let channel = Channel::from_shared(format!("https://localhost:{port}"))
-        .unwrap()
-        .tls_config(tls)
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut agent = CloudEventServiceClient::new(channel);
+    let mut agent = pki.agent(&c, Some("agent1")).await;
     let mut sub = subscribe(&mut agent, "cluster1", WORKS).await.unwrap();
     publish(&mut agent, events::resync_request(WORKS, "cluster1", &[]))
         .await

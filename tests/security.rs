@@ -17,7 +17,7 @@ use conductor_blackbox_tests::{
 };
 use serde_json::{Value, json};
 use tonic::Code;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+use tonic::transport::Channel;
 
 const CLUSTER1_AGENT: &str = "system:open-cluster-management:cluster1:agent1";
 const CLUSTER1: &str = "system:open-cluster-management:cluster1";
@@ -123,24 +123,7 @@ chaos = "chaos"
 
     /// A TLS client trusting the test CA, with agent `client`'s certificate if given.
     async fn client(&self, c: &Conductor, client: Option<&str>) -> CloudEventServiceClient<Channel> {
-        let mut tls = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(std::fs::read(self.pki.ca()).unwrap()))
-            .domain_name("localhost");
-        if let Some(name) = client {
-            tls = tls.identity(Identity::from_pem(
-                std::fs::read(self.file(&format!("{name}.crt"))).unwrap(),
-                std::fs::read(self.file(&format!("{name}.key"))).unwrap(),
-            ));
-        }
-        let port = c.grpc_addr.rsplit(':').next().unwrap();
-        let channel = Channel::from_shared(format!("https://localhost:{port}"))
-            .unwrap()
-            .tls_config(tls)
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        CloudEventServiceClient::new(channel)
+        self.pki.agent(c, client).await
     }
 }
 

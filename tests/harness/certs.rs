@@ -110,3 +110,34 @@ impl Pki {
         self.sign(name, &format!("{orgs}/CN={cn}"), "extendedKeyUsage=clientAuth\n")
     }
 }
+
+impl Pki {
+    /// An agent connected to `c` over TLS, trusting this CA, with the client certificate
+    /// `client` (as made by [`Pki::client`]) if given.
+    pub async fn agent(
+        &self,
+        c: &crate::Conductor,
+        client: Option<&str>,
+    ) -> crate::CloudEventServiceClient<tonic::transport::Channel> {
+        use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+        let read = |name: &str| std::fs::read(self.dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(std::fs::read(self.ca()).expect("the CA")))
+            .domain_name("localhost");
+        if let Some(name) = client {
+            tls = tls.identity(Identity::from_pem(
+                read(&format!("{name}.crt")),
+                read(&format!("{name}.key")),
+            ));
+        }
+        let port = c.grpc_addr.rsplit(':').next().expect("host:port");
+        let channel = Channel::from_shared(format!("https://localhost:{port}"))
+            .expect("a valid URI")
+            .tls_config(tls)
+            .expect("a valid TLS configuration")
+            .connect()
+            .await
+            .expect("TLS connection to conductor");
+        crate::CloudEventServiceClient::new(channel)
+    }
+}
