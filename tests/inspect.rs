@@ -217,6 +217,19 @@ async fn inspect_shows_subscribers_plugins_and_routes_as_they_are() {
     );
     let loaded = time(&sw["loaded_at"]);
     assert!(started <= loaded && loaded <= time(&last["at"]), "{sw}");
+    // The same counts on /metrics, by call and outcome.
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    for (call, outcome, n) in [
+        ("start", "ok", 1),
+        ("list", "ok", 1),
+        ("handle", "ok", 1),
+        ("handle", "error", 1),
+    ] {
+        let series =
+            format!("conductor_plugin_calls_total{{call=\"{call}\",outcome=\"{outcome}\",plugin=\"static\"}} {n}");
+        assert!(metrics.lines().any(|l| l == series), "no {series} in\n{metrics}");
+    }
+    assert!(metrics.contains("conductor_plugin_call_duration_seconds_count{call=\"handle\",plugin=\"static\"} 2"));
     let mem = by_name("leases");
     assert_eq!(mem["form"], "memory");
     assert_eq!(mem["calls"], Value::Null, "the memory source's calls are not counted");

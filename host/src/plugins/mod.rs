@@ -221,6 +221,7 @@ pub struct PluginSource {
     tasks: Tasks,
     limits: PluginLimits,
     stats: stats::CallStats,
+    metrics: crate::telemetry::PluginMetrics,
 }
 
 impl PluginSource {
@@ -240,7 +241,7 @@ impl PluginSource {
         file.check_config(&config_json).await?;
         let tasks = Tasks::default();
         let metrics = host.metrics.plugin(name);
-        let events = Arc::new(EventQueue::new(config.limits.event_queue, metrics));
+        let events = Arc::new(EventQueue::new(config.limits.event_queue, metrics.clone()));
         let capabilities = Capabilities::new(
             name,
             grants,
@@ -279,6 +280,7 @@ impl PluginSource {
             tasks,
             limits: config.limits.clone(),
             stats: stats::CallStats::default(),
+            metrics,
         }))
     }
 
@@ -337,12 +339,20 @@ impl PluginSource {
         self.stats.snapshot()
     }
 
-    /// A call into the plugin, counted in its stats.
+    /// A call into the plugin, counted in its stats and metrics.
     async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error> {
+        let call = match &request {
+            PluginRequest::Start => "start",
+            PluginRequest::List(_) => "list",
+            PluginRequest::Handle(..) => "handle",
+            PluginRequest::OnEvents(_) => "on-events",
+        };
         let started = std::time::Instant::now();
         let reply = self.runtime.call(request, wait).await;
+        let elapsed = started.elapsed();
         let error = reply.as_ref().err().map(|e| e as &dyn std::fmt::Display);
-        self.stats.record(started.elapsed(), error);
+        self.stats.record(elapsed, error);
+        self.metrics.called(call, elapsed.as_secs_f64(), reply.is_ok());
         reply
     }
 }

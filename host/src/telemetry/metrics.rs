@@ -1,6 +1,8 @@
 //! Prometheus metrics with the upstream names and labels (`ocm-grpc-protocol.md` §10).
 
-use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
 
 use super::security_metrics::SecurityMetrics;
 use super::series::{self, Series, SeriesVec};
@@ -25,6 +27,8 @@ pub struct Metrics {
     plugin_events_queued: IntCounterVec,
     plugin_events_coalesced: IntCounterVec,
     plugin_queue_full: IntCounterVec,
+    plugin_calls: IntCounterVec,
+    plugin_call_duration: HistogramVec,
     /// Connections, limits, authentication and authorization.
     pub security: SecurityMetrics,
     /// Whether the broker series carry each cluster's name as `consumer` (upstream's labels), or
@@ -35,7 +39,7 @@ pub struct Metrics {
 /// The `consumer` label of every broker series when per-cluster labels are off.
 pub const ALL_CONSUMERS: &str = "*";
 
-/// The host-event queue metrics of one plugin.
+/// The metrics of one plugin: its calls and its host-event queue.
 #[derive(Clone)]
 pub struct PluginMetrics {
     plugin: String,
@@ -43,6 +47,8 @@ pub struct PluginMetrics {
     queued: IntCounterVec,
     coalesced: IntCounterVec,
     full: IntCounter,
+    calls: IntCounterVec,
+    call_duration: HistogramVec,
 }
 
 impl PluginMetrics {
@@ -63,6 +69,18 @@ impl PluginMetrics {
     /// A producer found the queue full and waited.
     pub fn waited_for_room(&self) {
         self.full.inc();
+    }
+
+    /// A call into the plugin (`start`, `list`, `handle`, `on-events`) took `seconds` and
+    /// succeeded or failed.
+    pub fn called(&self, call: &str, seconds: f64, ok: bool) {
+        let outcome = if ok { "ok" } else { "error" };
+        self.calls
+            .with_label_values(&[self.plugin.as_str(), call, outcome])
+            .inc();
+        self.call_duration
+            .with_label_values(&[self.plugin.as_str(), call])
+            .observe(seconds);
     }
 }
 
@@ -160,9 +178,28 @@ impl Metrics {
             &["plugin"],
         )
         .expect("valid metric");
+        let plugin_calls = IntCounterVec::new(
+            Opts::new(
+                "conductor_plugin_calls_total",
+                "Calls into a plugin (start, list, handle, on-events), by outcome (ok, error).",
+            ),
+            &["plugin", "call", "outcome"],
+        )
+        .expect("valid metric");
+        let plugin_call_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "conductor_plugin_call_duration_seconds",
+                "How long calls into a plugin took, waiting for a free instance included.",
+            )
+            .buckets(prometheus::exponential_buckets(1e-5, 4.0, 10).expect("valid buckets")),
+            &["plugin", "call"],
+        )
+        .expect("valid metric");
         let registry = Registry::new();
         for c in [
-            Box::new(plugin_queue_depth.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(plugin_calls.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(plugin_call_duration.clone()),
+            Box::new(plugin_queue_depth.clone()),
             Box::new(plugin_events_queued.clone()),
             Box::new(plugin_events_coalesced.clone()),
             Box::new(plugin_queue_full.clone()),
@@ -192,6 +229,8 @@ impl Metrics {
             plugin_events_queued,
             plugin_events_coalesced,
             plugin_queue_full,
+            plugin_calls,
+            plugin_call_duration,
             per_consumer: true,
         }
     }
@@ -207,7 +246,7 @@ impl Metrics {
         if self.per_consumer { cluster } else { ALL_CONSUMERS }
     }
 
-    /// The metrics of the plugin `name`'s host-event queue.
+    /// The metrics of the plugin `name`: its calls and its host-event queue.
     pub fn plugin(&self, name: &str) -> PluginMetrics {
         PluginMetrics {
             plugin: name.to_owned(),
@@ -215,6 +254,8 @@ impl Metrics {
             queued: self.plugin_events_queued.clone(),
             coalesced: self.plugin_events_coalesced.clone(),
             full: self.plugin_queue_full.with_label_values(&[name]),
+            calls: self.plugin_calls.clone(),
+            call_duration: self.plugin_call_duration.clone(),
         }
     }
 
