@@ -145,6 +145,23 @@ pub fn plugin_artifact(crate_name: &str, form: Form) -> PathBuf {
     path
 }
 
+/// A component built by `scripts/build-polyglot-plugins.sh`: `target/polyglot/<stem>.wasm`
+/// (`python_works`, `js_works`, and their `_pg` builds).
+pub fn polyglot_artifact(stem: &str) -> PathBuf {
+    let path = conductor_bin()
+        .parent()
+        .and_then(|p| p.parent())
+        .expect("target directory")
+        .join("polyglot")
+        .join(format!("{stem}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: build it first with scripts/build-polyglot-plugins.sh (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
 /// A running conductor. Killed when dropped.
 pub struct Conductor {
     child: Child,

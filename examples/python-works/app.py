@@ -1,0 +1,227 @@
+"""python-works: static-works in Python. A conductor source serving ManifestWorks declared in its
+configuration, one table per cluster, under the source name `python`:
+
+    [plugins.python.config.clusters.cluster1.web]
+    generation = 1
+    manifests = [{ apiVersion = "v1", kind = "ConfigMap", metadata = { name = "web", namespace = "default" } }]
+
+- resync (`list`) answers with the cluster's works;
+- status updates from work agents are kept in the host's `kv` (shared by all instances and kept
+  across reloads) and logged, an identical one as unchanged; a status that is not a
+  ManifestBundleStatus is refused with a clear error; a status for a work it does not serve (any
+  more) is answered OK and ignored, as OCM's own work service does;
+- with `announce_after_ms`, a timer (set once, in `start`) emits every work once to the
+  subscribed agents.
+
+Built with componentize-py against the world plugin-sdk/tools/plugin_wit.py derives from the
+contract for the capabilities emit, log, timer and kv (scripts/build-polyglot-plugins.sh). The
+`wit_world` modules are generated at build time; `test_app.py` runs this module against the SDK's
+Python fakes.
+"""
+
+import json
+import time
+import uuid
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.exports.plugin import Description, HostEvent_Timer
+from wit_world.imports import emit, kv, log, timer
+from wit_world.imports.types import (
+    CloudEvent,
+    Error_Invalid,
+    Extension,
+    ExtensionValue_Integer,
+    ExtensionValue_String,
+    Timestamp,
+)
+
+NAME = "python-works"
+VERSION = "0.1.0"
+# The contract this module is written against (test_app.py checks it against plugin-sdk/wit).
+CONTRACT = "0.3.0"
+# The source name agents echo back as `originalsource`.
+SOURCE = "python"
+MANIFEST_BUNDLES = "io.open-cluster-management.works.v1alpha1.manifestbundles"
+ANNOUNCE = "announce"
+S32_MAX = 2**31 - 1
+
+
+def invalid(message):
+    """The contract's `error.invalid`, raised: agents see it as a 422 `Invalid` status."""
+    return Err(Error_Invalid(message))
+
+
+def uid_of(cluster, name):
+    """A stable UID for a work: the same on every instance, every restart, and in every language
+    (FNV-1a over "cluster/name", as static-works computes it)."""
+    h = 0x6C62272E07BB014262B821756295C58D
+    for b in f"{cluster}/{name}".encode():
+        h ^= b
+        h = (h * 0x0000000001000000000000000000013B) % (1 << 128)
+    x = f"{h:032x}"
+    return f"{x[0:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:32]}"
+
+
+def parse_config(text):
+    """The plugin's configuration (JSON), checked: a bad value is refused naming its key."""
+    try:
+        config = json.loads(text)
+    except ValueError as e:
+        raise invalid(f"config: not JSON: {e}")
+    if not isinstance(config, dict):
+        raise invalid("config: must be a table")
+    unknown = sorted(set(config) - {"clusters", "announce_after_ms"})
+    if unknown:
+        raise invalid(f"config.{unknown[0]}: unknown field, expected `clusters` or `announce_after_ms`")
+    announce = config.get("announce_after_ms")
+    if announce is not None and (not isinstance(announce, int) or isinstance(announce, bool) or announce < 0):
+        raise invalid(f"config.announce_after_ms: must be a number of milliseconds, not {announce!r}")
+    clusters = config.get("clusters", {})
+    if not isinstance(clusters, dict):
+        raise invalid("config.clusters: must be a table of clusters")
+    works = []
+    for cluster, named in sorted(clusters.items()):
+        if not isinstance(named, dict):
+            raise invalid(f"config.clusters.{cluster}: must be a table of works")
+        for name, work in sorted(named.items()):
+            at = f"config.clusters.{cluster}.{name}"
+            if not isinstance(work, dict):
+                raise invalid(f"{at}: must be a table")
+            unknown = sorted(set(work) - {"generation", "manifests"})
+            if unknown:
+                raise invalid(f"{at}.{unknown[0]}: unknown field, expected `generation` or `manifests`")
+            generation = work.get("generation", 1)
+            if not isinstance(generation, int) or isinstance(generation, bool):
+                raise invalid(f"{at}.generation: must be an integer, not {generation!r}")
+            if generation < 1:
+                raise invalid(f"{at}.generation: must be at least 1")
+            if generation > S32_MAX:
+                raise invalid(f"{at}.generation: must be at most {S32_MAX}")
+            if "manifests" not in work:
+                raise invalid(f"{at}: missing field `manifests`")
+            if not isinstance(work["manifests"], list):
+                raise invalid(f"{at}.manifests: must be a list of Kubernetes objects")
+            works.append(
+                {
+                    "cluster": cluster,
+                    "name": name,
+                    "uid": uid_of(cluster, name),
+                    "generation": generation,
+                    "manifests": work["manifests"],
+                }
+            )
+    return works, announce
+
+
+def work_event(work, action):
+    """A work as the `manifestbundles` spec event OCM's work agents read: `resourceid` = uid,
+    `resourceversion` = generation (an integer), `metadata` = the ObjectMeta JSON, and the
+    ManifestBundle as data."""
+    metadata = {
+        "generation": work["generation"],
+        "labels": {"app.kubernetes.io/managed-by": NAME},
+        "name": work["name"],
+        "namespace": work["cluster"],
+        "uid": work["uid"],
+    }
+    now = time.time_ns()
+
+    def string(name, value):
+        return Extension(name, ExtensionValue_String(value))
+
+    return CloudEvent(
+        id=str(uuid.uuid4()),
+        source=SOURCE,
+        spec_version="1.0",
+        type=f"{MANIFEST_BUNDLES}.spec.{action}",
+        data_content_type="application/json",
+        data_schema=None,
+        subject=None,
+        time=Timestamp(now // 1_000_000_000, now % 1_000_000_000),
+        extensions=[
+            string("originalsource", ""),
+            string("clustername", work["cluster"]),
+            string("resourceid", work["uid"]),
+            Extension("resourceversion", ExtensionValue_Integer(work["generation"])),
+            string("metadata", json.dumps(metadata, separators=(",", ":"), sort_keys=True)),
+            string("logtracing", "{}"),
+        ],
+        data=json.dumps({"manifests": work["manifests"]}, separators=(",", ":")).encode(),
+    )
+
+
+def extension_str(event, name):
+    for e in event.extensions:
+        if e.name == name:
+            if isinstance(e.value, ExtensionValue_String):
+                return e.value.value
+            raise invalid(f"extension {name} is not a string")
+    raise invalid(f"the event has no {name} extension")
+
+
+# One component instance runs one Python interpreter: the instance's state lives here.
+_works = []
+_announce_after = None
+
+
+class Plugin(exports.Plugin):
+    def describe(self):
+        return Description(
+            name=NAME,
+            version=VERSION,
+            sdk_version=CONTRACT,
+            sources=[SOURCE],
+            data_types=[MANIFEST_BUNDLES],
+        )
+
+    def check_config(self, config):
+        parse_config(config)
+
+    def init(self, config):
+        global _works, _announce_after
+        _works, _announce_after = parse_config(config)
+        log.log(log.Level.DEBUG, f"serving {len(_works)} works")
+
+    def start(self):
+        if _announce_after is not None:
+            timer.set(ANNOUNCE, _announce_after, False)
+
+    def list(self, options):
+        if options.data_type != MANIFEST_BUNDLES:
+            return []
+        return [work_event(w, "create_request") for w in _works if w["cluster"] == options.cluster_name]
+
+    def handle(self, identity, event):
+        parts = event.type.rsplit(".", 2)
+        if len(parts) != 3 or parts[1:] != ["status", "update_request"]:
+            raise invalid(f"{NAME} is read-only: {event.type} is not supported")
+        cluster = extension_str(event, "clustername")
+        resource = extension_str(event, "resourceid")
+        work = next((w for w in _works if w["cluster"] == cluster and w["uid"] == resource), None)
+        if work is None:
+            # As OCM's work service: a status for a work no longer served is answered OK.
+            log.log(log.Level.INFO, f"status of unknown work {resource} in {cluster} ignored")
+            return
+        status = event.data or b""
+        try:
+            parsed = json.loads(status)
+        except ValueError as e:
+            raise invalid(f"status of {cluster}/{work['name']} is not JSON: {e}")
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("conditions", []), (list, type(None))):
+            raise invalid(
+                f"status of {cluster}/{work['name']} is not a ManifestBundleStatus "
+                "(want an object with a `conditions` list)"
+            )
+        key = f"status/{cluster}/{work['name']}"
+        if kv.get(key) == status:
+            log.log(log.Level.INFO, f"status of {cluster}/{work['name']} unchanged")
+            return
+        kv.set(key, status)
+        log.log(log.Level.INFO, f"status of {cluster}/{work['name']} stored ({len(status)} bytes)")
+
+    def on_events(self, events):
+        for event in events:
+            if isinstance(event, HostEvent_Timer) and event.value == ANNOUNCE:
+                reached = sum(emit.emit(work_event(w, "update_request")) for w in _works)
+                log.log(log.Level.INFO, f"announced {len(_works)} works to {reached} subscribers")

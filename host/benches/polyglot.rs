@@ -1,0 +1,302 @@
+//! What a component costs by the language it is written in: the same source plugin as
+//! static-works (Rust, wit-bindgen), python-works (Python, componentize-py) and js-works
+//! (JavaScript, componentize-js), loaded through the host's own `PluginFile` and `PluginSource`.
+//! See BENCHMARKS.md.
+//!
+//! ```sh
+//! cargo build --profile plugin --target wasm32-wasip2 -p static-works
+//! scripts/build-polyglot-plugins.sh
+//! cargo bench -p conductor --bench polyglot      # POLYGLOT_PLUGINS=python-works to pick
+//! ```
+//!
+//! For each plugin: the file's size; loading it (compiling the component and running `describe`,
+//! what startup and a reload that swaps the file cost), on a fresh copy so no compilation is
+//! cached; a new instance (instantiate, `check-config`, `init`: what the pool pays to grow or to
+//! replace a trapped instance); the smallest `limits.memory` it loads and serves with (bisected in
+//! MiB); the resident memory an instance adds to the process (ten instances loaded, each having
+//! answered a resync and a status update); and the median latency of a resync (`list`) and of a
+//! status update (`handle`, 1 KiB and 100 KiB) through the host, as the broker calls them; and
+//! whether an instance holds on to memory over calls (3,000 status updates of 100 KiB under a
+//! 64 MiB limit: how many fail because the instance ran out of memory).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use conductor::broker::Fanout;
+use conductor::config::{Config, PluginConfig, PluginKind};
+use conductor::plugins::{HostContext, PluginFile, PluginSource};
+use conductor::registry::Source;
+use conductor::telemetry::Metrics;
+use conductor_plugin_sdk::ocm::data_types::MANIFEST_BUNDLES;
+use conductor_plugin_sdk::{CloudEvent, Identity, ListOptions};
+use serde_json::json;
+
+/// Status updates in the soak run.
+const SOAK_CALLS: usize = 3000;
+
+fn target_dir() -> PathBuf {
+    // target/release/deps/polyglot-… → target/
+    let exe = std::env::current_exe().expect("bench path");
+    exe.ancestors().nth(3).expect("target dir").to_owned()
+}
+
+fn plugin_config(file: &Path, memory_mib: usize) -> PluginConfig {
+    let text = format!(
+        r#"
+[plugins.works]
+kind = "component"
+file = "{file}"
+grants = ["emit", "log", "timer", "kv"]
+pool_size = 1
+limits = {{ memory = "{memory_mib}MiB", call_timeout = "30s" }}
+[plugins.works.config.clusters.cluster1.web]
+generation = 3
+manifests = [{{ apiVersion = "v1", kind = "ConfigMap", metadata = {{ name = "web", namespace = "default" }}, data = {{ greeting = "hello" }} }}]
+"#,
+        file = file.display()
+    );
+    Config::parse(&text)
+        .expect("valid config")
+        .plugins
+        .remove("works")
+        .expect("the plugin")
+}
+
+fn host_context() -> HostContext {
+    HostContext {
+        sink: Fanout::new(Metrics::new(), 16, 0),
+        backends: conductor::plugins::Backends::none(),
+        metrics: Metrics::new(),
+        mode: conductor::plugins::Mode::Serve,
+    }
+}
+
+fn resync() -> ListOptions {
+    ListOptions {
+        cluster_name: "cluster1".into(),
+        data_type: MANIFEST_BUNDLES.into(),
+    }
+}
+
+/// A status update for the served work, with `size` bytes of JSON data.
+fn status_event(work_id: &str, size: usize) -> CloudEvent {
+    let mut e = CloudEvent::new(
+        "bench",
+        "cluster1-work-agent",
+        format!("{MANIFEST_BUNDLES}.status.update_request"),
+    );
+    e.set_extension("clustername", "cluster1");
+    e.set_extension("resourceid", work_id);
+    let pad = "x".repeat(size.saturating_sub(40));
+    e.data = Some(serde_json::to_vec(&json!({ "conditions": [], "pad": pad })).expect("json"));
+    e
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+/// Resident memory of this process, in bytes.
+fn rss() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
+    let pages: usize = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("resident pages");
+    pages * 4096
+}
+
+/// Loads the plugin with a pool of one and the memory limit given; it has answered a resync and
+/// a status update. Returns the source and the id of the work it serves.
+async fn load(file: &Path, memory_mib: usize) -> Result<(Arc<PluginSource>, String), String> {
+    let config = plugin_config(file, memory_mib);
+    let read = PluginFile::read(PluginKind::Component, file)
+        .await
+        .map_err(|e| e.to_string())?;
+    let source = PluginSource::load("works", &config, read, Default::default(), &host_context())
+        .await
+        .map_err(|e| e.to_string())?;
+    let listed = source.list(&resync()).await.map_err(|e| e.to_string())?;
+    let id = listed
+        .first()
+        .and_then(|e| e.extension_str("resourceid").ok())
+        .ok_or("the resync answered no work")?
+        .to_owned();
+    source
+        .handle(&Identity::anonymous(), status_event(&id, 1024))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((source, id))
+}
+
+async fn timed<F: AsyncFnMut()>(iterations: usize, mut call: F) -> Duration {
+    for _ in 0..iterations / 10 {
+        call().await;
+    }
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let started = Instant::now();
+        call().await;
+        samples.push(started.elapsed());
+    }
+    median(samples)
+}
+
+async fn measure(name: &str, file: &Path, runs: usize) {
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let size = std::fs::metadata(file)
+        .unwrap_or_else(|e| panic!("{}: {e} (build it first, see the header)", file.display()))
+        .len();
+
+    // Loading: compile + describe, on a copy nobody compiled yet.
+    let mut loads = Vec::new();
+    for run in 0..runs {
+        let copy = scratch.path().join(format!("load-{run}.wasm"));
+        std::fs::copy(file, &copy).expect("copy the component");
+        let started = Instant::now();
+        PluginFile::read(PluginKind::Component, &copy)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        loads.push(started.elapsed());
+    }
+    // From here on the first copy is compiled (the host caches by path, mtime and size).
+    let file = scratch.path().join("load-0.wasm");
+
+    // A new instance: the whole `PluginSource::load` but compilation (cached) — describe,
+    // check-config, instantiate, init.
+    let mut instances = Vec::new();
+    for _ in 0..5 {
+        let config = plugin_config(&file, 256);
+        let read = PluginFile::read(PluginKind::Component, &file).await.expect("cached");
+        let started = Instant::now();
+        let source = PluginSource::load("works", &config, read, Default::default(), &host_context())
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        instances.push(started.elapsed());
+        source.stop().await;
+    }
+
+    // The smallest memory limit it loads and serves with.
+    let (mut fails, mut works) = (0usize, 1024usize);
+    if load(&file, works).await.is_err() {
+        panic!("{name}: does not load with 1 GiB");
+    }
+    while works - fails > 1 {
+        let mid = (fails + works) / 2;
+        match load(&file, mid).await {
+            Ok((source, _)) => {
+                source.stop().await;
+                works = mid;
+            }
+            Err(_) => fails = mid,
+        }
+    }
+
+    // Resident memory per instance.
+    let before = rss();
+    let mut held = Vec::new();
+    for _ in 0..10 {
+        held.push(load(&file, 256).await.unwrap_or_else(|e| panic!("{name}: {e}")));
+    }
+    let per_instance = (rss().saturating_sub(before)) as f64 / 10.0 / (1 << 20) as f64;
+    for (source, _) in held.drain(..) {
+        source.stop().await;
+    }
+
+    // Call latency.
+    let (source, id) = load(&file, 256).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+    let identity = Identity::anonymous();
+    let list = timed(2000, async || {
+        source.list(&resync()).await.expect("resync");
+    })
+    .await;
+    let mut handle = Vec::new();
+    for (size, iterations) in [(1024usize, 2000usize), (100 * 1024, 500)] {
+        let event = status_event(&id, size);
+        let mut failed = 0;
+        let median = timed(iterations, async || {
+            // A call that fails (an instance out of memory, replaced) is timed like the others.
+            failed += usize::from(source.handle(&identity, event.clone()).await.is_err());
+        })
+        .await;
+        handle.push(if failed == 0 {
+            us(median)
+        } else {
+            format!("{} ({failed} failed)", us(median))
+        });
+    }
+    source.stop().await;
+
+    // Memory held over calls: SOAK_CALLS status updates of 100 KiB under a 64 MiB limit; a call
+    // that runs out of memory traps, fails, and the pool replaces the instance.
+    let soak_mib = env_usize("POLYGLOT_SOAK_MIB", 64);
+    let (source, id) = load(&file, soak_mib).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+    let event = status_event(&id, 100 * 1024);
+    let mut failed = Vec::new();
+    for call in 0..SOAK_CALLS {
+        if source.handle(&identity, event.clone()).await.is_err() {
+            failed.push(call);
+        }
+    }
+    source.stop().await;
+    let soak = match failed.first() {
+        None => format!("{SOAK_CALLS} × 100 KiB at {soak_mib} MiB: none failed"),
+        Some(first) => format!(
+            "{SOAK_CALLS} × 100 KiB at {soak_mib} MiB: {} failed (out of memory; the first was call {first})",
+            failed.len()
+        ),
+    };
+
+    let loads_text: Vec<String> = loads.iter().map(|d| ms(*d)).collect();
+    println!(
+        "{name}: file {:.2} MB | load (compile + describe) {} (median {}) | new instance {} | \
+         smallest limits.memory {works} MiB | resident per instance {per_instance:.1} MiB | \
+         resync {} | status 1 KiB {} | status 100 KiB {} | {soak}",
+        size as f64 / 1e6,
+        loads_text.join(" / "),
+        ms(median(loads)),
+        ms(median(instances)),
+        us(list),
+        handle[0],
+        handle[1],
+    );
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let target = target_dir();
+    let runs = env_usize("POLYGLOT_RUNS", 3);
+    let pick = std::env::var("POLYGLOT_PLUGINS").unwrap_or_else(|_| "static-works,python-works,js-works".into());
+    rt.block_on(async {
+        for (name, file) in [
+            ("static-works", target.join("wasm32-wasip2/plugin/static_works.wasm")),
+            ("python-works", target.join("polyglot/python_works.wasm")),
+            ("js-works", target.join("polyglot/js_works.wasm")),
+        ] {
+            if pick.split(',').any(|p| p == name) {
+                measure(name, &file, runs).await;
+            }
+        }
+    });
+}

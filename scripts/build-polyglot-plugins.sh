@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Builds the example source plugins written in Python (examples/python-works, componentize-py) and
+# JavaScript (examples/js-works, componentize-js) as WebAssembly components, after running their
+# unit tests against the SDK's fakes.
+#
+#   scripts/build-polyglot-plugins.sh [python-works] [js-works]     # default: both
+#
+# Writes $CARGO_TARGET_DIR/polyglot/ (target/polyglot/ without it):
+#   python_works.wasm, js_works.wasm         the plugins (capabilities emit, log, timer, kv)
+#   python_works_pg.wasm, js_works_pg.wasm   the same code built with the `pg` capability as well,
+#                                            for the test that the host refuses it without the grant
+#
+# The bindings are generated from plugin-sdk/wit at every build, never committed:
+# plugin-sdk/tools/plugin_wit.py derives the world of the capabilities a plugin uses (see its
+# header for why), componentize-py and componentize-js bind to it. The tools are pinned
+# (plugin-sdk/python/requirements.txt, plugin-sdk/js/package-lock.json) and installed once under
+# ${XDG_CACHE_HOME:-$HOME/.cache}/conductor/tools through the machine's own pip and npm
+# configuration; a new pin installs anew and removes the old.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$PWD"
+
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/conductor"
+TOOLS="$CACHE/tools"
+OUT="${CARGO_TARGET_DIR:-target}/polyglot"
+CAPABILITIES="emit,log,timer,kv"
+WORLD="conductor-source"
+
+log() { echo "build-polyglot-plugins: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+plugins=("$@")
+[ ${#plugins[@]} -gt 0 ] || plugins=(python-works js-works)
+for p in "${plugins[@]}"; do
+    case "$p" in python-works | js-works) ;; *) die "unknown plugin $p (python-works, js-works)" ;; esac
+done
+
+command -v python3 >/dev/null || die "python3 is needed (the WIT world generator and componentize-py)"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$OUT" "$TOOLS"
+OUT="$(cd "$OUT" && pwd)"
+
+key_of() { cat "$@" | sha256sum | cut -c1-12; }
+
+# Removes the installs of earlier pins beside `$1` (<tool>-<key>).
+prune() {
+    local keep="$1" old
+    for old in "${keep%-*}"-*; do
+        [ "$old" = "$keep" ] || [ ! -d "$old" ] || { log "removing $old (an earlier pin)"; rm -rf "$old"; }
+    done
+}
+
+# --- tools -----------------------------------------------------------------------------------
+componentize_py() {
+    local req="$ROOT/plugin-sdk/python/requirements.txt"
+    local venv
+    venv="$TOOLS/componentize-py-$(key_of "$req")"
+    if [ ! -f "$venv/.installed" ]; then
+        log "installing $(grep -v "^#" "$req" | tr "\n" " ")into $venv"
+        rm -rf "$venv"
+        python3 -m venv "$venv" >&2
+        "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req" >&2
+        touch "$venv/.installed"
+        prune "$venv"
+    fi
+    "$venv/bin/componentize-py" "$@"
+}
+
+componentize_js() {
+    command -v npm >/dev/null || die "npm is needed (componentize-js)"
+    local dir
+    dir="$TOOLS/js-plugin-tools-$(key_of "$ROOT/plugin-sdk/js/package.json" "$ROOT/plugin-sdk/js/package-lock.json")"
+    if [ ! -f "$dir/.installed" ]; then
+        log "installing componentize-js and jco (plugin-sdk/js/package-lock.json) into $dir"
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        cp "$ROOT/plugin-sdk/js/package.json" "$ROOT/plugin-sdk/js/package-lock.json" "$dir/"
+        (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+        touch "$dir/.installed"
+        prune "$dir"
+    fi
+    "$dir/node_modules/.bin/componentize-js" "$@"
+}
+
+# The world for `capabilities`, generated from plugin-sdk/wit into $WORK/<name>-wit.
+world() {
+    local name="$1" capabilities="$2"
+    python3 "$ROOT/plugin-sdk/tools/plugin_wit.py" --capabilities "$capabilities" --world "$WORLD" "$WORK/$name-wit"
+    echo "$WORK/$name-wit"
+}
+
+# --- Python ----------------------------------------------------------------------------------
+build_python() {
+    local src="examples/python-works" module="app" bindings stage report
+    bindings="$WORK/python-bindings"
+    componentize_py -q -d "$(world python "$CAPABILITIES")" -w "$WORLD" bindings "$bindings"
+    log "python-works: unit tests (unittest, plugin-sdk/python/conductor_fakes.py)"
+    if ! report="$(cd "$src" && PYTHONPATH="$bindings:$ROOT/plugin-sdk/python:." PYTHONDONTWRITEBYTECODE=1 \
+        python3 -m unittest discover -s . -p 'test_*.py' 2>&1)"; then
+        echo "$report" >&2
+        die "python-works: unit tests failed"
+    fi
+    tail -n 3 <<<"$report" | tr '\n' ' ' >&2
+    echo >&2
+    # Only the plugin's own modules go into the component (not its tests).
+    stage="$WORK/python-src"
+    mkdir -p "$stage"
+    find "$src" -maxdepth 1 -name '*.py' ! -name 'test_*.py' -exec cp {} "$stage/" \;
+    for variant in "" "_pg"; do
+        local caps="$CAPABILITIES" out="$OUT/python_works$variant.wasm" wit
+        [ -z "$variant" ] || caps="$CAPABILITIES,pg"
+        wit="$(world "python$variant" "$caps")"
+        log "python-works: componentize-py → $out (capabilities $caps)"
+        (cd "$WORK" && componentize_py -q -d "$wit" -w "$WORLD" componentize -p "$stage" "$module" -o "$out.tmp")
+        mv "$out.tmp" "$out"
+    done
+}
+
+# --- JavaScript ------------------------------------------------------------------------------
+build_js() {
+    local src="examples/js-works" entry="plugin.js" wit
+    command -v node >/dev/null || die "node is needed (the unit tests and componentize-js)"
+    log "js-works: unit tests (node:test, plugin-sdk/js fakes)"
+    # The reporter prints every test on failure; a passing run is summed up in one line.
+    local report
+    if ! report="$(cd "$src" && node --import "$ROOT/plugin-sdk/js/register.mjs" --test --test-reporter=tap 2>&1)"; then
+        echo "$report" >&2
+        die "js-works: unit tests failed"
+    fi
+    grep -E '^# (pass|fail)' <<<"$report" | tr '\n' ' ' >&2
+    echo >&2
+    for variant in "" "_pg"; do
+        local caps="$CAPABILITIES" out="$OUT/js_works$variant.wasm"
+        [ -z "$variant" ] || caps="$CAPABILITIES,pg"
+        wit="$(world "js$variant" "$caps")"
+        log "js-works: componentize-js → $out (capabilities $caps)"
+        # The host links WASI 0.2 (cli, clocks, filesystem, io, random, sockets) but not wasi:http:
+        # the engine's fetch() and fetch-event features are left out, so nothing imports it.
+        componentize_js "$src/$entry" --wit "$wit" --world-name "$WORLD" --disable http fetch-event \
+            --out "$out.tmp" >/dev/null
+        mv "$out.tmp" "$out"
+    done
+}
+
+for p in "${plugins[@]}"; do
+    case "$p" in
+        python-works) build_python ;;
+        js-works) build_js ;;
+    esac
+done
+ls -l "$OUT" >&2

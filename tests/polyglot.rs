@@ -1,0 +1,343 @@
+//! The example source in three languages — static-works (Rust), python-works (Python,
+//! componentize-py) and js-works (JavaScript, componentize-js) — against the real binary, through
+//! one scenario: each is swapped in under a live agent stream, answers the agent's resync with the
+//! configured work, announces it from a timer, keeps the agent's status in `kv` (reading what
+//! its predecessor stored, and stored for its successor), and refuses a malformed status with
+//! its own message. Each loads with the limits its example configuration names, and a build
+//! that imports a capability it was not granted does not load.
+//!
+//! The components are built by `scripts/build-polyglot-plugins.sh` (scripts/test.sh runs it).
+
+use std::path::{Path, PathBuf};
+
+use conductor_blackbox_tests::events::{self, attr, attr_str};
+use conductor_blackbox_tests::proto::CloudEvent;
+use conductor_blackbox_tests::proto::cloud_event::Data;
+use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
+use conductor_blackbox_tests::{
+    CloudEventServiceClient, Conductor, Form, Sub, WORKS, conductor_bin, http_post, plugin_artifact, polyglot_artifact,
+    publish, subscribe,
+};
+use serde_json::{Value, json};
+use tonic::Code;
+use tonic::transport::Channel;
+
+/// One of the three plugins.
+#[derive(Debug, Clone, Copy)]
+struct Lang {
+    /// The plugin's name (and its example's folder).
+    plugin: &'static str,
+    /// The source it declares (agents echo it as `originalsource`).
+    source: &'static str,
+}
+
+const STATIC: Lang = Lang {
+    plugin: "static-works",
+    source: "static",
+};
+const PYTHON: Lang = Lang {
+    plugin: "python-works",
+    source: "python",
+};
+const JS: Lang = Lang {
+    plugin: "js-works",
+    source: "js",
+};
+
+impl Lang {
+    fn component(self) -> PathBuf {
+        match self.plugin {
+            "static-works" => plugin_artifact("static-works", Form::Component),
+            other => polyglot_artifact(&other.replace('-', "_")),
+        }
+    }
+
+    /// The same plugin built with the `pg` capability as well.
+    fn component_with_pg(self) -> PathBuf {
+        polyglot_artifact(&format!("{}_pg", self.plugin.replace('-', "_")))
+    }
+
+    fn example_dir(self) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples")
+            .join(self.plugin)
+    }
+
+    /// The `limits = { … }` line of the plugin in its example's conductor.toml (static-works'
+    /// README names none: the defaults).
+    fn example_limits(self) -> String {
+        if self.plugin == "static-works" {
+            return String::new();
+        }
+        let path = self.example_dir().join("conductor.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("limits = "))
+            .unwrap_or_else(|| panic!("{} names no limits", path.display()));
+        assert!(line.contains("memory = "), "{line}");
+        line.to_owned()
+    }
+}
+
+/// The plugin `works` loaded from `file`, configured as every example takes it.
+fn works(file: &Path, pool_size: usize, limits: &str) -> String {
+    format!(
+        r#"
+[plugins.works]
+kind = "component"
+file = "{file}"
+grants = ["emit", "log", "timer", "kv"]
+pool_size = {pool_size}
+{limits}
+[plugins.works.config]
+announce_after_ms = 300
+[plugins.works.config.clusters.cluster1.web]
+generation = 3
+manifests = [{{ apiVersion = "v1", kind = "ConfigMap", metadata = {{ name = "web", namespace = "default" }} }}]
+[plugins.works.config.clusters.cluster2.db]
+manifests = []
+"#,
+        file = file.display()
+    )
+}
+
+fn status(condition: &str) -> Value {
+    json!({"conditions": [{"type": condition, "status": "True"}]})
+}
+
+async fn status_update(
+    client: &mut CloudEventServiceClient<Channel>,
+    id: &str,
+    original: &str,
+    data: Value,
+) -> Result<(), tonic::Status> {
+    let e = events::agent_event(
+        &format!("{WORKS}.status.update_request"),
+        "cluster1",
+        original,
+        Some(data),
+    );
+    publish(client, events::with_id(e, id)).await
+}
+
+/// The next event on `sub` of type `<WORKS>.spec.<action>` from `source` (others are skipped:
+/// an announce of the plugin swapped out may still be on its way).
+async fn next_from(sub: &mut Sub, action: &str, source: &str) -> CloudEvent {
+    let ty = format!("{WORKS}.spec.{action}");
+    for _ in 0..10 {
+        let e = sub.next_event().await.unwrap();
+        if e.r#type == ty && e.source == source {
+            return e;
+        }
+    }
+    panic!("no {ty} from {source}");
+}
+
+/// Swaps the file under the running plugin (and its pool size, so even the same file is a
+/// change) and reloads; returns once the new plugin serves.
+async fn swap(c: &Conductor, file: &Path, lang: Lang, pool_size: usize, limits: &str) {
+    std::fs::copy(lang.component(), file).unwrap();
+    c.rewrite_config(&works(file, pool_size, limits));
+    let (code, body) = http_post(c.admin_addr.as_deref().unwrap(), "/reload").await.unwrap();
+    assert_eq!(code, 200, "{lang:?}: {body}");
+    let summary: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(summary["replaced"], json!(["works"]), "{lang:?}: {body}");
+}
+
+/// The scenario every language passes: `lang` swapped in for static-works under a live stream,
+/// then swapped out for it again.
+async fn serves_agents_like_static_works(lang: Lang) {
+    let limits = lang.example_limits();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("works.wasm");
+    std::fs::copy(STATIC.component(), &file).unwrap();
+    let c = Conductor::start(&works(&file, 2, &limits)).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    let id = attr_str(&next_from(&mut sub, "resync_response", "static").await, "ce-resourceid")
+        .unwrap()
+        .to_owned();
+    // Its announce (300 ms after it started) is through before anything is swapped.
+    next_from(&mut sub, "update_request", "static").await;
+    // static-works keeps the agent's first status.
+    status_update(&mut client, &id, "static", status("Applied"))
+        .await
+        .unwrap();
+    c.wait_for_log("status of cluster1/web stored").await;
+
+    // `lang` swapped in under the live stream.
+    swap(&c, &file, lang, 3, &limits).await;
+    // Its `start` set the announce timer; the timer's event emits the work to the stream.
+    let announced = next_from(&mut sub, "update_request", lang.source).await;
+    assert_eq!(attr_str(&announced, "ce-resourceid"), Some(id.as_str()), "{lang:?}");
+
+    // Resync: the configured work, encoded as OCM's work agents read it, with the id every
+    // language derives the same way.
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    let work = next_from(&mut sub, "resync_response", lang.source).await;
+    assert_eq!(attr_str(&work, "ce-resourceid"), Some(id.as_str()), "{lang:?}");
+    assert_eq!(attr(&work, "ce-resourceversion"), Some(&Attr::CeInteger(3)), "{lang:?}");
+    assert_eq!(attr_str(&work, "ce-clustername"), Some("cluster1"), "{lang:?}");
+    let meta: Value = serde_json::from_str(attr_str(&work, "ce-metadata").unwrap()).unwrap();
+    assert_eq!(
+        (&meta["name"], &meta["namespace"]),
+        (&json!("web"), &json!("cluster1")),
+        "{lang:?}"
+    );
+    assert_eq!(meta["labels"]["app.kubernetes.io/managed-by"], lang.plugin, "{lang:?}");
+    let Some(Data::BinaryData(data)) = &work.data else {
+        panic!("{lang:?}: no data in {work:?}")
+    };
+    let bundle: Value = serde_json::from_slice(data).unwrap();
+    assert_eq!(bundle["manifests"][0]["metadata"]["name"], "web", "{lang:?}: {bundle}");
+
+    // The status static-works stored is in kv: the same status is unchanged for `lang`.
+    status_update(&mut client, &id, lang.source, status("Applied"))
+        .await
+        .unwrap();
+    let line = c.wait_for_log("status of cluster1/web unchanged").await;
+    assert!(line.contains(r#""plugin":"works""#), "{lang:?}: not attributed: {line}");
+    // A new one is stored.
+    status_update(&mut client, &id, lang.source, status("Available"))
+        .await
+        .unwrap();
+    c.wait_for_logs("status of cluster1/web stored", 2).await;
+    // A status for a work it does not serve is answered OK, as OCM's work service does.
+    status_update(&mut client, "no-such-work", lang.source, status("Applied"))
+        .await
+        .unwrap();
+    c.wait_for_log("status of unknown work no-such-work in cluster1 ignored")
+        .await;
+    // A malformed one is refused with the plugin's own message.
+    let s = status_update(&mut client, &id, lang.source, json!(["not", "a", "status"]))
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::FailedPrecondition, "{lang:?}: {s:?}");
+    let body: Value = serde_json::from_str(s.message()).unwrap();
+    assert_eq!(body["ErrStatus"]["reason"], "Invalid", "{lang:?}");
+    assert_eq!(body["ErrStatus"]["code"], 422, "{lang:?}");
+    let message = body["ErrStatus"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("status of cluster1/web is not a ManifestBundleStatus"),
+        "{lang:?}: {message}"
+    );
+
+    // static-works swapped back in: what `lang` stored is in kv.
+    swap(&c, &file, STATIC, 2, &limits).await;
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    next_from(&mut sub, "resync_response", "static").await;
+    status_update(&mut client, &id, "static", status("Available"))
+        .await
+        .unwrap();
+    c.wait_for_logs("status of cluster1/web unchanged", 2).await;
+}
+
+#[tokio::test]
+async fn python_works_serves_agents_like_static_works() {
+    serves_agents_like_static_works(PYTHON).await;
+}
+
+#[tokio::test]
+async fn js_works_serves_agents_like_static_works() {
+    serves_agents_like_static_works(JS).await;
+}
+
+/// The reference: static-works through the same scenario (swapped for a new instance of itself).
+#[tokio::test]
+async fn static_works_passes_the_same_scenario() {
+    serves_agents_like_static_works(STATIC).await;
+}
+
+/// `conductor check-config` (with `--connect`: one instance made, `init` run under the memory
+/// limit the example names), `conductor plugins inspect`: (success, stdout, stderr).
+fn conductor(args: &[&str], path: &Path) -> (bool, String, String) {
+    let out = std::process::Command::new(conductor_bin())
+        .args(args)
+        .arg(path)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The example's own conductor.toml loads, with the plugin folder the build writes to.
+fn example_configuration_loads(lang: Lang) {
+    let folder = lang.component().parent().unwrap().to_owned();
+    let config = lang.example_dir().join("conductor.toml");
+    let (ok, out, err) = conductor(
+        &["check-config", "--connect", "--plugin-folder", folder.to_str().unwrap()],
+        &config,
+    );
+    assert!(ok, "{lang:?}: {err}");
+    assert!(
+        out.contains(&format!(
+            r#"{} 0.1.0 (Component, contract 0.3.0), data types ["{WORKS}"], capabilities ["emit", "log", "timer", "kv"]"#,
+            lang.plugin
+        )),
+        "{lang:?}: {out}"
+    );
+    assert!(out.contains(&format!("route {} ->", lang.source)), "{lang:?}: {out}");
+}
+
+#[test]
+fn the_python_example_configuration_loads() {
+    example_configuration_loads(PYTHON);
+}
+
+#[test]
+fn the_js_example_configuration_loads() {
+    example_configuration_loads(JS);
+}
+
+/// The same plugin built with `pg` as well: `plugins inspect` reads the capability from its
+/// imports, and the host refuses it without the grant, naming what is missing.
+fn a_build_importing_an_ungranted_capability_does_not_load(lang: Lang) {
+    let file = lang.component_with_pg();
+    let (ok, out, err) = conductor(&["plugins", "inspect"], &file);
+    assert!(ok, "{lang:?}: {err}");
+    assert!(out.contains(&format!("name:          {}", lang.plugin)), "{out}");
+    assert!(out.contains("contract:      conductor:plugin@0.3."), "{out}");
+    assert!(
+        out.contains("capabilities:  emit, log, timer, kv, pg (read from its imports)"),
+        "{lang:?}: {out}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("conductor.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n{}",
+            conductor_blackbox_tests::BASE_CONFIG,
+            works(&file, 1, &lang.example_limits())
+        ),
+    )
+    .unwrap();
+    let (ok, _, err) = conductor(&["check-config"], &config);
+    assert!(!ok, "{lang:?}: loaded without the pg grant");
+    assert!(
+        err.contains("plugins.works") && err.contains("not granted") && err.contains("pg"),
+        "{lang:?}: {err}"
+    );
+}
+
+#[test]
+fn python_works_importing_pg_does_not_load_without_the_grant() {
+    a_build_importing_an_ungranted_capability_does_not_load(PYTHON);
+}
+
+#[test]
+fn js_works_importing_pg_does_not_load_without_the_grant() {
+    a_build_importing_an_ungranted_capability_does_not_load(JS);
+}
