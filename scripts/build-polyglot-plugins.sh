@@ -5,7 +5,8 @@
 #
 #   scripts/build-polyglot-plugins.sh [python-works] [js-works]     # default: both
 #
-# Writes $CARGO_TARGET_DIR/polyglot/ (target/polyglot/ without it):
+# Writes $CARGO_TARGET_DIR/polyglot/ (target/polyglot/ without it), skipping a component newer
+# than everything it is built from (the unit tests always run):
 #   python_works.wasm, js_works.wasm         the plugins (capabilities emit, log, timer, kv)
 #   python_works_pg.wasm, js_works_pg.wasm   the same code built with the `pg` capability as well,
 #                                            for the test that the host refuses it without the grant
@@ -42,6 +43,16 @@ mkdir -p "$OUT" "$TOOLS"
 OUT="$(cd "$OUT" && pwd)"
 
 key_of() { cat "$@" | sha256sum | cut -c1-12; }
+
+# Whether the component `$1` exists and is newer than everything it is built from: the plugin's
+# folder `$2`, the contract, the SDK's tools and fakes, and this script.
+up_to_date() {
+    local out="$1" src="$2"
+    [ -f "$out" ] || return 1
+    [ -z "$(find "$ROOT/$src" "$ROOT/plugin-sdk/wit" "$ROOT/plugin-sdk/tools" "$ROOT/plugin-sdk/python" \
+        "$ROOT/plugin-sdk/js" "$ROOT/scripts/build-polyglot-plugins.sh" -newer "$out" \
+        -not -path '*/node_modules*' -not -name '__pycache__' -not -name '*.pyc' -print -quit)" ]
+}
 
 # Removes the installs of earlier pins beside `$1` (<tool>-<key>).
 prune() {
@@ -110,6 +121,10 @@ build_python() {
     for variant in "" "_pg"; do
         local caps="$CAPABILITIES" out="$OUT/python_works$variant.wasm" wit
         [ -z "$variant" ] || caps="$CAPABILITIES,pg"
+        if up_to_date "$out" "$src"; then
+            log "python-works: $out is up to date"
+            continue
+        fi
         wit="$(world "python$variant" "$caps")"
         log "python-works: componentize-py → $out (capabilities $caps)"
         (cd "$WORK" && componentize_py -q -d "$wit" -w "$WORLD" componentize -p "$stage" "$module" -o "$out.tmp")
@@ -133,6 +148,10 @@ build_js() {
     for variant in "" "_pg"; do
         local caps="$CAPABILITIES" out="$OUT/js_works$variant.wasm"
         [ -z "$variant" ] || caps="$CAPABILITIES,pg"
+        if up_to_date "$out" "$src"; then
+            log "js-works: $out is up to date"
+            continue
+        fi
         wit="$(world "js$variant" "$caps")"
         log "js-works: componentize-js → $out (capabilities $caps)"
         # The host links WASI 0.2 (cli, clocks, filesystem, io, random, sockets) but not wasi:http:

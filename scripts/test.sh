@@ -16,6 +16,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # (target/wasm32-wasip2/plugin/*.wasm; the default ones are also copied to plugins/dist/).
 cargo build --workspace --all-targets --locked
 scripts/build-plugins.sh -p static-works -p misbehaving-plugin -p wrong-version-plugin
+# The Python and JavaScript example plugins (their unit tests, then the components, into
+# target/polyglot/; componentize-py and componentize-js cached under ~/.cache/conductor/tools).
+scripts/build-polyglot-plugins.sh
 # The image's build steps (deploy/Containerfile runs the same script), into a staging root that
 # tests/image.rs starts conductor from — with the test build, not a release one. Somewhere every
 # user can read: the test runs the staged binary as the image's user.
