@@ -17,7 +17,8 @@
 //! answered a resync and a status update); and the median latency of a resync (`list`) and of a
 //! status update (`handle`, 1 KiB and 100 KiB) through the host, as the broker calls them; and
 //! whether an instance holds on to memory over calls (3,000 status updates of 100 KiB under a
-//! 64 MiB limit: how many fail because the instance ran out of memory).
+//! 64 MiB limit: how many fail because the instance ran out of memory; POLYGLOT_SOAK_CALLS,
+//! POLYGLOT_SOAK_KIB and POLYGLOT_SOAK_MIB change the run).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,9 +32,6 @@ use conductor::telemetry::Metrics;
 use conductor_plugin_sdk::ocm::data_types::MANIFEST_BUNDLES;
 use conductor_plugin_sdk::{CloudEvent, Identity, ListOptions};
 use serde_json::json;
-
-/// Status updates in the soak run.
-const SOAK_CALLS: usize = 3000;
 
 fn target_dir() -> PathBuf {
     // target/release/deps/polyglot-… → target/
@@ -242,22 +240,27 @@ async fn measure(name: &str, file: &Path, runs: usize) {
     }
     source.stop().await;
 
-    // Memory held over calls: SOAK_CALLS status updates of 100 KiB under a 64 MiB limit; a call
-    // that runs out of memory traps, fails, and the pool replaces the instance.
-    let soak_mib = env_usize("POLYGLOT_SOAK_MIB", 64);
+    // Memory held over calls: POLYGLOT_SOAK_CALLS status updates of POLYGLOT_SOAK_KIB under a
+    // POLYGLOT_SOAK_MIB limit (3,000 of 100 KiB under 64 MiB); a call that runs out of memory
+    // traps, fails, and the pool replaces the instance.
+    let (soak_calls, soak_kib, soak_mib) = (
+        env_usize("POLYGLOT_SOAK_CALLS", 3000),
+        env_usize("POLYGLOT_SOAK_KIB", 100),
+        env_usize("POLYGLOT_SOAK_MIB", 64),
+    );
     let (source, id) = load(&file, soak_mib).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-    let event = status_event(&id, 100 * 1024);
+    let event = status_event(&id, soak_kib * 1024);
     let mut failed = Vec::new();
-    for call in 0..SOAK_CALLS {
+    for call in 0..soak_calls {
         if source.handle(&identity, event.clone()).await.is_err() {
             failed.push(call);
         }
     }
     source.stop().await;
     let soak = match failed.first() {
-        None => format!("{SOAK_CALLS} × 100 KiB at {soak_mib} MiB: none failed"),
+        None => format!("{soak_calls} × {soak_kib} KiB at {soak_mib} MiB: none failed"),
         Some(first) => format!(
-            "{SOAK_CALLS} × 100 KiB at {soak_mib} MiB: {} failed (out of memory; the first was call {first})",
+            "{soak_calls} × {soak_kib} KiB at {soak_mib} MiB: {} failed (out of memory; the first was call {first})",
             failed.len()
         ),
     };
