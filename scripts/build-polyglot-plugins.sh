@@ -162,6 +162,11 @@ build_js() {
     done
 }
 
+log "plugin_wit.py: unit tests"
+if ! report="$(PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s plugin-sdk/tools 2>&1)"; then
+    echo "$report" >&2
+    die "plugin_wit.py: unit tests failed"
+fi
 for p in "${plugins[@]}"; do
     case "$p" in
         python-works) build_python ;;

@@ -78,10 +78,25 @@ def code_of(item):
     return code
 
 
+def code_start(item):
+    """Where an item's code starts: past the whitespace and comments before it."""
+    i = 0
+    while i < len(item):
+        if item[i].isspace():
+            i += 1
+        elif item.startswith("//", i):
+            end = item.find("\n", i)
+            i = len(item) if end < 0 else end + 1
+        elif item.startswith("/*", i):
+            i = item.index("*/", i + 2) + 2
+        else:
+            break
+    return i
+
+
 def block_parts(item):
     """(header, body) of `interface x { body }` / `world x { body }`."""
-    code_start = item.index(code_of(item)[:1]) if code_of(item) else 0
-    open_at = item.index("{", code_start)
+    open_at = item.index("{", code_start(item))
     return item[:open_at], item[open_at + 1 : item.rindex("}")]
 
 
