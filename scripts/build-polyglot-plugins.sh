@@ -101,72 +101,86 @@ world() {
     echo "$WORK/$name-wit"
 }
 
-# --- Python ----------------------------------------------------------------------------------
-build_python() {
-    local src="examples/python-works" module="app" bindings stage report
-    bindings="$WORK/python-bindings"
-    componentize_py -q -d "$(world python "$CAPABILITIES")" -w "$WORLD" bindings "$bindings"
-    log "python-works: unit tests (unittest, plugin-sdk/python/conductor_fakes.py)"
-    if ! report="$(cd "$src" && PYTHONPATH="$bindings:$ROOT/plugin-sdk/python:." PYTHONDONTWRITEBYTECODE=1 \
-        python3 -m unittest discover -s . -p 'test_*.py' 2>&1)"; then
+# Runs the unit test command `$3…` of `$1`; on failure shows its output and stops, on success
+# shows what the filter `$2` keeps of it.
+unit_tests() {
+    local what="$1" summary="$2" report
+    shift 2
+    log "$what: unit tests"
+    if ! report="$("$@" 2>&1)"; then
         echo "$report" >&2
-        die "python-works: unit tests failed"
+        die "$what: unit tests failed"
     fi
-    tail -n 3 <<<"$report" | tr '\n' ' ' >&2
+    "$summary" <<<"$report" | tr '\n' ' ' >&2
     echo >&2
-    # Only the plugin's own modules go into the component (not its tests).
-    stage="$WORK/python-src"
-    mkdir -p "$stage"
-    find "$src" -maxdepth 1 -name '*.py' ! -name 'test_*.py' -exec cp {} "$stage/" \;
+}
+last_lines() { tail -n 3; }
+pass_fail() { grep -E '^# (pass|fail)'; }
+
+# Builds $OUT/<stem>.wasm (the capabilities $CAPABILITIES) and $OUT/<stem>_pg.wasm (with `pg`
+# too) from the plugin's folder `$3` with `$4 <output> <wit folder>`, each unless up to date.
+components() {
+    local name="$1" stem="$2" src="$3" builder="$4" variant caps out
     for variant in "" "_pg"; do
-        local caps="$CAPABILITIES" out="$OUT/python_works$variant.wasm" wit
+        caps="$CAPABILITIES"
         [ -z "$variant" ] || caps="$CAPABILITIES,pg"
+        out="$OUT/$stem$variant.wasm"
         if up_to_date "$out" "$src"; then
-            log "python-works: $out is up to date"
+            log "$name: $out is up to date"
             continue
         fi
-        wit="$(world "python$variant" "$caps")"
-        log "python-works: componentize-py → $out (capabilities $caps)"
-        (cd "$WORK" && componentize_py -q -d "$wit" -w "$WORLD" componentize -p "$stage" "$module" -o "$out.tmp")
+        log "$name: $builder → $out (capabilities $caps)"
+        "$builder" "$out.tmp" "$(world "$stem$variant" "$caps")"
         mv "$out.tmp" "$out"
     done
+}
+
+# --- Python ----------------------------------------------------------------------------------
+PYTHON_SRC="examples/python-works"
+PYTHON_STAGE="$WORK/python-src"
+
+python_unit_tests() {
+    local bindings="$WORK/python-bindings"
+    componentize_py -q -d "$(world python-bindings "$CAPABILITIES")" -w "$WORLD" bindings "$bindings"
+    cd "$PYTHON_SRC" && PYTHONPATH="$bindings:$ROOT/plugin-sdk/python:." PYTHONDONTWRITEBYTECODE=1 \
+        python3 -m unittest discover -s . -p 'test_*.py'
+}
+
+# `app` is the module holding `class Plugin`; only the plugin's own modules are staged (not its
+# tests).
+componentize_python() {
+    (cd "$WORK" && componentize_py -q -d "$2" -w "$WORLD" componentize -p "$PYTHON_STAGE" app -o "$1")
+}
+
+build_python() {
+    unit_tests "python-works (unittest, plugin-sdk/python/conductor_fakes.py)" last_lines python_unit_tests
+    mkdir -p "$PYTHON_STAGE"
+    find "$PYTHON_SRC" -maxdepth 1 -name '*.py' ! -name 'test_*.py' -exec cp {} "$PYTHON_STAGE/" \;
+    components python-works python_works "$PYTHON_SRC" componentize_python
 }
 
 # --- JavaScript ------------------------------------------------------------------------------
-build_js() {
-    local src="examples/js-works" entry="plugin.js" wit
-    command -v node >/dev/null || die "node is needed (the unit tests and componentize-js)"
-    log "js-works: unit tests (node:test, plugin-sdk/js fakes)"
-    # The reporter prints every test on failure; a passing run is summed up in one line.
-    local report
-    if ! report="$(cd "$src" && node --import "$ROOT/plugin-sdk/js/register.mjs" --test --test-reporter=tap 2>&1)"; then
-        echo "$report" >&2
-        die "js-works: unit tests failed"
-    fi
-    grep -E '^# (pass|fail)' <<<"$report" | tr '\n' ' ' >&2
-    echo >&2
-    for variant in "" "_pg"; do
-        local caps="$CAPABILITIES" out="$OUT/js_works$variant.wasm"
-        [ -z "$variant" ] || caps="$CAPABILITIES,pg"
-        if up_to_date "$out" "$src"; then
-            log "js-works: $out is up to date"
-            continue
-        fi
-        wit="$(world "js$variant" "$caps")"
-        log "js-works: componentize-js → $out (capabilities $caps)"
-        # The host links WASI 0.2 (cli, clocks, filesystem, io, random, sockets) but not wasi:http:
-        # the engine's fetch() and fetch-event features are left out, so nothing imports it.
-        componentize_js "$src/$entry" --wit "$wit" --world-name "$WORLD" --disable http fetch-event \
-            --out "$out.tmp" >/dev/null
-        mv "$out.tmp" "$out"
-    done
+JS_SRC="examples/js-works"
+
+js_unit_tests() {
+    cd "$JS_SRC" && node --import "$ROOT/plugin-sdk/js/register.mjs" --test --test-reporter=tap
 }
 
-log "plugin_wit.py: unit tests"
-if ! report="$(PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s plugin-sdk/tools 2>&1)"; then
-    echo "$report" >&2
-    die "plugin_wit.py: unit tests failed"
-fi
+# The host links WASI 0.2 (cli, clocks, filesystem, io, random, sockets) but not wasi:http: the
+# engine's fetch() and fetch-event features are left out, so nothing imports it.
+componentize_javascript() {
+    componentize_js "$JS_SRC/plugin.js" --wit "$2" --world-name "$WORLD" --disable http fetch-event \
+        --out "$1" >/dev/null
+}
+
+build_js() {
+    command -v node >/dev/null || die "node is needed (the unit tests and componentize-js)"
+    unit_tests "js-works (node:test, plugin-sdk/js fakes)" pass_fail js_unit_tests
+    components js-works js_works "$JS_SRC" componentize_javascript
+}
+
+plugin_wit_unit_tests() { PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s plugin-sdk/tools; }
+unit_tests "plugin_wit.py" last_lines plugin_wit_unit_tests
 for p in "${plugins[@]}"; do
     case "$p" in
         python-works) build_python ;;

@@ -8,28 +8,27 @@
 //! cargo bench -p conductor --bench plugin_call
 //! ```
 
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod common;
 
-use conductor::broker::Fanout;
-use conductor::config::{Config, PluginConfig};
-use conductor::plugins::{HostContext, PluginFile, PluginSource};
+use std::sync::Arc;
+
+use common::{host_context, measure, plugin_config, status_event, target_dir};
+use conductor::plugins::{PluginFile, PluginSource};
 use conductor::registry::Source;
-use conductor::telemetry::Metrics;
 use conductor_plugin_sdk::fakes::FakeHost;
 use conductor_plugin_sdk::ocm::data_types::MANIFEST_BUNDLES;
-use conductor_plugin_sdk::{CloudEvent, Identity, Plugin};
+use conductor_plugin_sdk::{Identity, Plugin};
 use serde_json::json;
 use static_works::StaticWorks;
 
-fn target_dir() -> PathBuf {
-    // target/release/deps/plugin_call-… → target/
-    let exe = std::env::current_exe().expect("bench path");
-    exe.ancestors().nth(3).expect("target dir").to_owned()
+fn config() -> static_works::Config {
+    conductor_plugin_sdk::plugin::parse_config(
+        &json!({ "clusters": { "cluster1": { "web": { "manifests": [] } } } }).to_string(),
+    )
+    .expect("a valid config")
 }
 
-fn plugin_config(kind: &str, file: &std::path::Path) -> PluginConfig {
+fn static_config(kind: &str, file: &std::path::Path) -> conductor::config::PluginConfig {
     let text = format!(
         r#"
 [plugins.static]
@@ -42,55 +41,7 @@ manifests = []
 "#,
         file = file.display()
     );
-    Config::parse(&text)
-        .expect("valid config")
-        .plugins
-        .remove("static")
-        .expect("the plugin")
-}
-
-fn config() -> static_works::Config {
-    conductor_plugin_sdk::plugin::parse_config(
-        &json!({ "clusters": { "cluster1": { "web": { "manifests": [] } } } }).to_string(),
-    )
-    .expect("a valid config")
-}
-
-/// A status update for the served work, with `size` bytes of JSON data.
-fn status_event(work_id: &str, size: usize) -> CloudEvent {
-    let mut e = CloudEvent::new(
-        "bench",
-        "cluster1-work-agent",
-        format!("{MANIFEST_BUNDLES}.status.update_request"),
-    );
-    e.set_extension("clustername", "cluster1");
-    e.set_extension("originalsource", "static");
-    e.set_extension("resourceid", work_id);
-    let pad = "x".repeat(size.saturating_sub(40));
-    e.data = Some(serde_json::to_vec(&json!({ "conditions": [], "pad": pad })).expect("json"));
-    e
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-async fn measure<F, Fut>(iterations: usize, mut call: F) -> Duration
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
-    for _ in 0..iterations / 10 {
-        call().await; // warm up
-    }
-    let mut samples = Vec::with_capacity(iterations);
-    for _ in 0..iterations {
-        let started = Instant::now();
-        call().await;
-        samples.push(started.elapsed());
-    }
-    median(samples)
+    plugin_config(&text, "static")
 }
 
 fn main() {
@@ -105,12 +56,7 @@ fn main() {
         let target = target_dir();
         let component = target.join("wasm32-wasip2/plugin/static_works.wasm");
         let native = target.join("release/libstatic_works.so");
-        let host_context = HostContext {
-            sink: Fanout::new(Metrics::new(), 16, 0),
-            backends: conductor::plugins::Backends::none(),
-            metrics: Metrics::new(),
-            mode: conductor::plugins::Mode::Serve,
-        };
+        let host_context = host_context();
         let identity = Identity::anonymous();
 
         // The work id the plugin serves, from its own list.
@@ -135,7 +81,7 @@ fn main() {
             if !forms.split(',').any(|f| f == name) {
                 continue;
             }
-            let config = plugin_config(kind, file);
+            let config = static_config(kind, file);
             let read = PluginFile::read(config.kind, file)
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e} (build the plugin first, see the header)"));

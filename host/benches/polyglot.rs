@@ -20,26 +20,20 @@
 //! 64 MiB limit: how many fail because the instance ran out of memory; POLYGLOT_SOAK_CALLS,
 //! POLYGLOT_SOAK_KIB and POLYGLOT_SOAK_MIB change the run).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use conductor::broker::Fanout;
-use conductor::config::{Config, PluginConfig, PluginKind};
-use conductor::plugins::{HostContext, PluginFile, PluginSource};
+use common::{host_context, measure, median, plugin_config, status_event, target_dir};
+use conductor::config::{PluginConfig, PluginKind};
+use conductor::plugins::{PluginFile, PluginSource};
 use conductor::registry::Source;
-use conductor::telemetry::Metrics;
 use conductor_plugin_sdk::ocm::data_types::MANIFEST_BUNDLES;
-use conductor_plugin_sdk::{CloudEvent, Identity, ListOptions};
-use serde_json::json;
+use conductor_plugin_sdk::{Identity, ListOptions};
 
-fn target_dir() -> PathBuf {
-    // target/release/deps/polyglot-… → target/
-    let exe = std::env::current_exe().expect("bench path");
-    exe.ancestors().nth(3).expect("target dir").to_owned()
-}
-
-fn plugin_config(file: &Path, memory_mib: usize) -> PluginConfig {
+fn works_config(file: &Path, memory_mib: usize) -> PluginConfig {
     let text = format!(
         r#"
 [plugins.works]
@@ -54,20 +48,7 @@ manifests = [{{ apiVersion = "v1", kind = "ConfigMap", metadata = {{ name = "web
 "#,
         file = file.display()
     );
-    Config::parse(&text)
-        .expect("valid config")
-        .plugins
-        .remove("works")
-        .expect("the plugin")
-}
-
-fn host_context() -> HostContext {
-    HostContext {
-        sink: Fanout::new(Metrics::new(), 16, 0),
-        backends: conductor::plugins::Backends::none(),
-        metrics: Metrics::new(),
-        mode: conductor::plugins::Mode::Serve,
-    }
+    plugin_config(&text, "works")
 }
 
 fn resync() -> ListOptions {
@@ -77,27 +58,8 @@ fn resync() -> ListOptions {
     }
 }
 
-/// A status update for the served work, with `size` bytes of JSON data.
-fn status_event(work_id: &str, size: usize) -> CloudEvent {
-    let mut e = CloudEvent::new(
-        "bench",
-        "cluster1-work-agent",
-        format!("{MANIFEST_BUNDLES}.status.update_request"),
-    );
-    e.set_extension("clustername", "cluster1");
-    e.set_extension("resourceid", work_id);
-    let pad = "x".repeat(size.saturating_sub(40));
-    e.data = Some(serde_json::to_vec(&json!({ "conditions": [], "pad": pad })).expect("json"));
-    e
-}
-
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 fn ms(d: Duration) -> String {
@@ -122,7 +84,7 @@ fn rss() -> usize {
 /// Loads the plugin with a pool of one and the memory limit given; it has answered a resync and
 /// a status update. Returns the source and the id of the work it serves.
 async fn load(file: &Path, memory_mib: usize) -> Result<(Arc<PluginSource>, String), String> {
-    let config = plugin_config(file, memory_mib);
+    let config = works_config(file, memory_mib);
     let read = PluginFile::read(PluginKind::Component, file)
         .await
         .map_err(|e| e.to_string())?;
@@ -142,20 +104,7 @@ async fn load(file: &Path, memory_mib: usize) -> Result<(Arc<PluginSource>, Stri
     Ok((source, id))
 }
 
-async fn timed<F: AsyncFnMut()>(iterations: usize, mut call: F) -> Duration {
-    for _ in 0..iterations / 10 {
-        call().await;
-    }
-    let mut samples = Vec::with_capacity(iterations);
-    for _ in 0..iterations {
-        let started = Instant::now();
-        call().await;
-        samples.push(started.elapsed());
-    }
-    median(samples)
-}
-
-async fn measure(name: &str, file: &Path, runs: usize) {
+async fn bench(name: &str, file: &Path, runs: usize) {
     let scratch = tempfile::tempdir().expect("a temporary folder");
     let size = std::fs::metadata(file)
         .unwrap_or_else(|e| panic!("{}: {e} (build it first, see the header)", file.display()))
@@ -179,7 +128,7 @@ async fn measure(name: &str, file: &Path, runs: usize) {
     // check-config, instantiate, init.
     let mut instances = Vec::new();
     for _ in 0..5 {
-        let config = plugin_config(&file, 256);
+        let config = works_config(&file, 256);
         let read = PluginFile::read(PluginKind::Component, &file).await.expect("cached");
         let started = Instant::now();
         let source = PluginSource::load("works", &config, read, Default::default(), &host_context())
@@ -219,7 +168,7 @@ async fn measure(name: &str, file: &Path, runs: usize) {
     // Call latency.
     let (source, id) = load(&file, 256).await.unwrap_or_else(|e| panic!("{name}: {e}"));
     let identity = Identity::anonymous();
-    let list = timed(2000, async || {
+    let list = measure(2000, async || {
         source.list(&resync()).await.expect("resync");
     })
     .await;
@@ -227,7 +176,7 @@ async fn measure(name: &str, file: &Path, runs: usize) {
     for (size, iterations) in [(1024usize, 2000usize), (100 * 1024, 500)] {
         let event = status_event(&id, size);
         let mut failed = 0;
-        let median = timed(iterations, async || {
+        let median = measure(iterations, async || {
             // A call that fails (an instance out of memory, replaced) is timed like the others.
             failed += usize::from(source.handle(&identity, event.clone()).await.is_err());
         })
@@ -298,7 +247,7 @@ fn main() {
             ("js-works", target.join("polyglot/js_works.wasm")),
         ] {
             if pick.split(',').any(|p| p == name) {
-                measure(name, &file, runs).await;
+                bench(name, &file, runs).await;
             }
         }
     });
