@@ -12,7 +12,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{host_context, measure, plugin_config, status_event, target_dir};
+use common::{host_context, measure, plugin_config, runtime, status_event, target_dir};
 use conductor::plugins::{PluginFile, PluginSource};
 use conductor::registry::Source;
 use conductor_plugin_sdk::fakes::FakeHost;
@@ -45,13 +45,9 @@ manifests = []
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    let Some(rt) = runtime() else {
         return;
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    };
     rt.block_on(async {
         let target = target_dir();
         let component = target.join("wasm32-wasip2/plugin/static_works.wasm");

@@ -26,7 +26,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{host_context, measure, median, plugin_config, status_event, target_dir};
+use common::{host_context, measure, median, plugin_config, runtime, status_event, target_dir};
 use conductor::config::{PluginConfig, PluginKind};
 use conductor::plugins::{PluginFile, PluginSource};
 use conductor::registry::Source;
@@ -230,13 +230,9 @@ async fn bench(name: &str, file: &Path, runs: usize) {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    let Some(rt) = runtime() else {
         return;
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    };
     let target = target_dir();
     let runs = env_usize("POLYGLOT_RUNS", 3);
     let pick = std::env::var("POLYGLOT_PLUGINS").unwrap_or_else(|_| "static-works,python-works,js-works".into());

@@ -12,6 +12,19 @@ use conductor_plugin_sdk::CloudEvent;
 use conductor_plugin_sdk::ocm::data_types::MANIFEST_BUNDLES;
 use serde_json::json;
 
+/// The bench's runtime, or none when cargo only lists benches (`--list`).
+pub fn runtime() -> Option<tokio::runtime::Runtime> {
+    if std::env::args().any(|a| a == "--list") {
+        return None;
+    }
+    Some(
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime"),
+    )
+}
+
 /// The target directory: target/release/deps/<bench>-… → target/.
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("bench path");
