@@ -1,13 +1,14 @@
 //! What the inspector reads in a running conductor: the broker's subscribers, the plugin set as
 //! the last start or reload left it, the routes, and the last reload's outcome.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use parking_lot::{Mutex, RwLock};
 
-use super::plugin_set::{PluginEntry, ReloadSummary};
+use super::plugin_set::{ReloadSummary, Running};
 use crate::broker::Broker;
 use crate::config::PluginKind;
 use crate::inspect;
@@ -15,7 +16,7 @@ use crate::inspect;
 pub struct Inspector {
     broker: Arc<Broker>,
     config_file: PathBuf,
-    plugins: RwLock<Vec<PluginEntry>>,
+    plugins: RwLock<BTreeMap<String, Running>>,
     last_reload: Mutex<Option<inspect::Reload>>,
 }
 
@@ -24,7 +25,7 @@ fn ms(d: std::time::Duration) -> f64 {
 }
 
 impl Inspector {
-    pub fn new(broker: Arc<Broker>, config_file: PathBuf, plugins: Vec<PluginEntry>) -> Self {
+    pub fn new(broker: Arc<Broker>, config_file: PathBuf, plugins: BTreeMap<String, Running>) -> Self {
         Self {
             broker,
             config_file,
@@ -34,7 +35,7 @@ impl Inspector {
     }
 
     /// Records a reload's outcome and, when applied, the plugins it left running.
-    pub fn reloaded(&self, outcome: &Result<ReloadSummary, String>, plugins: Vec<PluginEntry>) {
+    pub fn reloaded(&self, outcome: &Result<ReloadSummary, String>, plugins: BTreeMap<String, Running>) {
         if outcome.is_ok() {
             *self.plugins.write() = plugins;
         }
@@ -76,11 +77,11 @@ impl Inspector {
     }
 
     pub fn plugins(&self) -> Vec<inspect::Plugin> {
-        let entries = self.plugins.read().clone();
-        entries.iter().map(|e| self.plugin(e)).collect()
+        let running = self.plugins.read().clone();
+        running.iter().map(|(name, r)| self.plugin(name, r)).collect()
     }
 
-    fn plugin(&self, entry: &PluginEntry) -> inspect::Plugin {
+    fn plugin(&self, name: &str, entry: &Running) -> inspect::Plugin {
         let config = &entry.config;
         let form = match config.kind {
             PluginKind::Component => "component",
@@ -104,7 +105,7 @@ impl Inspector {
             }
         });
         inspect::Plugin {
-            name: entry.name.clone(),
+            name: name.to_owned(),
             form: form.to_owned(),
             file: plugin.map(|p| p.file().path.display().to_string()),
             declared_name: description.map(|d| d.name.clone()),
@@ -120,7 +121,7 @@ impl Inspector {
             capabilities: plugin
                 .map(|p| p.file().capabilities.iter().map(|c| c.name().to_owned()).collect())
                 .unwrap_or_default(),
-            sources: self.sources_of(&entry.name),
+            sources: self.sources_of(name),
             data_types: entry.source.data_types().iter().map(ToString::to_string).collect(),
             pool_size: if plugin.is_some() { config.pool_size } else { 1 },
             instances: plugin.map_or(1, |p| p.instances()),

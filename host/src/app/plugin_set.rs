@@ -25,25 +25,14 @@ impl KvStores {
 
 /// One running plugin: what it was loaded from, and the source the registry routes to.
 #[derive(Clone)]
-struct Running {
-    config: PluginConfig,
+pub struct Running {
+    pub config: PluginConfig,
     /// A fingerprint of the plugin file's contents (none for the memory source).
     file_hash: Option<u64>,
-    source: Arc<dyn Source>,
-    /// The plugin behind `source` (none for the memory source).
-    plugin: Option<Arc<PluginSource>>,
-    /// When it was loaded: at startup, or by the reload that last replaced it.
-    loaded_at: SystemTime,
-}
-
-/// A running plugin as the inspector sees it.
-#[derive(Clone)]
-pub struct PluginEntry {
-    pub name: String,
-    pub config: PluginConfig,
     pub source: Arc<dyn Source>,
     /// The plugin behind `source` (none for the memory source).
     pub plugin: Option<Arc<PluginSource>>,
+    /// When it was loaded: at startup, or by the reload that last replaced it.
     pub loaded_at: SystemTime,
 }
 
@@ -291,18 +280,9 @@ impl PluginSet {
         stop_all(self.running.values()).await;
     }
 
-    /// Every running plugin, memory sources included, by name.
-    pub fn entries(&self) -> Vec<PluginEntry> {
-        self.running
-            .iter()
-            .map(|(name, r)| PluginEntry {
-                name: name.clone(),
-                config: r.config.clone(),
-                source: Arc::clone(&r.source),
-                plugin: r.plugin.clone(),
-                loaded_at: r.loaded_at,
-            })
-            .collect()
+    /// Every running plugin, memory sources included, by name (for the inspector).
+    pub fn entries(&self) -> BTreeMap<String, Running> {
+        self.running.clone()
     }
 
     /// The running plugins (not the built-in memory sources), by name.

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use crate::broker::EventSink;
 use crate::config::{PluginConfig, PluginKind, PluginLimits};
 use crate::registry::Source;
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, PluginCall};
 pub use capabilities::{Backends, KvStore, Mode};
 use capabilities::{Capabilities, Grants, Tasks};
 use events::EventQueue;
@@ -342,10 +342,10 @@ impl PluginSource {
     /// A call into the plugin, counted in its stats and metrics.
     async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error> {
         let call = match &request {
-            PluginRequest::Start => "start",
-            PluginRequest::List(_) => "list",
-            PluginRequest::Handle(..) => "handle",
-            PluginRequest::OnEvents(_) => "on-events",
+            PluginRequest::Start => PluginCall::Start,
+            PluginRequest::List(_) => PluginCall::List,
+            PluginRequest::Handle(..) => PluginCall::Handle,
+            PluginRequest::OnEvents(_) => PluginCall::OnEvents,
         };
         let started = std::time::Instant::now();
         let reply = self.runtime.call(request, wait).await;

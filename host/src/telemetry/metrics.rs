@@ -1,8 +1,11 @@
 //! Prometheus metrics with the upstream names and labels (`ocm-grpc-protocol.md` §10).
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
+
+use std::sync::Arc;
 
 use super::security_metrics::SecurityMetrics;
 use super::series::{self, Series, SeriesVec};
@@ -47,8 +50,31 @@ pub struct PluginMetrics {
     queued: IntCounterVec,
     coalesced: IntCounterVec,
     full: IntCounter,
-    calls: IntCounterVec,
-    call_duration: HistogramVec,
+    /// Per kind of call: the ok and error counters, and the duration histogram — looked up once
+    /// here, not on every call.
+    calls: Arc<[(IntCounter, IntCounter, Histogram); PluginCall::ALL.len()]>,
+}
+
+/// The kinds of call into a plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginCall {
+    Start,
+    List,
+    Handle,
+    OnEvents,
+}
+
+impl PluginCall {
+    pub const ALL: [PluginCall; 4] = [Self::Start, Self::List, Self::Handle, Self::OnEvents];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Start => "start",
+            Self::List => "list",
+            Self::Handle => "handle",
+            Self::OnEvents => "on-events",
+        }
+    }
 }
 
 impl PluginMetrics {
@@ -71,16 +97,11 @@ impl PluginMetrics {
         self.full.inc();
     }
 
-    /// A call into the plugin (`start`, `list`, `handle`, `on-events`) took `seconds` and
-    /// succeeded or failed.
-    pub fn called(&self, call: &str, seconds: f64, ok: bool) {
-        let outcome = if ok { "ok" } else { "error" };
-        self.calls
-            .with_label_values(&[self.plugin.as_str(), call, outcome])
-            .inc();
-        self.call_duration
-            .with_label_values(&[self.plugin.as_str(), call])
-            .observe(seconds);
+    /// A call into the plugin took `seconds` and succeeded or failed.
+    pub fn called(&self, call: PluginCall, seconds: f64, ok: bool) {
+        let (succeeded, failed, duration) = &self.calls[call as usize];
+        if ok { succeeded } else { failed }.inc();
+        duration.observe(seconds);
     }
 }
 
@@ -254,8 +275,14 @@ impl Metrics {
             queued: self.plugin_events_queued.clone(),
             coalesced: self.plugin_events_coalesced.clone(),
             full: self.plugin_queue_full.with_label_values(&[name]),
-            calls: self.plugin_calls.clone(),
-            call_duration: self.plugin_call_duration.clone(),
+            calls: Arc::new(PluginCall::ALL.map(|call| {
+                let (c, p) = (call.as_str(), name);
+                (
+                    self.plugin_calls.with_label_values(&[p, c, "ok"]),
+                    self.plugin_calls.with_label_values(&[p, c, "error"]),
+                    self.plugin_call_duration.with_label_values(&[p, c]),
+                )
+            })),
         }
     }
 

@@ -6,5 +6,5 @@ pub mod metrics;
 pub mod security_metrics;
 pub mod series;
 
-pub use metrics::{Metrics, PluginMetrics};
+pub use metrics::{Metrics, PluginCall, PluginMetrics};
 pub use security_metrics::SecurityMetrics;
