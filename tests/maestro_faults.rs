@@ -99,11 +99,8 @@ async fn postgres_outages_lose_and_duplicate_nothing() {
     next_where(&mut sub, "the spec written during the outage", spec_of(&third, 1)).await;
     next_where(&mut sub, "the update written during the outage", spec_of(&first, 2)).await;
     publish_until_accepted(&c, status_update("cluster1", &second, 1, 20, "Applied")).await;
-    assert!(
-        c.logs().contains("LISTEN on events re-established; catching up"),
-        "{}",
-        c.logs()
-    );
+    // Logged before the catch-up; read from conductor's stderr by another thread, so waited for.
+    c.wait_for_log("LISTEN on events re-established; catching up").await;
 
     // Exactly what was written: three resources, each status once.
     assert_eq!(db.count("SELECT count(*) FROM resources").await, 3);
