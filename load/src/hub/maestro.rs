@@ -52,8 +52,8 @@ impl MaestroHub {
         Ok(())
     }
 
-    /// Maestro's `events` row and doorbell.
-    async fn event(&self, resource: &str, kind: &str) -> Result<()> {
+    /// Maestro's `events` row and doorbell; the event's id.
+    async fn event(&self, resource: &str, kind: &str) -> Result<String> {
         let id = uuid::Uuid::new_v4().to_string();
         sqlx::query(
             "INSERT INTO events (id, created_at, updated_at, source, source_id, event_type) VALUES ($1, now(), now(), 'Resources', $2, $3)",
@@ -69,11 +69,16 @@ impl MaestroHub {
             .execute(&self.pool)
             .await
             .context("pg_notify")?;
-        Ok(())
+        Ok(id)
     }
 
     /// Creates `name` for `cluster`: its id and version.
     pub async fn create(&self, cluster: &str, name: &str) -> Result<(String, i64)> {
+        self.create_announced(cluster, name).await.map(|(id, _)| (id, 1))
+    }
+
+    /// Creates `name` for `cluster` (version 1): its id, and the id of the event announcing it.
+    pub async fn create_announced(&self, cluster: &str, name: &str) -> Result<(String, String)> {
         let id = uuid::Uuid::new_v4().to_string();
         sqlx::query(
             "INSERT INTO resources (id, name, created_at, updated_at, source, consumer_name, version, type, payload) \
@@ -85,12 +90,17 @@ impl MaestroHub {
         .execute(&self.pool)
         .await
         .context("insert into resources")?;
-        self.event(&id, "Create").await?;
-        Ok((id, 1))
+        let event = self.event(&id, "Create").await?;
+        Ok((id, event))
     }
 
     /// Under the `resources` lock: version + 1 and the new payload; then the event.
     pub async fn update(&self, r: &Resource) -> Result<i64> {
+        self.update_announced(r).await.map(|(version, _)| version)
+    }
+
+    /// [`Self::update`]: the new version, and the id of the event announcing it.
+    pub async fn update_announced(&self, r: &Resource) -> Result<(i64, String)> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
             .bind(fnv1a(&r.id))
@@ -110,7 +120,7 @@ impl MaestroHub {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        self.event(&r.id, "Update").await?;
-        Ok(next)
+        let event = self.event(&r.id, "Update").await?;
+        Ok((next, event))
     }
 }

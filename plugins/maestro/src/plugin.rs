@@ -4,7 +4,7 @@
 //!
 //! Several conductor replicas may share the database. Every replica that is notified of an event
 //! sends it to the agents connected to *it*, so an agent's events never depend on which replica it
-//! reached; `reconciled_date` is written once, under Maestro's `events` try-lock, by a replica that
+//! reached; `reconciled_date` is written only under Maestro's `events` try-lock, by a replica that
 //! delivered the event (or found the resource gone). An event no connected agent received stays
 //! unreconciled, and is sent again by the periodic catch-up once its agent is connected (the
 //! agent's resync at connect already brings it up to date).
@@ -109,7 +109,7 @@ impl Maestro {
     }
 
     /// §4.2 for a batch of events, in one transaction and a fixed number of round trips: try-lock
-    /// every event, re-read them with their resources (unscoped), send each resource's spec
+    /// every event and read them with their resources (unscoped) in one statement, send each resource's spec
     /// event once to this replica's agents, and set `reconciled_date` on the events this replica
     /// holds the lock of and that reached an agent (or whose resource is gone). Returns the
     /// events to try again: the failures, and those another replica held the lock of.
@@ -140,8 +140,10 @@ impl Maestro {
     fn handle_batch(&self, host: &Host, queued: &[Queued]) -> Result<(Vec<Queued>, Tally), Error> {
         let ids: Vec<String> = queued.iter().map(|q| q.id.clone()).collect();
         let tx = host.pg(&self.database).begin()?;
-        let locked = store::try_lock_events(&tx, &ids)?;
-        let rows = store::read_events(&tx, &ids)?;
+        let (locked, rows): (Vec<bool>, Vec<_>) = store::lock_and_read_events(&tx, &ids)?
+            .into_iter()
+            .map(|e| (e.locked, e.found))
+            .unzip();
         let mut tally = Tally::default();
         let mut again = Vec::new();
         let mut mark: Vec<&str> = Vec::new();

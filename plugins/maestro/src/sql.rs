@@ -2,23 +2,29 @@
 //! once here. Column-targeted writes only on `resources`; nothing ever touches `server_instances`
 //! or `event_instances`; no migrations.
 
-/// Try-locks a batch of events, each with Maestro's `events` lock: `$1` is a JSON array of
-/// `{"n": position, "a": key, "b": key}`; one row per event, `locked` or not.
-pub const TRY_LOCK_EVENTS: &str = "SELECT q.n, pg_try_advisory_xact_lock(q.a, q.b) AS locked \
-     FROM json_to_recordset($1::json) AS q(n int, a int, b int)";
-/// A batch of events (`$1`: JSON array of `{"n": position, "id": event id}`) with the resource
-/// each is about, unscoped: per event found, `n`, its `source`, `source_id`, `event_type`,
-/// whether reconciled, and the resource's columns (`id` NULL when the resource is gone).
-pub const READ_EVENTS: &str = "SELECT q.n, e.source AS event_source, e.source_id, e.event_type, \
+/// A batch of events, each try-locked with Maestro's `events` lock and read with the resource it
+/// is about (unscoped), in one statement. `$1` is a JSON array of `{"n": position, "id": event
+/// id, "a": key, "b": key}`; one row per entry: `n`, `locked`, `found`, the event's `source`,
+/// `source_id`, `event_type`, whether reconciled, and the resource's columns (`id` NULL when the
+/// resource is gone).
+///
+/// The statement's snapshot is taken before its locks: an event another replica reconciled and
+/// unlocked meanwhile may read as unreconciled, and is then delivered and marked once more
+/// (harmless: `maestro-db.md` §4.2, §7.3). Each row is looked up by its primary key (`LATERAL`):
+/// a plain join lets the planner, which cannot see how few ids the JSON holds, scan all of
+/// `events`, and a batch would cost more as the table grows.
+pub const LOCK_AND_READ_EVENTS: &str = "SELECT q.n, pg_try_advisory_xact_lock(q.a, q.b) AS locked, \
+     e.id IS NOT NULL AS found, e.source AS event_source, e.source_id, e.event_type, \
      e.reconciled_date IS NOT NULL AS reconciled, \
      r.id, r.consumer_name, r.version, r.source, r.payload::text AS payload, r.status::text AS status, \
      r.created_at, r.deleted_at \
-     FROM json_to_recordset($1::json) AS q(n int, id text) \
-     JOIN events e ON e.id = q.id AND e.deleted_at IS NULL \
-     LEFT JOIN resources r ON r.id = e.source_id";
-/// Marks the events of `$2` (a JSON array of ids) reconciled at `$1`.
+     FROM json_to_recordset($1::json) AS q(n int, id text, a int, b int) \
+     LEFT JOIN LATERAL (SELECT * FROM events WHERE id = q.id AND deleted_at IS NULL OFFSET 0) e ON true \
+     LEFT JOIN LATERAL (SELECT * FROM resources WHERE id = e.source_id OFFSET 0) r ON true";
+/// Marks the events of `$2` (a JSON array of ids) reconciled at `$1`, found by primary key
+/// (`= ANY(ARRAY(…))`, not `IN (SELECT …)`, which scans the table).
 pub const MARK_RECONCILED: &str = "UPDATE events SET reconciled_date = $1, updated_at = $1 \
-     WHERE id IN (SELECT json_array_elements_text($2::json))";
+     WHERE id = ANY(ARRAY(SELECT json_array_elements_text($2::json)))";
 pub const PURGE_RECONCILED: &str = "DELETE FROM events WHERE reconciled_date IS NOT NULL";
 /// A page of the events to (re-)handle, oldest first, after (`$2`, `$3`): the unreconciled ones,
 /// and, with `$1` set (after a lost LISTEN), those written since `$1` (another replica may have

@@ -87,47 +87,41 @@ pub fn check_schema(db: &Database<'_>) -> Result<bool, Error> {
     Ok(!db.query(sql::LAST_MIGRATION, &[LAST_MIGRATION.into()])?.is_empty())
 }
 
-/// Try-locks each of `ids` with Maestro's `events` lock, all in one statement; whether each got
-/// its lock, in the order of `ids`.
-pub fn try_lock_events(tx: &Transaction<'_>, ids: &[String]) -> Result<Vec<bool>, Error> {
-    let keys: Vec<Value> = ids
+/// An event of a batch as [`lock_and_read_events`] found it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockedEvent {
+    /// This replica holds the event's `events` lock until the transaction ends.
+    pub locked: bool,
+    /// The event and the resource it is about; `None` for an event that is gone, and the
+    /// resource `None` when it is.
+    pub found: Option<(EventRow, Option<ResourceRow>)>,
+}
+
+/// Try-locks each of `ids` with Maestro's `events` lock and reads it with its resource, in one
+/// statement; in the order of `ids`.
+pub fn lock_and_read_events(tx: &Transaction<'_>, ids: &[String]) -> Result<Vec<LockedEvent>, Error> {
+    let wanted: Vec<Value> = ids
         .iter()
         .enumerate()
         .map(|(n, id)| {
             let (a, b) = lock_pair(id, EVENTS_LOCK);
-            json!({"n": n, "a": a, "b": b})
+            json!({"n": n, "id": id, "a": a, "b": b})
         })
         .collect();
-    let rows = tx.query(sql::TRY_LOCK_EVENTS, &[(&Value::from(keys)).into()])?;
-    let mut locked = vec![false; ids.len()];
-    for row in rows.iter() {
-        if let Some(slot) = position(&row, ids.len())?.and_then(|n| locked.get_mut(n)) {
-            *slot = row.bool("locked")?.unwrap_or(false);
-        }
-    }
-    Ok(locked)
-}
-
-fn position(row: &PgRow<'_>, len: usize) -> Result<Option<usize>, Error> {
-    Ok(row.int("n")?.and_then(|n| usize::try_from(n).ok()).filter(|&n| n < len))
-}
-
-/// The events of `ids` with the resource each is about, in one statement: in the order of
-/// `ids`, `None` for an event that is gone, and the resource `None` when it is.
-#[allow(clippy::type_complexity)]
-pub fn read_events(
-    tx: &Transaction<'_>,
-    ids: &[String],
-) -> Result<Vec<Option<(EventRow, Option<ResourceRow>)>>, Error> {
-    let wanted: Vec<Value> = ids
-        .iter()
-        .enumerate()
-        .map(|(n, id)| json!({"n": n, "id": id}))
-        .collect();
-    let rows = tx.query(sql::READ_EVENTS, &[(&Value::from(wanted)).into()])?;
-    let mut out: Vec<Option<(EventRow, Option<ResourceRow>)>> = (0..ids.len()).map(|_| None).collect();
+    let rows = tx.query(sql::LOCK_AND_READ_EVENTS, &[(&Value::from(wanted)).into()])?;
+    let mut out = vec![
+        LockedEvent {
+            locked: false,
+            found: None
+        };
+        ids.len()
+    ];
     for row in rows.iter() {
         let Some(n) = position(&row, ids.len())? else { continue };
+        out[n].locked = row.bool("locked")?.unwrap_or(false);
+        if row.bool("found")? != Some(true) {
+            continue;
+        }
         let event = EventRow {
             source: text(&row, "event_source")?,
             source_id: text(&row, "source_id")?,
@@ -138,9 +132,13 @@ pub fn read_events(
             Some(_) => Some(resource(row)?),
             None => None,
         };
-        out[n] = Some((event, resource));
+        out[n].found = Some((event, resource));
     }
     Ok(out)
+}
+
+fn position(row: &PgRow<'_>, len: usize) -> Result<Option<usize>, Error> {
+    Ok(row.int("n")?.and_then(|n| usize::try_from(n).ok()).filter(|&n| n < len))
 }
 
 /// One resource, unscoped (soft-deleted rows too), in a transaction.
