@@ -167,6 +167,37 @@ impl AsyncWrite for Connection {
         result
     }
 
+    /// Passed through, so that h2 sends a large payload from where it is (beside the frame header
+    /// in its buffer) instead of copying it into its buffer first.
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let result = this.transport().poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(written)) = result {
+            let pings = &mut this.pings;
+            let mut left = written;
+            for buf in bufs {
+                if left == 0 {
+                    break;
+                }
+                let n = left.min(buf.len());
+                this.writing.feed(&buf[..n], |frame| pings.server_frame(frame));
+                left -= n;
+            }
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match &self.transport {
+            Transport::Plain(s) => s.is_write_vectored(),
+            Transport::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.transport().poll_flush(cx)
     }
