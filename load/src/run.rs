@@ -130,21 +130,27 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
     let creates: Vec<(String, String)> = (0..options.resources_per_agent)
         .flat_map(|n| clusters.iter().map(move |c| (c.clone(), format!("load-{n}"))))
         .collect();
-    let resources = paced(creates.len(), options.create_rate, &options, &counters, |i| {
-        let (hub, receipts) = (Arc::clone(&hub), Arc::clone(&receipts));
-        let (cluster, name) = creates[i].clone();
-        async move {
-            let at = Instant::now();
-            let r = hub.create(&cluster, &name).await?;
-            receipts.sent(Sent {
-                kind: Kind::Create,
-                id: r.id.clone(),
-                version: r.version,
-                at,
-            });
-            Ok(r)
-        }
-    })
+    let resources = paced(
+        creates.len(),
+        options.create_rate,
+        options.writers,
+        |e| counters.error(e),
+        |i| {
+            let (hub, receipts) = (Arc::clone(&hub), Arc::clone(&receipts));
+            let (cluster, name) = creates[i].clone();
+            async move {
+                let at = Instant::now();
+                let r = hub.create(&cluster, &name).await?;
+                receipts.sent(Sent {
+                    kind: Kind::Create,
+                    id: r.id.clone(),
+                    version: r.version,
+                    at,
+                });
+                Ok(r)
+            }
+        },
+    )
     .await;
     drain(&receipts, options.drain_timeout).await;
 
@@ -158,21 +164,27 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
         while left > 0 {
             let round = left.min(per_round);
             let batch: Vec<Resource> = resources[..round].to_vec();
-            let versions = paced(round, options.rate, &options, &counters, |i| {
-                let (hub, receipts) = (Arc::clone(&hub), Arc::clone(&receipts));
-                let r = batch[i].clone();
-                async move {
-                    let at = Instant::now();
-                    let version = hub.update(&r).await?;
-                    receipts.sent(Sent {
-                        kind: Kind::Update,
-                        id: r.id.clone(),
-                        version,
-                        at,
-                    });
-                    Ok(version)
-                }
-            })
+            let versions = paced(
+                round,
+                options.rate,
+                options.writers,
+                |e| counters.error(e),
+                |i| {
+                    let (hub, receipts) = (Arc::clone(&hub), Arc::clone(&receipts));
+                    let r = batch[i].clone();
+                    async move {
+                        let at = Instant::now();
+                        let version = hub.update(&r).await?;
+                        receipts.sent(Sent {
+                            kind: Kind::Update,
+                            id: r.id.clone(),
+                            version,
+                            at,
+                        });
+                        Ok(version)
+                    }
+                },
+            )
             .await;
             for (r, v) in resources.iter_mut().zip(versions) {
                 if let Some(v) = v {
@@ -233,13 +245,14 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
     })
 }
 
-/// Runs `write(i)` for `i` in `0..count`, started `rate` times per second with at most
-/// `writers` in flight; returns each result (`None` for a failed write, which is counted).
-async fn paced<T, F, Fut>(
+/// Runs `write(i)` for `i` in `0..count`, started `rate` times per second (as fast as a writer
+/// is free when `rate` is infinite) with at most `writers` in flight; returns each result, `None`
+/// for a failed write, which is handed to `failed`.
+pub async fn paced<T, F, Fut>(
     count: usize,
     rate: f64,
-    options: &Options,
-    counters: &Arc<Counters>,
+    writers: usize,
+    failed: impl Fn(&anyhow::Error),
     write: F,
 ) -> Vec<Option<T>>
 where
@@ -247,7 +260,7 @@ where
     F: Fn(usize) -> Fut,
     Fut: std::future::Future<Output = Result<T>> + Send + 'static,
 {
-    let slots = Arc::new(Semaphore::new(options.writers.max(1)));
+    let slots = Arc::new(Semaphore::new(writers.max(1)));
     let start = tokio::time::Instant::now();
     let mut tasks = JoinSet::new();
     for i in 0..count {
@@ -266,8 +279,8 @@ where
     while let Some(done) = tasks.join_next().await {
         match done {
             Ok((i, Ok(v))) => out[i] = Some(v),
-            Ok((_, Err(e))) => counters.error(&e),
-            Err(e) => counters.error(&anyhow::Error::new(e)),
+            Ok((_, Err(e))) => failed(&e),
+            Err(e) => failed(&anyhow::Error::new(e)),
         }
     }
     out

@@ -326,31 +326,24 @@ async fn maestro_floor(db: &MaestroDb, resources: usize, updates: usize, rate: f
             }
         }
     });
-    // Runs `write(i)` for `i` in `0..count`, `rate` per second, at most WRITERS at once: what
-    // each returned (the announcing event's id last) and when it started.
+    // The load tool's pacing, each write also giving the id of the event announcing it and when
+    // it started.
     async fn paced<T, F, Fut>(count: usize, rate: f64, write: F) -> Vec<(T, String, Instant)>
     where
         T: Send + 'static,
         F: Fn(usize) -> Fut,
         Fut: std::future::Future<Output = (T, String)> + Send + 'static,
     {
-        let slots = Arc::new(tokio::sync::Semaphore::new(WRITERS));
-        let start = tokio::time::Instant::now();
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..count {
-            if rate.is_finite() {
-                tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate)).await;
-            }
-            let slot = Arc::clone(&slots).acquire_owned().await.unwrap();
+        let timed = |i| {
             let write = write(i);
-            tasks.spawn(async move {
+            async move {
                 let began = Instant::now();
                 let (out, event) = write.await;
-                drop(slot);
-                (out, event, began)
-            });
-        }
-        tasks.join_all().await
+                Ok((out, event, began))
+            }
+        };
+        let done = conductor_load::run::paced(count, rate, WRITERS, |e| panic!("a write failed: {e:#}"), timed).await;
+        done.into_iter().map(|w| w.expect("every write succeeded")).collect()
     }
     // Waits for the NOTIFY of each write: (latencies, sorted; when the last one arrived).
     async fn arrivals<T>(
