@@ -631,13 +631,57 @@ async fn a_burst_of_updates_keeps_each_resources_order_and_reconciles_what_was_d
     );
 }
 
+/// Batches run side by side (the plugin's `concurrent-notifications`, at most its pool size): a
+/// resource whose send is held up holds up only itself. The test holds the resource's send lock
+/// the way another batch would, and conductor still delivers an update of another resource
+/// meanwhile; the held resource's update follows once the lock is free, with its newest version.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resource_held_up_holds_up_only_itself() {
+    let db = MaestroDb::start().await;
+    let c = Conductor::start(&config(&db.url(), "1h")).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let held = db.create("cluster1", "held", true).await.0;
+    let free = db.create("cluster1", "free", true).await.0;
+    for _ in 0..2 {
+        next_where(&mut sub, "the creates", |_| true).await;
+    }
+
+    let mut lock = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(maestro_plugin::store::send_lock(&held))
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    db.update(&held, 2).await;
+    eventually(WAIT, "a batch waits for the held resource's send lock", async || {
+        db.count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            .await
+            == 1
+    })
+    .await;
+    db.update(&free, 3).await;
+    let e = next_where(&mut sub, "the free resource's update", |_| true).await;
+    assert_eq!(attr_str(&e, "ce-resourceid"), Some(free.as_str()), "only the free resource moves");
+    assert_eq!(version(&e), Some(2));
+
+    lock.commit().await.unwrap();
+    let e = next_where(&mut sub, "the held resource's update", |_| true).await;
+    assert_eq!(attr_str(&e, "ce-resourceid"), Some(held.as_str()));
+    assert_eq!(version(&e), Some(2));
+    eventually(WAIT, "both updates reconciled", async || {
+        db.count("SELECT count(*) FROM events WHERE reconciled_date IS NULL").await == 0
+    })
+    .await;
+}
+
 /// The batch statements find each event by its primary key, so a batch costs the same however
 /// many events the table holds. (A plain join with the JSON list let the planner, which cannot
 /// see how few ids the list holds, scan all of `events`: 3.5 ms a batch at 11,000 events, growing
 /// with the table, until the next restart purged it.)
 #[tokio::test(flavor = "multi_thread")]
 async fn batch_statements_look_events_up_by_key_however_large_the_table() {
-    use maestro_plugin::sql::{LOCK_AND_READ_EVENTS, MARK_RECONCILED};
+    use maestro_plugin::sql::{LOCK_AND_READ_EVENTS, MARK_RECONCILED, READ_RESOURCES};
     let db = MaestroDb::start().await;
     for sql in [
         "INSERT INTO consumers (id, created_at, updated_at, name) VALUES ('c1', now(), now(), 'cluster1')",
@@ -658,6 +702,14 @@ async fn batch_statements_look_events_up_by_key_however_large_the_table() {
             "LOCK_AND_READ_EVENTS",
             sqlx::query_scalar(sqlx::AssertSqlSafe(explain(LOCK_AND_READ_EVENTS)))
                 .bind(sqlx::types::Json(&batch))
+                .fetch_one(&db.pool)
+                .await
+                .unwrap(),
+        ),
+        (
+            "READ_RESOURCES",
+            sqlx::query_scalar(sqlx::AssertSqlSafe(explain(READ_RESOURCES)))
+                .bind(sqlx::types::Json(json!(["r5", "r17"])))
                 .fetch_one(&db.pool)
                 .await
                 .unwrap(),

@@ -278,7 +278,7 @@ fn plugins_inspect_and_list_say_what_would_load() {
         );
         assert!(text.contains("name:          static-works"), "{text}");
         assert!(text.contains("sources:       static"), "{text}");
-        assert!(text.contains("contract:      conductor:plugin@0.3."), "{text}");
+        assert!(text.contains("contract:      conductor:plugin@0.4."), "{text}");
         let from = match form {
             Form::Component => "read from its imports",
             Form::Native => "declared",

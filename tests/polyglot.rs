@@ -282,7 +282,7 @@ fn example_configuration_loads(lang: Lang) {
     assert!(ok, "{lang:?}: {err}");
     assert!(
         out.contains(&format!(
-            r#"{} 0.1.0 (Component, contract 0.3.0), data types ["{WORKS}"], capabilities ["emit", "log", "timer", "kv"]"#,
+            r#"{} 0.1.0 (Component, contract 0.4.0), data types ["{WORKS}"], capabilities ["emit", "log", "timer", "kv"]"#,
             lang.plugin
         )),
         "{lang:?}: {out}"
@@ -307,7 +307,7 @@ fn a_build_importing_an_ungranted_capability_does_not_load(lang: Lang) {
     let (ok, out, err) = conductor(&["plugins", "inspect"], &file);
     assert!(ok, "{lang:?}: {err}");
     assert!(out.contains(&format!("name:          {}", lang.plugin)), "{out}");
-    assert!(out.contains("contract:      conductor:plugin@0.3."), "{out}");
+    assert!(out.contains("contract:      conductor:plugin@0.4."), "{out}");
     assert!(
         out.contains("capabilities:  emit, log, timer, kv, pg (read from its imports)"),
         "{lang:?}: {out}"

@@ -227,6 +227,12 @@ fn inspect(file: PathBuf, kind: Option<FileKind>) -> anyhow::Result<()> {
     println!("sources:       {}", d.sources.join(", "));
     println!("data types:    {}", d.data_types.join(", "));
     println!("capabilities:  {} ({from})", names(&f.capabilities).join(", "));
+    if d.concurrent_notifications > 1 {
+        println!(
+            "notifications: up to {} on-events calls at once (at most pool_size)",
+            d.concurrent_notifications
+        );
+    }
     Ok(())
 }
 

@@ -11,7 +11,7 @@
 //!   (`{"ErrStatus": …}`);
 //! - [`Identity`]: the authenticated caller of a request.
 //!
-//! The contract itself is `wit/plugin.wit` (`conductor:plugin@0.3.0`, [`SDK_VERSION`]).
+//! The contract itself is `wit/plugin.wit` (`conductor:plugin@0.4.0`, [`SDK_VERSION`]).
 
 pub mod error;
 pub mod event;

@@ -24,9 +24,9 @@ use crate::{CloudEvent, Error, Identity};
 /// The version of this ABI; the host refuses libraries with another. It moves whenever the table
 /// below or a message changes (`tests::the_abi_version_moves_with_its_messages` holds the
 /// messages' fingerprint).
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 /// The contract version this ABI carries (`SDK_VERSION`'s major.minor).
-pub const ABI_CONTRACT: &str = "0.3";
+pub const ABI_CONTRACT: &str = "0.4";
 /// The symbol every native plugin exports.
 pub const ENTRY_SYMBOL: &[u8] = b"conductor_plugin_v1\0";
 /// `SDK_VERSION` as a C string, for [`PluginApi::sdk_version`].
@@ -362,7 +362,7 @@ mod tests {
     use crate::{Capability, DatabaseError, ExtensionValue, PgRows, PgValue, SDK_VERSION, Status, StatusDetails};
 
     /// The fingerprint of the ABI messages recorded for each ABI version.
-    const FINGERPRINTS: &[(u32, u64)] = &[(2, 0x0103_d9f0_5cea_cba7)];
+    const FINGERPRINTS: &[(u32, u64)] = &[(2, 0x0103_d9f0_5cea_cba7), (3, 0x6852_9242_ed46_41a8)];
 
     fn fnv1a64(bytes: &[u8], mut hash: u64) -> u64 {
         for b in bytes {
@@ -689,6 +689,7 @@ mod tests {
             sources: vec!["s".into()],
             data_types: vec!["a.v1.b".into()],
             capabilities: Capability::ALL.to_vec(),
+            concurrent_notifications: 2,
         };
         out.push(encode(&description));
         let plugin_requests = vec![

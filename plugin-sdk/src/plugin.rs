@@ -27,6 +27,11 @@ pub struct Description {
     /// The host capabilities it needs. A native library declares them here; a WebAssembly
     /// component's capabilities are read from its imports instead.
     pub capabilities: Vec<Capability>,
+    /// How many [`Plugin::on_events`] calls carrying only notifications may run at once (the
+    /// host runs at most the pool size); 0 or 1, none overlap. See
+    /// [`Description::concurrent_notifications`].
+    #[serde(default)]
+    pub concurrent_notifications: u32,
 }
 
 impl Description {
@@ -40,6 +45,7 @@ impl Description {
             sources: vec![],
             data_types: vec![],
             capabilities: vec![],
+            concurrent_notifications: 0,
         }
     }
 
@@ -55,6 +61,17 @@ impl Description {
 
     pub fn capabilities(mut self, capabilities: impl IntoIterator<Item = Capability>) -> Self {
         self.capabilities = capabilities.into_iter().collect();
+        self
+    }
+
+    /// Lets up to `calls` [`Plugin::on_events`] calls that carry only notifications run at once,
+    /// each on an instance of its own. Set it only if the plugin stays correct when they overlap:
+    /// what they share through `kv` is read and written concurrently, and events about one row
+    /// are kept in order by the plugin (a database lock per row, taken in a fixed order). Calls
+    /// with a timer, `listening` or watch event still overlap no other call, and start after
+    /// every call handed out before them.
+    pub fn concurrent_notifications(mut self, calls: u32) -> Self {
+        self.concurrent_notifications = calls;
         self
     }
 }
@@ -129,7 +146,8 @@ pub enum HostEvent {
 pub struct NoConfig {}
 
 /// A plugin. The host runs a pool of instances, each made by [`Plugin::init`]; calls on one
-/// instance never overlap, and host events reach one instance at a time. State that instances
+/// instance never overlap, and host events reach one instance at a time (unless the plugin
+/// declares [`Description::concurrent_notifications`]). State that instances
 /// share lives in the host's `kv` or in the backing store.
 ///
 /// Only [`Plugin::describe`] and [`Plugin::init`] are required: a plugin that serves no agent

@@ -49,6 +49,11 @@ impl<T: Serialize + DeserializeOwned + PartialEq> Retry<T> {
         }
     }
 
+    /// The delay of a first try.
+    pub const fn first(&self) -> Duration {
+        self.first
+    }
+
     fn items_key(&self) -> String {
         format!("{}/items", self.name)
     }

@@ -173,6 +173,7 @@ macro_rules! __wit_conversions {
                 sdk_version: d.sdk_version,
                 sources: d.sources,
                 data_types: d.data_types,
+                concurrent_notifications: d.concurrent_notifications,
             }
         }
 
@@ -184,6 +185,7 @@ macro_rules! __wit_conversions {
                 sources: d.sources,
                 data_types: d.data_types,
                 capabilities: vec![],
+                concurrent_notifications: d.concurrent_notifications,
             }
         }
 

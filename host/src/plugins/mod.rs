@@ -28,7 +28,7 @@ use crate::registry::Source;
 use crate::telemetry::{Metrics, PluginCall};
 pub use capabilities::{Backends, KvStore, Mode};
 use capabilities::{Capabilities, Grants, Tasks};
-use events::EventQueue;
+use events::{EventQueue, Lanes};
 use pool::Wait;
 
 /// Why a plugin did not load.
@@ -181,6 +181,13 @@ pub fn check(
         .collect()
 }
 
+/// How many `on-events` calls with only notifications may run at once: what the plugin declares,
+/// at most its pool size, at least one.
+fn lanes(description: &Description, pool_size: usize) -> u32 {
+    let pool = u32::try_from(pool_size).unwrap_or(u32::MAX);
+    description.concurrent_notifications.min(pool).max(1)
+}
+
 /// `major.minor` of a `major.minor.patch` version: plugins built against the same minor version of
 /// a 0.x contract (or the same major of a 1.x+) are compatible.
 fn version_prefix(v: &str) -> String {
@@ -268,6 +275,7 @@ impl PluginSource {
             sources = ?file.description.sources,
             data_types = ?file.description.data_types,
             capabilities = ?file.capabilities.iter().map(|c| c.name()).collect::<Vec<_>>(),
+            concurrent_notifications = lanes(&file.description, config.pool_size),
             "plugin loaded"
         );
         Ok(Arc::new(Self {
@@ -294,13 +302,28 @@ impl PluginSource {
         Ok(())
     }
 
-    /// The dispatcher: batches of queued host events to `on-events`, one call at a time.
-    async fn deliver_events(&self) {
+    /// How many `on-events` calls with only notifications may run at once: what the plugin
+    /// declares, at most its pool size.
+    pub fn concurrent_notifications(&self) -> u32 {
+        lanes(&self.file.description, self.config.pool_size)
+    }
+
+    /// The dispatcher: batches of queued host events to `on-events` calls, one at a time or, for
+    /// notifications, on as many lanes as the plugin takes ([`Lanes`]).
+    async fn deliver_events(self: Arc<Self>) {
+        let lanes = Lanes::new(self.concurrent_notifications());
         while let Some(batch) = self.events.next_batch(self.limits.event_batch).await {
-            let count = batch.len();
-            // A busy pool delays events; it never drops them.
-            if let Err(e) = self.call(PluginRequest::OnEvents(batch), Wait::Patient).await {
-                tracing::warn!(plugin = %self.name, events = count, error = %e, "plugin failed to handle host events");
+            for events in lanes.calls(batch) {
+                let lane = lanes.enter(&events).await;
+                let plugin = Arc::clone(&self);
+                self.tasks.spawn(async move {
+                    let count = events.len();
+                    // A busy pool delays events; it never drops them.
+                    if let Err(e) = plugin.call(PluginRequest::OnEvents(events), Wait::Patient).await {
+                        tracing::warn!(plugin = %plugin.name, events = count, error = %e, "plugin failed to handle host events");
+                    }
+                    drop(lane);
+                });
             }
         }
     }

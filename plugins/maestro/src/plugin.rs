@@ -34,8 +34,13 @@ const NEXT_PAGE_TIMER: &str = "catch-up-next-page";
 const RECONNECT_MARGIN_SECONDS: i64 = 30;
 
 /// Events that failed (or were delivered while another replica held their lock), tried again
-/// with backoff.
+/// with backoff. Read and written only by calls that overlap no other (timers, `listening`).
 const RETRY: Retry<Queued> = Retry::new("retry", Duration::from_millis(100), Duration::from_secs(60));
+/// The prefix of a handoff: the events a notification call must try again, kept under a `kv` key
+/// and a one-shot timer of the same name until a call that overlaps no other takes them.
+const HANDOFF: &str = "handoff/";
+/// How many notification calls may run at once (each on an instance of its own).
+const CONCURRENT_NOTIFICATIONS: u32 = 4;
 /// When this replica last heard from the database (a NOTIFY or a LISTEN).
 const LAST_HEARD: KvKey<DateTime<Utc>> = KvKey::new("last-heard");
 /// The catch-up under way: what it looks for, and where its last page ended.
@@ -109,14 +114,17 @@ impl Maestro {
     }
 
     /// §4.2 for a batch of events, in one transaction and a fixed number of round trips: try-lock
-    /// every event and read them with their resources (unscoped) in one statement, send each resource's spec
-    /// event once to this replica's agents, and set `reconciled_date` on the events this replica
-    /// holds the lock of and that reached an agent (or whose resource is gone). Returns the
-    /// events to try again: the failures, and those another replica held the lock of.
+    /// and read every event in one statement; lock and read the resources to send; send each
+    /// resource's spec event once to this replica's agents; and set `reconciled_date` on the
+    /// events this replica holds the lock of and that reached an agent (or whose resource is
+    /// gone). Returns the events to try again: the failures, and those another replica held the
+    /// lock of.
     ///
-    /// Per resource the order holds: the batch reads each resource once, after every event of
-    /// the batch was written, and batches run one after the other; two events of one resource
-    /// in a batch send its current row once, with the later event's action.
+    /// Per resource the order holds however many batches run at once: a batch waits for the
+    /// send lock of each resource it sends ([`store::lock_and_read_resources`]) and holds it
+    /// until it has sent and committed, and reads the resource only once it holds the lock, so
+    /// a later batch sends the same or a newer row, never an older one. Two events of one
+    /// resource in a batch send its current row once, with the later event's action.
     fn handle_all(&self, host: &Host, queued: Vec<Queued>) -> Vec<Queued> {
         if queued.is_empty() {
             return queued;
@@ -140,7 +148,7 @@ impl Maestro {
     fn handle_batch(&self, host: &Host, queued: &[Queued]) -> Result<(Vec<Queued>, Tally), Error> {
         let ids: Vec<String> = queued.iter().map(|q| q.id.clone()).collect();
         let tx = host.pg(&self.database).begin()?;
-        let (locked, rows): (Vec<bool>, Vec<_>) = store::lock_and_read_events(&tx, &ids)?
+        let (locked, events): (Vec<bool>, Vec<_>) = store::lock_and_read_events(&tx, &ids)?
             .into_iter()
             .map(|e| (e.locked, e.found))
             .unzip();
@@ -162,7 +170,7 @@ impl Maestro {
         let mut deliver: Vec<(usize, &'static str)> = Vec::new();
         let mut last_of: HashMap<&str, usize> = HashMap::new();
         for (n, q) in queued.iter().enumerate() {
-            let Some((event, resource)) = &rows[n] else {
+            let Some(event) = &events[n] else {
                 tally.skipped += 1; // purged
                 continue;
             };
@@ -172,18 +180,19 @@ impl Maestro {
                 Some(_) if event.reconciled && !q.notified => tally.skipped += 1,
                 Some(_) if q.mark_only => settle(locked[n], q, &mut again, &mut mark),
                 Some(action) => {
-                    if let Some(r) = resource {
-                        last_of.insert(&r.id, n);
-                    }
+                    last_of.insert(&event.source_id, n);
                     deliver.push((n, action));
                 }
             }
         }
+        let to_send: Vec<&str> = last_of.keys().copied().collect();
+        let resources = store::lock_and_read_resources(&tx, &to_send)?;
         // Each resource's spec event, once: how many agents it reached, or that it failed.
         let mut reached: HashMap<&str, Option<u32>> = HashMap::new();
         for &(n, action) in &deliver {
-            let Some(row) = rows[n].as_ref().and_then(|(_, r)| r.as_ref()) else {
-                continue;
+            let Some(event) = &events[n] else { continue };
+            let Some(row) = resources.get(&event.source_id) else {
+                continue; // gone: nothing to send
             };
             if last_of.get(row.id.as_str()) != Some(&n) {
                 continue;
@@ -206,16 +215,17 @@ impl Maestro {
         }
         for &(n, _) in &deliver {
             let q = &queued[n];
-            let Some((event, resource)) = &rows[n] else { continue };
-            let delivered = match resource {
-                None => true, // the resource is gone: nothing to send
-                Some(r) => match reached.get(r.id.as_str()) {
+            let Some(event) = &events[n] else { continue };
+            let delivered = if resources.contains_key(&event.source_id) {
+                match reached.get(event.source_id.as_str()) {
                     Some(Some(agents)) => *agents > 0,
                     _ => {
                         again.push(q.clone());
                         continue;
                     }
-                },
+                }
+            } else {
+                true // the resource is gone: nothing to send
             };
             if delivered && !event.reconciled {
                 settle(locked[n], q, &mut again, &mut mark);
@@ -225,6 +235,36 @@ impl Maestro {
         tx.commit()?;
         tally.reconciled = mark.len() as u32;
         Ok((again, tally))
+    }
+
+    /// Handles notified events, possibly while other calls do too (`concurrent_notifications`):
+    /// what must be tried again is handed to a one-shot timer of its own (its items under a `kv`
+    /// key of their own), because the retry queue is read and written only by calls that overlap
+    /// no other.
+    fn handle_notified(&self, host: &Host, queued: Vec<Queued>) {
+        let again = self.handle_all(host, queued);
+        if again.is_empty() {
+            return;
+        }
+        let name = format!("{HANDOFF}{}", uuid::Uuid::new_v4());
+        match serde_json::to_vec(&again) {
+            Ok(bytes) => {
+                host.kv_set(&name, &bytes);
+                host.set_timer(&name, RETRY.first(), false);
+            }
+            Err(e) => host.warn(&format!("{} events to try again not kept: {e}", again.len())),
+        }
+    }
+
+    /// A handoff's timer went off (in a call that overlaps no other): its events join the
+    /// retry queue's next round, tried now.
+    fn take_handoff(&self, host: &Host, name: &str) {
+        let items: Vec<Queued> = host
+            .kv_get(name)
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        host.kv_delete(name);
+        self.handle_new(host, items);
     }
 
     /// Handles new events; what must be tried again joins the retry queue.
@@ -333,6 +373,7 @@ impl Plugin for Maestro {
                 Capability::Kv,
                 Capability::Pg,
             ])
+            .concurrent_notifications(CONCURRENT_NOTIFICATIONS)
     }
 
     fn check(config: &Config) -> Result<(), Error> {
@@ -401,7 +442,10 @@ impl Plugin for Maestro {
         self.update_status(host, event)
     }
 
-    /// A burst of host events: the notifications' events are handled together, in order.
+    /// A burst of host events: the notifications' events are handled together, in order. Calls
+    /// with only notifications may overlap (up to [`CONCURRENT_NOTIFICATIONS`]); a call with
+    /// anything else overlaps none, and only such calls touch the retry queue and the catch-up
+    /// state.
     fn on_events(&mut self, host: &Host, events: Vec<HostEvent>) -> Result<(), Error> {
         let mut notified = Vec::new();
         let mut result = Ok(());
@@ -418,6 +462,10 @@ impl Plugin for Maestro {
                 HostEvent::Listening(l) if l.channel == EVENTS_CHANNEL => self.listening(host, l.reconnected),
                 HostEvent::Timer(name) if name == CATCH_UP_TIMER => self.catch_up(host, None),
                 HostEvent::Timer(name) if name == NEXT_PAGE_TIMER => self.next_page(host),
+                HostEvent::Timer(name) if name.starts_with(HANDOFF) => {
+                    self.take_handoff(host, &name);
+                    Ok(())
+                }
                 e if RETRY.is_due(&e) => {
                     let again = self.handle_all(host, RETRY.take(host));
                     if again.is_empty() {
@@ -436,7 +484,7 @@ impl Plugin for Maestro {
         }
         if !notified.is_empty() {
             LAST_HEARD.set(host, &Utc::now());
-            self.handle_new(host, notified);
+            self.handle_notified(host, notified);
         }
         result
     }

@@ -2,11 +2,10 @@
 //! once here. Column-targeted writes only on `resources`; nothing ever touches `server_instances`
 //! or `event_instances`; no migrations.
 
-/// A batch of events, each try-locked with Maestro's `events` lock and read with the resource it
-/// is about (unscoped), in one statement. `$1` is a JSON array of `{"n": position, "id": event
-/// id, "a": key, "b": key}`; one row per entry: `n`, `locked`, `found`, the event's `source`,
-/// `source_id`, `event_type`, whether reconciled, and the resource's columns (`id` NULL when the
-/// resource is gone).
+/// A batch of events, each try-locked with Maestro's `events` lock and read, in one statement.
+/// `$1` is a JSON array of `{"n": position, "id": event id, "a": key, "b": key}`; one row per
+/// entry: `n`, `locked`, `found`, the event's `source`, `source_id`, `event_type`, and whether
+/// it is reconciled.
 ///
 /// The statement's snapshot is taken before its locks: an event another replica reconciled and
 /// unlocked meanwhile may read as unreconciled, and is then delivered and marked once more
@@ -15,12 +14,14 @@
 /// `events`, and a batch would cost more as the table grows.
 pub const LOCK_AND_READ_EVENTS: &str = "SELECT q.n, pg_try_advisory_xact_lock(q.a, q.b) AS locked, \
      e.id IS NOT NULL AS found, e.source AS event_source, e.source_id, e.event_type, \
-     e.reconciled_date IS NOT NULL AS reconciled, \
-     r.id, r.consumer_name, r.version, r.source, r.payload::text AS payload, r.status::text AS status, \
-     r.created_at, r.deleted_at \
+     e.reconciled_date IS NOT NULL AS reconciled \
      FROM json_to_recordset($1::json) AS q(n int, id text, a int, b int) \
-     LEFT JOIN LATERAL (SELECT * FROM events WHERE id = q.id AND deleted_at IS NULL OFFSET 0) e ON true \
-     LEFT JOIN LATERAL (SELECT * FROM resources WHERE id = e.source_id OFFSET 0) r ON true";
+     LEFT JOIN LATERAL (SELECT * FROM events WHERE id = q.id AND deleted_at IS NULL OFFSET 0) e ON true";
+/// Waits for conductor's own `bigint` advisory locks of `$1` (a JSON array of keys, ascending, so
+/// that two batches never wait for each other in a cycle), held until the transaction ends; the
+/// aggregate takes them one after the other, in the array's order.
+pub const LOCK_IN_ORDER: &str = "SELECT count(pg_advisory_xact_lock(k::int8)) AS locked \
+     FROM json_array_elements_text($1::json) AS j(k)";
 /// Marks the events of `$2` (a JSON array of ids) reconciled at `$1`, found by primary key
 /// (`= ANY(ARRAY(…))`, not `IN (SELECT …)`, which scans the table).
 pub const MARK_RECONCILED: &str = "UPDATE events SET reconciled_date = $1, updated_at = $1 \
@@ -43,6 +44,12 @@ macro_rules! resource_columns {
         "id, consumer_name, version, source, payload::text, status::text, created_at, deleted_at"
     };
 }
+/// The resources of `$1` (a JSON array of ids), unscoped, each found by primary key.
+pub const READ_RESOURCES: &str = concat!(
+    "SELECT ",
+    resource_columns!(),
+    " FROM resources WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))"
+);
 /// One resource, unscoped (soft-deleted rows too).
 pub const READ_RESOURCE: &str = concat!("SELECT ", resource_columns!(), " FROM resources WHERE id = $1 LIMIT 1");
 /// A consumer's resources for resync: unscoped, no source filter.

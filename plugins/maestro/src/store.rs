@@ -1,6 +1,8 @@
 //! Maestro's tables through the host's `pg` capability: the statements of [`crate::sql`] with
 //! their parameters bound and their rows read into the plugin's types.
 
+use std::collections::HashMap;
+
 use conductor_plugin_sdk::pg::{Database, LockKey};
 use conductor_plugin_sdk::{Error, PgRow, PgRows, PgValue, Timestamp, Transaction};
 use serde_json::{Value, json};
@@ -92,13 +94,12 @@ pub fn check_schema(db: &Database<'_>) -> Result<bool, Error> {
 pub struct LockedEvent {
     /// This replica holds the event's `events` lock until the transaction ends.
     pub locked: bool,
-    /// The event and the resource it is about; `None` for an event that is gone, and the
-    /// resource `None` when it is.
-    pub found: Option<(EventRow, Option<ResourceRow>)>,
+    /// The event; `None` for an event that is gone.
+    pub found: Option<EventRow>,
 }
 
-/// Try-locks each of `ids` with Maestro's `events` lock and reads it with its resource, in one
-/// statement; in the order of `ids`.
+/// Try-locks each of `ids` with Maestro's `events` lock and reads it, in one statement; in the
+/// order of `ids`.
 pub fn lock_and_read_events(tx: &Transaction<'_>, ids: &[String]) -> Result<Vec<LockedEvent>, Error> {
     let wanted: Vec<Value> = ids
         .iter()
@@ -122,19 +123,43 @@ pub fn lock_and_read_events(tx: &Transaction<'_>, ids: &[String]) -> Result<Vec<
         if row.bool("found")? != Some(true) {
             continue;
         }
-        let event = EventRow {
+        out[n].found = Some(EventRow {
             source: text(&row, "event_source")?,
             source_id: text(&row, "source_id")?,
             event_type: text(&row, "event_type")?,
             reconciled: row.bool("reconciled")?.unwrap_or(false),
-        };
-        let resource = match row.text("id")? {
-            Some(_) => Some(resource(row)?),
-            None => None,
-        };
-        out[n].found = Some((event, resource));
+        });
     }
     Ok(out)
+}
+
+/// conductor's own lock on sending `resource_id`'s spec (the `bigint` lock space, which Maestro
+/// does not use): FNV-1a, 64 bits, of the id under a prefix of its own.
+pub fn send_lock(resource_id: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in "conductor/send/".bytes().chain(resource_id.bytes()) {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash as i64
+}
+
+/// Waits for the [`send_lock`] of each of `ids` (in ascending key order, so batches never wait
+/// for each other in a cycle), then reads the resources in a statement of their own, whose
+/// snapshot is taken after the locks: a batch reads what the batch before it committed. Returns
+/// the resources found (unscoped), by id.
+pub fn lock_and_read_resources(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap<String, ResourceRow>, Error> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut keys: Vec<i64> = ids.iter().map(|id| send_lock(id)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    tx.query(sql::LOCK_IN_ORDER, &[(&json!(keys)).into()])?;
+    let rows = tx.query(sql::READ_RESOURCES, &[(&json!(ids)).into()])?;
+    rows.iter()
+        .map(|row| resource(row).map(|r| (r.id.clone(), r)))
+        .collect()
 }
 
 fn position(row: &PgRow<'_>, len: usize) -> Result<Option<usize>, Error> {
@@ -239,5 +264,11 @@ mod tests {
         assert_eq!(fnv1a("maestro-undelivered-check"), -534_849_769);
         assert_eq!(fnv1a("maestro-stale-delete-check"), -1_780_146_569);
         assert_eq!(lock_key("e1", EVENTS_LOCK), LockKey::Pair(fnv1a("e1"), 316_203_908));
+    }
+
+    #[test]
+    fn send_locks_differ_by_resource() {
+        assert_eq!(send_lock("r1"), send_lock("r1"));
+        assert_ne!(send_lock("r1"), send_lock("r2"));
     }
 }
