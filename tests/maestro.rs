@@ -662,7 +662,11 @@ async fn a_resource_held_up_holds_up_only_itself() {
     .await;
     db.update(&free, 3).await;
     let e = next_where(&mut sub, "the free resource's update", |_| true).await;
-    assert_eq!(attr_str(&e, "ce-resourceid"), Some(free.as_str()), "only the free resource moves");
+    assert_eq!(
+        attr_str(&e, "ce-resourceid"),
+        Some(free.as_str()),
+        "only the free resource moves"
+    );
     assert_eq!(version(&e), Some(2));
 
     lock.commit().await.unwrap();
@@ -670,7 +674,9 @@ async fn a_resource_held_up_holds_up_only_itself() {
     assert_eq!(attr_str(&e, "ce-resourceid"), Some(held.as_str()));
     assert_eq!(version(&e), Some(2));
     eventually(WAIT, "both updates reconciled", async || {
-        db.count("SELECT count(*) FROM events WHERE reconciled_date IS NULL").await == 0
+        db.count("SELECT count(*) FROM events WHERE reconciled_date IS NULL")
+            .await
+            == 0
     })
     .await;
 }

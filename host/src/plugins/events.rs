@@ -232,7 +232,11 @@ impl Lanes {
 
     /// Waits for the lanes a call with `events` takes; they are given back when the permit drops.
     pub fn enter(&self, events: &[HostEvent]) -> impl Future<Output = OwnedSemaphorePermit> + use<> {
-        let wanted = if events.iter().all(is_notification) { 1 } else { self.lanes };
+        let wanted = if events.iter().all(is_notification) {
+            1
+        } else {
+            self.lanes
+        };
         let gate = Arc::clone(&self.gate);
         async move {
             gate.acquire_many_owned(wanted)
@@ -415,7 +419,7 @@ mod lanes_tests {
     #[test]
     fn one_lane_keeps_a_batch_whole_and_more_split_it_into_runs() {
         let batch = vec![n("a"), n("b"), t("x"), t("y"), n("c")];
-        assert_eq!(Lanes::new(1).calls(batch.clone()), [batch.clone()]);
+        assert_eq!(Lanes::new(1).calls(batch.clone()), std::slice::from_ref(&batch));
         assert_eq!(
             Lanes::new(4).calls(batch),
             [vec![n("a"), n("b")], vec![t("x"), t("y")], vec![n("c")]]
@@ -436,8 +440,13 @@ mod lanes_tests {
         let later = lanes.enter(&[n("c")]);
         tokio::pin!(later);
         drop(second);
-        let timer = timeout(SOON, &mut timer).await.expect("the timer call runs once both ended");
-        assert!(timeout(SOON, &mut later).await.is_err(), "a later call waits for the timer call");
+        let timer = timeout(SOON, &mut timer)
+            .await
+            .expect("the timer call runs once both ended");
+        assert!(
+            timeout(SOON, &mut later).await.is_err(),
+            "a later call waits for the timer call"
+        );
         drop(timer);
         let _later = timeout(SOON, later).await.expect("then it runs");
     }
