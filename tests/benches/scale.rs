@@ -6,7 +6,8 @@
 //!   memory broker can (route each spec request to its cluster's subscribers);
 //! - `cpu`: 1,000 agents, 500 updates/s; server CPU seconds per 1,000 delivered events and p99
 //!   delivery, conductor against the same raw tonic server;
-//! - `maestro`: 1,000 agents, Maestro writing 1,000 events/s, p99 delivery beside a bare
+//! - `maestro`: 1,000 agents, Maestro writing 1,000 events/s (conductor with one batch at a time
+//!   and with its default four at once), p99 delivery beside a bare
 //!   LISTEN/NOTIFY at the same rate; and a burst of 10,000 creates, drained per second.
 //!
 //! `cargo build --release -p conductor -p conductor-load && scripts/build-plugins.sh && \
@@ -27,7 +28,7 @@ use conductor_blackbox_tests::proto::{
     cloud_event_attribute_value::Attr,
     cloud_event_service_server::{CloudEventService, CloudEventServiceServer},
 };
-use conductor_blackbox_tests::{Conductor, env_usize, load_bin, median};
+use conductor_blackbox_tests::{Conductor, Form, env_usize, load_bin, median};
 use serde_json::Value;
 use support::MaestroDb;
 use tokio::sync::mpsc;
@@ -445,22 +446,18 @@ fn maestro(rt: &tokio::runtime::Runtime) {
         ];
         maestro_load(db, c, prefix, &timing)
     };
-    let (figures, _) = runs("maestro", || {
+    // conductor with one batch at a time (pool_size 1) and with the default pool of 4 instances
+    // (4 batches at once: the plugin's `concurrent-notifications`), each on a fresh database.
+    let conductor = |instances: usize| {
         rt.block_on(async {
             let db = MaestroDb::start().await;
-            let floor = bare_notify_p99(&db, events, 1000.0).await;
-            let writes = maestro_floor(&db, agents, events, 1000.0, events).await;
-            let c = Conductor::start(&support::config(&db.url(), "1h")).expect("conductor starts");
+            let config = support::config_with(&db.url(), "1h", Form::Component, 10, instances);
+            let c = Conductor::start(&config).expect("conductor starts");
             let s = tokio::task::block_in_place(|| steady(&db, &c, "steady"));
-            print_plugin_calls(&c, "after the steady phase").await;
+            print_plugin_calls(&c, &format!("pool_size {instances}, after the steady phase")).await;
             let b = tokio::task::block_in_place(|| burst(&db, &c, "burst"));
-            print_plugin_calls(&c, "after the burst").await;
+            print_plugin_calls(&c, &format!("pool_size {instances}, after the burst")).await;
             [
-                floor,
-                writes[0],
-                writes[1],
-                writes[2],
-                writes[3],
                 f(&s, &["updates", "latency_ms", "p50"]),
                 f(&s, &["updates", "latency_ms", "p99"]),
                 f(&s, &["update_rate_achieved"]),
@@ -468,15 +465,42 @@ fn maestro(rt: &tokio::runtime::Runtime) {
                 f(&b, &["creates", "latency_ms", "p99"]),
             ]
         })
+    };
+    let (figures, _) = runs("maestro", || {
+        let [floor, writes] = rt.block_on(async {
+            let db = MaestroDb::start().await;
+            let floor = bare_notify_p99(&db, events, 1000.0).await;
+            [floor, maestro_floor(&db, agents, events, 1000.0, events).await]
+        });
+        let serial = conductor(1);
+        let concurrent = conductor(4);
+        let all: Vec<f64> = [floor]
+            .into_iter()
+            .chain(writes)
+            .chain(serial)
+            .chain(concurrent)
+            .collect();
+        <[f64; 15]>::try_from(all).expect("15 figures")
     });
-    println!("  | | bare NOTIFY → LISTEN | Maestro's writes → LISTEN | conductor (maestro plugin) |");
     println!(
-        "  | at 1,000 events/s: p50 / p99 (ms) | — / {:.2} | {:.2} / {:.2} ({:.0} writes/s) | {:.2} / {:.2} ({:.0} writes/s) |",
-        figures[0], figures[1], figures[2], figures[3], figures[5], figures[6], figures[7]
+        "  | | bare NOTIFY → LISTEN | Maestro's writes → LISTEN | conductor, one batch at a time | conductor, 4 batches at once |"
     );
     println!(
-        "  | burst of creates, events/s | | {:.0} | {:.0} (p99 {:.0} ms) |",
-        figures[4], figures[8], figures[9]
+        "  | at 1,000 events/s: p50 / p99 (ms) | — / {:.2} | {:.2} / {:.2} ({:.0} writes/s) | {:.2} / {:.2} ({:.0} writes/s) | {:.2} / {:.2} ({:.0} writes/s) |",
+        figures[0],
+        figures[1],
+        figures[2],
+        figures[3],
+        figures[5],
+        figures[6],
+        figures[7],
+        figures[10],
+        figures[11],
+        figures[12]
+    );
+    println!(
+        "  | burst of creates, events/s | | {:.0} | {:.0} (p99 {:.0} ms) | {:.0} (p99 {:.0} ms) |",
+        figures[4], figures[8], figures[9], figures[13], figures[14]
     );
 }
 
