@@ -467,10 +467,10 @@ fn maestro(rt: &tokio::runtime::Runtime) {
         })
     };
     let (figures, _) = runs("maestro", || {
-        let [floor, writes] = rt.block_on(async {
+        let (floor, writes) = rt.block_on(async {
             let db = MaestroDb::start().await;
             let floor = bare_notify_p99(&db, events, 1000.0).await;
-            [floor, maestro_floor(&db, agents, events, 1000.0, events).await]
+            (floor, maestro_floor(&db, agents, events, 1000.0, events).await)
         });
         let serial = conductor(1);
         let concurrent = conductor(4);
