@@ -9,15 +9,14 @@
 //!   connection, a watch stops reading the API server, which ends a watch that falls too far
 //!   behind; the host then lists again).
 //!
-//! The plugin's dispatcher takes up to a batch of the oldest events at a time, and hands them to
-//! `on-events` calls through [`Lanes`].
+//! The plugin's dispatcher takes up to a batch of the oldest events at a time (and, while a call
+//! runs, waits for a backlog first: see [`super::lanes`]).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 
 use conductor_plugin_sdk::HostEvent;
 use parking_lot::Mutex;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
 
 use crate::telemetry::PluginMetrics;
 
@@ -145,6 +144,12 @@ impl EventQueue {
 
     /// Up to `max` of the oldest events, waiting for one if none is queued; `None` once closed.
     pub async fn next_batch(&self, max: usize) -> Option<Vec<HostEvent>> {
+        self.next_batch_of(1, max).await
+    }
+
+    /// Up to `max` of the oldest events once at least `min` are queued (fewer once closed: none).
+    /// Cancel-safe: nothing is taken unless it returns.
+    pub async fn next_batch_of(&self, min: usize, max: usize) -> Option<Vec<HostEvent>> {
         loop {
             let arrived = self.arrived.notified();
             tokio::pin!(arrived);
@@ -154,7 +159,7 @@ impl EventQueue {
                 if state.closed {
                     return None;
                 }
-                if !state.order.is_empty() {
+                if !state.order.is_empty() && state.order.len() >= min {
                     let n = state.order.len().min(max.max(1));
                     let mut batch = Vec::with_capacity(n);
                     for _ in 0..n {
@@ -195,61 +200,6 @@ impl EventQueue {
     }
 }
 
-/// The order `on-events` calls run in. With one lane (the default) no two calls overlap. With
-/// more (a plugin's `concurrent-notifications`, at most its pool size), calls that carry only
-/// notifications take one lane each and overlap; any other call takes every lane, so it starts
-/// once the calls handed out before it have ended, and the calls after it wait for it. Lanes are
-/// handed out first come, first served.
-pub struct Lanes {
-    gate: Arc<Semaphore>,
-    lanes: u32,
-}
-
-impl Lanes {
-    pub fn new(lanes: u32) -> Self {
-        let lanes = lanes.max(1);
-        Self {
-            gate: Arc::new(Semaphore::new(lanes as usize)),
-            lanes,
-        }
-    }
-
-    /// A batch as the calls to make: the batch itself with one lane; with more, its runs of
-    /// notifications and of other events, in order.
-    pub fn calls(&self, batch: Vec<HostEvent>) -> Vec<Vec<HostEvent>> {
-        if self.lanes == 1 {
-            return vec![batch];
-        }
-        let mut calls: Vec<Vec<HostEvent>> = Vec::new();
-        for event in batch {
-            match calls.last_mut() {
-                Some(call) if is_notification(&call[0]) == is_notification(&event) => call.push(event),
-                _ => calls.push(vec![event]),
-            }
-        }
-        calls
-    }
-
-    /// Waits for the lanes a call with `events` takes; they are given back when the permit drops.
-    pub fn enter(&self, events: &[HostEvent]) -> impl Future<Output = OwnedSemaphorePermit> + use<> {
-        let wanted = if events.iter().all(is_notification) {
-            1
-        } else {
-            self.lanes
-        };
-        let gate = Arc::clone(&self.gate);
-        async move {
-            gate.acquire_many_owned(wanted)
-                .await
-                .expect("the lanes' semaphore is never closed")
-        }
-    }
-}
-
-fn is_notification(event: &HostEvent) -> bool {
-    matches!(event, HostEvent::Notification(_))
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -286,6 +236,21 @@ mod tests {
             channel: "c".into(),
             payload: payload.into(),
         })
+    }
+
+    #[tokio::test]
+    async fn a_batch_of_at_least_min_waits_for_that_many() {
+        let q = Arc::new(queue(10));
+        push(&q, notification("a")).await;
+        let waiting = {
+            let q = Arc::clone(&q);
+            tokio::spawn(async move { q.next_batch_of(3, 10).await })
+        };
+        push(&q, notification("b")).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "two of three");
+        push(&q, notification("c")).await;
+        assert_eq!(waiting.await.unwrap().unwrap().len(), 3);
     }
 
     async fn push(q: &EventQueue, event: HostEvent) {
@@ -390,73 +355,5 @@ mod tests {
         q.close();
         assert!(!waiting.await.unwrap(), "a waiting producer is told the queue closed");
         assert!(q.next_batch(1).await.is_none());
-    }
-}
-
-#[cfg(test)]
-mod lanes_tests {
-    use std::time::Duration;
-
-    use conductor_plugin_sdk::pg::Notification;
-    use tokio::time::timeout;
-
-    use super::*;
-
-    fn n(payload: &str) -> HostEvent {
-        HostEvent::Notification(Notification {
-            database: "d".into(),
-            channel: "c".into(),
-            payload: payload.into(),
-        })
-    }
-
-    fn t(name: &str) -> HostEvent {
-        HostEvent::Timer(name.into())
-    }
-
-    const SOON: Duration = Duration::from_millis(50);
-
-    #[test]
-    fn one_lane_keeps_a_batch_whole_and_more_split_it_into_runs() {
-        let batch = vec![n("a"), n("b"), t("x"), t("y"), n("c")];
-        assert_eq!(Lanes::new(1).calls(batch.clone()), std::slice::from_ref(&batch));
-        assert_eq!(
-            Lanes::new(4).calls(batch),
-            [vec![n("a"), n("b")], vec![t("x"), t("y")], vec![n("c")]]
-        );
-    }
-
-    #[tokio::test]
-    async fn notification_calls_overlap_and_any_other_call_waits_for_them_all() {
-        let lanes = Lanes::new(3);
-        let first = lanes.enter(&[n("a")]).await;
-        let second = lanes.enter(&[n("b")]).await;
-        // A timer call waits for both, and a notification call after it waits for the timer.
-        let timer = lanes.enter(&[t("x")]);
-        tokio::pin!(timer);
-        assert!(timeout(SOON, &mut timer).await.is_err(), "the timer call waits");
-        drop(first);
-        assert!(timeout(SOON, &mut timer).await.is_err(), "still one call in flight");
-        let later = lanes.enter(&[n("c")]);
-        tokio::pin!(later);
-        drop(second);
-        let timer = timeout(SOON, &mut timer)
-            .await
-            .expect("the timer call runs once both ended");
-        assert!(
-            timeout(SOON, &mut later).await.is_err(),
-            "a later call waits for the timer call"
-        );
-        drop(timer);
-        let _later = timeout(SOON, later).await.expect("then it runs");
-    }
-
-    #[tokio::test]
-    async fn one_lane_never_overlaps() {
-        let lanes = Lanes::new(1);
-        let first = lanes.enter(&[n("a")]).await;
-        assert!(timeout(SOON, lanes.enter(&[n("b")])).await.is_err());
-        drop(first);
-        let _second = timeout(SOON, lanes.enter(&[n("b")])).await.expect("free again");
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod capabilities;
 pub mod events;
+mod lanes;
 pub mod native;
 mod pg;
 mod pool;
@@ -28,7 +29,8 @@ use crate::registry::Source;
 use crate::telemetry::{Metrics, PluginCall};
 pub use capabilities::{Backends, KvStore, Mode};
 use capabilities::{Capabilities, Grants, Tasks};
-use events::{EventQueue, Lanes};
+use events::EventQueue;
+use lanes::Lanes;
 use pool::Wait;
 
 /// Why a plugin did not load.
@@ -181,6 +183,12 @@ pub fn check(
         .collect()
 }
 
+/// While a plugin's `on-events` call runs, how long the dispatcher waits for a backlog before it
+/// starts another call (with `concurrent-notifications`): long enough for a call that keeps up
+/// to end and take the next events in one batch, short enough that a call stuck on a lock or a
+/// slow statement does not hold up the rest.
+const OVERTAKE_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// How many `on-events` calls with only notifications may run at once: what the plugin declares,
 /// at most its pool size, at least one.
 fn lanes(description: &Description, pool_size: usize) -> u32 {
@@ -309,12 +317,25 @@ impl PluginSource {
     }
 
     /// The dispatcher: batches of queued host events to `on-events` calls, one at a time or, for
-    /// notifications, on as many lanes as the plugin takes ([`Lanes`]).
+    /// notifications, on as many lanes as the plugin takes ([`Lanes`]). While a call runs, the
+    /// next one starts once a quarter of a batch waits, after [`OVERTAKE_AFTER`], or when no call
+    /// runs any more, whichever comes first.
     async fn deliver_events(self: Arc<Self>) {
         let lanes = Lanes::new(self.concurrent_notifications());
-        while let Some(batch) = self.events.next_batch(self.limits.event_batch).await {
+        let max = self.limits.event_batch;
+        let backlog = (max / 4).max(1);
+        loop {
+            let lane = lanes.free().await;
+            let min = if lanes.others_in_flight() { backlog } else { 1 };
+            let batch = tokio::select! {
+                batch = self.events.next_batch_of(min, max) => batch,
+                () = lanes.ended(), if min > 1 => continue,
+                () = tokio::time::sleep(OVERTAKE_AFTER), if min > 1 => self.events.next_batch(max).await,
+            };
+            let Some(batch) = batch else { return };
+            let mut held = Some(lane);
             for events in lanes.calls(batch) {
-                let lane = lanes.enter(&events).await;
+                let lane = lanes.for_call(held.take(), &events).await;
                 let plugin = Arc::clone(&self);
                 self.tasks.spawn(async move {
                     let count = events.len();
