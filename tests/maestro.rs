@@ -632,11 +632,11 @@ async fn a_burst_of_updates_keeps_each_resources_order_and_reconciles_what_was_d
 }
 
 /// Batches run side by side (the plugin's `concurrent-notifications`, at most its pool size): a
-/// resource whose send is held up holds up only itself. The test holds the resource's send lock
-/// the way another batch would, and conductor still delivers an update of another resource
-/// meanwhile; the held resource's update follows once the lock is free, with its newest version.
+/// batch held up holds up only itself. The test holds the row of one resource's event locked, so
+/// the batch that sends it waits when it marks the event reconciled; an update of another
+/// resource is still delivered meanwhile, and the held event is reconciled once the row is free.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_resource_held_up_holds_up_only_itself() {
+async fn a_batch_held_up_holds_up_only_itself() {
     let db = MaestroDb::start().await;
     let c = Conductor::start(&config(&db.url(), "1h")).unwrap();
     let mut client = c.client().await.unwrap();
@@ -647,32 +647,33 @@ async fn a_resource_held_up_holds_up_only_itself() {
         next_where(&mut sub, "the creates", |_| true).await;
     }
 
-    let mut lock = db.pool.begin().await.unwrap();
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(maestro_plugin::store::send_lock(&held))
-        .execute(&mut *lock)
+    let held_event = db.update_then(&held, 2, false).await;
+    let mut row = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM events WHERE id = $1 FOR UPDATE")
+        .bind(&held_event)
+        .execute(&mut *row)
         .await
         .unwrap();
-    db.update(&held, 2).await;
-    eventually(WAIT, "a batch waits for the held resource's send lock", async || {
-        db.count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-            .await
-            == 1
+    db.exec("SELECT pg_notify('events', $1)", &[&held_event]).await;
+    let e = next_where(&mut sub, "the held resource's update", |_| true).await;
+    assert_eq!(attr_str(&e, "ce-resourceid"), Some(held.as_str()));
+    eventually(WAIT, "its batch waits for the event's row", async || {
+        db.count("SELECT count(*) FROM pg_locks WHERE NOT granted").await > 0
     })
     .await;
+
     db.update(&free, 3).await;
     let e = next_where(&mut sub, "the free resource's update", |_| true).await;
     assert_eq!(
         attr_str(&e, "ce-resourceid"),
         Some(free.as_str()),
-        "only the free resource moves"
+        "the other resource moves"
     );
     assert_eq!(version(&e), Some(2));
+    assert!(!db.reconciled(&held_event).await, "the held batch is still waiting");
+    assert!(db.count("SELECT count(*) FROM pg_locks WHERE NOT granted").await > 0);
 
-    lock.commit().await.unwrap();
-    let e = next_where(&mut sub, "the held resource's update", |_| true).await;
-    assert_eq!(attr_str(&e, "ce-resourceid"), Some(held.as_str()));
-    assert_eq!(version(&e), Some(2));
+    row.commit().await.unwrap();
     eventually(WAIT, "both updates reconciled", async || {
         db.count("SELECT count(*) FROM events WHERE reconciled_date IS NULL")
             .await

@@ -287,6 +287,28 @@ async fn bare_notify_p99(db: &MaestroDb, n: usize, rate: f64) -> f64 {
     latencies[(latencies.len() * 99).div_ceil(100) - 1].as_secs_f64() * 1e3
 }
 
+/// How busy the machine's CPUs are from now until the returned function is called, in % (from
+/// `/proc/stat`; NaN where it cannot be read).
+fn machine_busy() -> impl FnOnce() -> f64 {
+    fn times() -> Option<(f64, f64)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let fields: Vec<f64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        let idle = fields.get(3)? + fields.get(4).unwrap_or(&0.0);
+        Some((fields.iter().sum(), idle))
+    }
+    let before = times();
+    move || match (before, times()) {
+        (Some((t0, i0)), Some((t1, i1))) if t1 > t0 => 100.0 * (1.0 - (i1 - i0) / (t1 - t0)),
+        _ => f64::NAN,
+    }
+}
+
 /// The maestro plugin's calls so far (`/inspect/plugins`): how many, and how long they took.
 async fn print_plugin_calls(c: &Conductor, when: &str) {
     let Ok((200, body)) = c.admin_get("/inspect/plugins").await else {
@@ -453,7 +475,13 @@ fn maestro(rt: &tokio::runtime::Runtime) {
             let db = MaestroDb::start().await;
             let config = support::config_with(&db.url(), "1h", Form::Component, 10, instances);
             let c = Conductor::start(&config).expect("conductor starts");
+            let busy = machine_busy();
             let s = tokio::task::block_in_place(|| steady(&db, &c, "steady"));
+            println!(
+                "    pool_size {instances}, steady phase: conductor {:.0} % of a core, the machine {:.0} % busy",
+                f(&s, &["server_process", "update_phase_cpu_percent"]),
+                busy()
+            );
             print_plugin_calls(&c, &format!("pool_size {instances}, after the steady phase")).await;
             let b = tokio::task::block_in_place(|| burst(&db, &c, "burst"));
             print_plugin_calls(&c, &format!("pool_size {instances}, after the burst")).await;

@@ -77,7 +77,7 @@ impl MaestroDb {
         self.pool = PgPool::connect(&self.url()).await.unwrap();
     }
 
-    async fn exec(&self, sql: &'static str, args: &[&str]) {
+    pub async fn exec(&self, sql: &'static str, args: &[&str]) {
         let mut q = sqlx::query(sql);
         for a in args {
             q = q.bind(*a);
@@ -122,6 +122,11 @@ impl MaestroDb {
     /// Maestro's update: under the `resources` lock, version+1 and the new payload (column
     /// targeted), then the event.
     pub async fn update(&self, id: &str, replicas: i64) -> String {
+        self.update_then(id, replicas, true).await
+    }
+
+    /// The same, with the NOTIFY only if `notify`.
+    pub async fn update_then(&self, id: &str, replicas: i64, notify: bool) -> String {
         let mut tx = self.pool.begin().await.unwrap();
         sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
             .bind(advisory_key(id))
@@ -144,7 +149,7 @@ impl MaestroDb {
             .await
             .unwrap();
         tx.commit().await.unwrap();
-        self.insert_event(id, "Update", true).await
+        self.insert_event(id, "Update", notify).await
     }
 
     /// Maestro's MarkAsDeleting: soft delete, then the event.

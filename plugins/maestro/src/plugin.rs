@@ -41,6 +41,9 @@ const RETRY: Retry<Queued> = Retry::new("retry", Duration::from_millis(100), Dur
 const HANDOFF: &str = "handoff/";
 /// How many notification calls may run at once (each on an instance of its own).
 const CONCURRENT_NOTIFICATIONS: u32 = 4;
+/// A random number for this replica (drawn at its first `start`, kept across reloads), which
+/// makes its send locks its own.
+const REPLICA: KvKey<u64> = KvKey::new("replica");
 /// When this replica last heard from the database (a NOTIFY or a LISTEN).
 const LAST_HEARD: KvKey<DateTime<Utc>> = KvKey::new("last-heard");
 /// The catch-up under way: what it looks for, and where its last page ended.
@@ -101,6 +104,8 @@ struct Tally {
 pub struct Maestro {
     database: String,
     catch_up_interval: Duration,
+    /// This replica's number for its send locks ([`REPLICA`]), once read.
+    replica: std::cell::Cell<Option<u64>>,
 }
 
 impl Maestro {
@@ -186,7 +191,7 @@ impl Maestro {
             }
         }
         let to_send: Vec<&str> = last_of.keys().copied().collect();
-        let resources = store::lock_and_read_resources(&tx, &to_send)?;
+        let resources = store::lock_and_read_resources(&tx, self.replica(host), &to_send)?;
         // Each resource's spec event, once: how many agents it reached, or that it failed.
         let mut reached: HashMap<&str, Option<u32>> = HashMap::new();
         for &(n, action) in &deliver {
@@ -235,6 +240,16 @@ impl Maestro {
         tx.commit()?;
         tally.reconciled = mark.len() as u32;
         Ok((again, tally))
+    }
+
+    /// This replica's number ([`REPLICA`], drawn by `start`, which every batch follows).
+    fn replica(&self, host: &Host) -> u64 {
+        if let Some(replica) = self.replica.get() {
+            return replica;
+        }
+        let replica = REPLICA.get(host);
+        self.replica.set(replica);
+        replica.unwrap_or_default()
     }
 
     /// Handles notified events, possibly while other calls do too (`concurrent_notifications`):
@@ -397,6 +412,7 @@ impl Plugin for Maestro {
         Ok(Self {
             database: config.database,
             catch_up_interval: Duration::from_millis(interval),
+            replica: std::cell::Cell::new(None),
         })
     }
 
@@ -410,6 +426,9 @@ impl Plugin for Maestro {
             ))
         })?;
         host.set_timer(CATCH_UP_TIMER, self.catch_up_interval, true);
+        if REPLICA.get(host).is_none() {
+            REPLICA.set(host, &uuid::Uuid::new_v4().as_u64_pair().0);
+        }
         Ok(())
     }
 
@@ -505,6 +524,7 @@ mod tests {
         let mut plugin = Maestro {
             database: "maestro".into(),
             catch_up_interval: Duration::from_secs(300),
+            replica: std::cell::Cell::new(None),
         };
         plugin.start(&host).unwrap();
         assert_eq!(

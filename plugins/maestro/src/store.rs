@@ -133,26 +133,31 @@ pub fn lock_and_read_events(tx: &Transaction<'_>, ids: &[String]) -> Result<Vec<
     Ok(out)
 }
 
-/// conductor's own lock on sending `resource_id`'s spec (the `bigint` lock space, which Maestro
-/// does not use): FNV-1a, 64 bits, of the id under a prefix of its own.
-pub fn send_lock(resource_id: &str) -> i64 {
+/// This replica's lock on sending `resource_id`'s spec (the `bigint` lock space, which Maestro
+/// does not use): FNV-1a, 64 bits, of the replica's random `replica` number and the id. Replicas
+/// send to different agents, so they do not wait for each other's locks.
+pub fn send_lock(replica: u64, resource_id: &str) -> i64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in "conductor/send/".bytes().chain(resource_id.bytes()) {
+    for b in replica.to_le_bytes().into_iter().chain(resource_id.bytes()) {
         hash ^= u64::from(b);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     hash as i64
 }
 
-/// Waits for the [`send_lock`] of each of `ids` (in ascending key order, so batches never wait
-/// for each other in a cycle), then reads the resources in a statement of their own, whose
-/// snapshot is taken after the locks: a batch reads what the batch before it committed. Returns
-/// the resources found (unscoped), by id.
-pub fn lock_and_read_resources(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap<String, ResourceRow>, Error> {
+/// Waits for this replica's [`send_lock`] of each of `ids` (in ascending key order, so batches
+/// never wait for each other in a cycle), then reads the resources in a statement of their own,
+/// whose snapshot is taken after the locks: a batch reads what the batch before it committed.
+/// Returns the resources found (unscoped), by id.
+pub fn lock_and_read_resources(
+    tx: &Transaction<'_>,
+    replica: u64,
+    ids: &[&str],
+) -> Result<HashMap<String, ResourceRow>, Error> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let mut keys: Vec<i64> = ids.iter().map(|id| send_lock(id)).collect();
+    let mut keys: Vec<i64> = ids.iter().map(|id| send_lock(replica, id)).collect();
     keys.sort_unstable();
     keys.dedup();
     tx.query(sql::LOCK_IN_ORDER, &[(&json!(keys)).into()])?;
@@ -267,8 +272,9 @@ mod tests {
     }
 
     #[test]
-    fn send_locks_differ_by_resource() {
-        assert_eq!(send_lock("r1"), send_lock("r1"));
-        assert_ne!(send_lock("r1"), send_lock("r2"));
+    fn send_locks_differ_by_resource_and_replica() {
+        assert_eq!(send_lock(1, "r1"), send_lock(1, "r1"));
+        assert_ne!(send_lock(1, "r1"), send_lock(1, "r2"));
+        assert_ne!(send_lock(1, "r1"), send_lock(2, "r1"));
     }
 }
