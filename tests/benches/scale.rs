@@ -468,23 +468,27 @@ fn maestro(rt: &tokio::runtime::Runtime) {
         ];
         maestro_load(db, c, prefix, &timing)
     };
-    // conductor with one batch at a time (pool_size 1) and with the default pool of 4 instances
-    // (4 batches at once: the plugin's `concurrent-notifications`), each on a fresh database.
-    let conductor = |instances: usize| {
+    // conductor with its default pool of 4 instances, with one batch at a time
+    // (`limits.concurrent_notifications = 1`) and with 4 at once (what the plugin declares), each
+    // on a fresh database.
+    let conductor = |lanes: usize| {
         rt.block_on(async {
             let db = MaestroDb::start().await;
-            let config = support::config_with(&db.url(), "1h", Form::Component, 10, instances);
+            let config = format!(
+                "{}limits = {{ concurrent_notifications = {lanes} }}\n",
+                support::config_with(&db.url(), "1h", Form::Component, 10, 4)
+            );
             let c = Conductor::start(&config).expect("conductor starts");
             let busy = machine_busy();
             let s = tokio::task::block_in_place(|| steady(&db, &c, "steady"));
             println!(
-                "    pool_size {instances}, steady phase: conductor {:.0} % of a core, the machine {:.0} % busy",
+                "    {lanes} at once, steady phase: conductor {:.0} % of a core, the machine {:.0} % busy",
                 f(&s, &["server_process", "update_phase_cpu_percent"]),
                 busy()
             );
-            print_plugin_calls(&c, &format!("pool_size {instances}, after the steady phase")).await;
+            print_plugin_calls(&c, &format!("{lanes} at once, after the steady phase")).await;
             let b = tokio::task::block_in_place(|| burst(&db, &c, "burst"));
-            print_plugin_calls(&c, &format!("pool_size {instances}, after the burst")).await;
+            print_plugin_calls(&c, &format!("{lanes} at once, after the burst")).await;
             [
                 f(&s, &["updates", "latency_ms", "p50"]),
                 f(&s, &["updates", "latency_ms", "p99"]),

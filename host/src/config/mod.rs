@@ -410,6 +410,10 @@ pub struct PluginLimits {
     pub event_queue: usize,
     /// Host events handed to one `on-events` call at most.
     pub event_batch: usize,
+    /// At most this many `on-events` calls with only notifications at once, for a plugin that
+    /// declares `concurrent-notifications` (which, and `pool_size`, bound it too); `1`, one call
+    /// at a time. Unset: what the plugin declares.
+    pub concurrent_notifications: Option<u32>,
 }
 
 impl Default for PluginLimits {
@@ -420,6 +424,7 @@ impl Default for PluginLimits {
             acquire_timeout: HumanDuration(Duration::from_secs(10)),
             event_queue: 10_000,
             event_batch: 100,
+            concurrent_notifications: None,
         }
     }
 }
@@ -805,6 +810,9 @@ impl Config {
             if plugin.limits.event_batch == 0 {
                 return fail(&key("limits.event_batch"), "must be at least 1".into());
             }
+            if plugin.limits.concurrent_notifications == Some(0) {
+                return fail(&key("limits.concurrent_notifications"), "must be at least 1".into());
+            }
             let grants_kube = plugin.grants.iter().any(|g| g == "kube");
             if !plugin.kube_resources.is_empty() && !grants_kube {
                 return fail(
@@ -1012,6 +1020,9 @@ mod tests {
         assert_eq!(key, "broker.heartbeat_interval");
         let (key, _) = check_dev("[log]\nformat = \"xml\"\n").unwrap_err();
         assert_eq!(key, "log.format");
+        let plugin = "[plugins.p]\nkind = \"component\"\nfile = \"p.wasm\"\n";
+        let (key, _) = check_dev(&format!("{plugin}limits = {{ concurrent_notifications = 0 }}\n")).unwrap_err();
+        assert_eq!(key, "plugins.p.limits.concurrent_notifications");
     }
 
     #[test]

@@ -190,10 +190,11 @@ pub fn check(
 const OVERTAKE_AFTER: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// How many `on-events` calls with only notifications may run at once: what the plugin declares,
-/// at most its pool size, at least one.
-fn lanes(description: &Description, pool_size: usize) -> u32 {
-    let pool = u32::try_from(pool_size).unwrap_or(u32::MAX);
-    description.concurrent_notifications.min(pool).max(1)
+/// at most its pool size and the configured limit, at least one.
+fn lanes(description: &Description, config: &PluginConfig) -> u32 {
+    let pool = u32::try_from(config.pool_size).unwrap_or(u32::MAX);
+    let limit = config.limits.concurrent_notifications.unwrap_or(u32::MAX);
+    description.concurrent_notifications.min(pool).min(limit).max(1)
 }
 
 /// `major.minor` of a `major.minor.patch` version: plugins built against the same minor version of
@@ -283,7 +284,7 @@ impl PluginSource {
             sources = ?file.description.sources,
             data_types = ?file.description.data_types,
             capabilities = ?file.capabilities.iter().map(|c| c.name()).collect::<Vec<_>>(),
-            concurrent_notifications = lanes(&file.description, config.pool_size),
+            concurrent_notifications = lanes(&file.description, config),
             "plugin loaded"
         );
         Ok(Arc::new(Self {
@@ -310,10 +311,9 @@ impl PluginSource {
         Ok(())
     }
 
-    /// How many `on-events` calls with only notifications may run at once: what the plugin
-    /// declares, at most its pool size.
+    /// How many `on-events` calls with only notifications may run at once ([`lanes`]).
     pub fn concurrent_notifications(&self) -> u32 {
-        lanes(&self.file.description, self.config.pool_size)
+        lanes(&self.file.description, &self.config)
     }
 
     /// The dispatcher: batches of queued host events to `on-events` calls, one at a time or, for
@@ -461,6 +461,22 @@ mod tests {
             check(&description("1.0.0"), &[], &grants),
             Err(LoadError::Incompatible(_))
         ));
+    }
+
+    #[test]
+    fn notification_lanes_are_what_the_plugin_declares_within_the_pool_and_the_limit() {
+        let config = |pool_size, limit| {
+            let mut c: PluginConfig = toml::from_str("kind = \"component\"\nfile = \"p.wasm\"").unwrap();
+            c.pool_size = pool_size;
+            c.limits.concurrent_notifications = limit;
+            c
+        };
+        let declares = |n| description(SDK_VERSION).concurrent_notifications(n);
+        assert_eq!(lanes(&declares(0), &config(4, None)), 1, "undeclared: one at a time");
+        assert_eq!(lanes(&declares(4), &config(4, None)), 4);
+        assert_eq!(lanes(&declares(4), &config(2, None)), 2, "at most the pool");
+        assert_eq!(lanes(&declares(4), &config(4, Some(1))), 1, "at most the limit");
+        assert_eq!(lanes(&declares(1), &config(4, Some(3))), 1, "the limit raises nothing");
     }
 
     #[test]
