@@ -643,9 +643,14 @@ async fn a_batch_held_up_holds_up_only_itself() {
     let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
     let held = db.create("cluster1", "held", true).await.0;
     let free = db.create("cluster1", "free", true).await.0;
-    for _ in 0..2 {
-        next_where(&mut sub, "the creates", |_| true).await;
-    }
+    next_where(&mut sub, "the held resource's create", |e| is_spec_of(e, &held, 1)).await;
+    next_where(&mut sub, "the free resource's create", |e| is_spec_of(e, &free, 1)).await;
+    eventually(WAIT, "the creates reconciled", async || {
+        db.count("SELECT count(*) FROM events WHERE reconciled_date IS NULL")
+            .await
+            == 0
+    })
+    .await;
 
     let held_event = db.update_then(&held, 2, false).await;
     let mut row = db.pool.begin().await.unwrap();
@@ -655,21 +660,21 @@ async fn a_batch_held_up_holds_up_only_itself() {
         .await
         .unwrap();
     db.exec("SELECT pg_notify('events', $1)", &[&held_event]).await;
-    let e = next_where(&mut sub, "the held resource's update", |_| true).await;
-    assert_eq!(attr_str(&e, "ce-resourceid"), Some(held.as_str()));
+    next_where(&mut sub, "the held resource's update", |e| is_spec_of(e, &held, 2)).await;
     eventually(WAIT, "its batch waits for the event's row", async || {
         db.count("SELECT count(*) FROM pg_locks WHERE NOT granted").await > 0
     })
     .await;
 
     db.update(&free, 3).await;
-    let e = next_where(&mut sub, "the free resource's update", |_| true).await;
-    assert_eq!(
-        attr_str(&e, "ce-resourceid"),
-        Some(free.as_str()),
-        "the other resource moves"
-    );
-    assert_eq!(version(&e), Some(2));
+    // The other resource moves while the held batch waits (well before the held call's 5 s
+    // timeout would end it: one batch at a time, it would wait for that).
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        next_where(&mut sub, "the free resource's update", |e| is_spec_of(e, &free, 2)),
+    )
+    .await
+    .expect("the free resource's update arrives while the held batch waits");
     assert!(!db.reconciled(&held_event).await, "the held batch is still waiting");
     assert!(db.count("SELECT count(*) FROM pg_locks WHERE NOT granted").await > 0);
 
@@ -702,13 +707,17 @@ async fn batch_statements_look_events_up_by_key_however_large_the_table() {
     ] {
         sqlx::query(sql).execute(&db.pool).await.unwrap();
     }
-    let batch = json!([{"n": 0, "id": "e5", "a": 1, "b": 2}, {"n": 1, "id": "e17", "a": 3, "b": 2}]);
+    let batch = json!([
+        {"n": 0, "id": "e5", "a": 1, "b": 2, "s": true},
+        {"n": 1, "id": "e17", "a": 3, "b": 2, "s": true}
+    ]);
     let explain = |sql: &str| format!("EXPLAIN (FORMAT JSON) {sql}");
     let plans: Vec<(&str, Value)> = vec![
         (
             "LOCK_AND_READ_EVENTS",
             sqlx::query_scalar(sqlx::AssertSqlSafe(explain(LOCK_AND_READ_EVENTS)))
                 .bind(sqlx::types::Json(&batch))
+                .bind(7_i64)
                 .fetch_one(&db.pool)
                 .await
                 .unwrap(),

@@ -118,17 +118,17 @@ impl Maestro {
         }
     }
 
-    /// §4.2 for a batch of events, in one transaction and a fixed number of round trips: try-lock
-    /// and read every event in one statement; lock and read the resources to send; send each
-    /// resource's spec event once to this replica's agents; and set `reconciled_date` on the
-    /// events this replica holds the lock of and that reached an agent (or whose resource is
-    /// gone). Returns the events to try again: the failures, and those another replica held the
-    /// lock of.
+    /// §4.2 for a batch of events, in one transaction and five round trips: `BEGIN`; try-lock and
+    /// read every event and wait for the send locks of their resources, in one statement; read
+    /// the resources; send each resource's spec event once to this replica's agents; set
+    /// `reconciled_date` on the events this replica holds the lock of and that reached an agent
+    /// (or whose resource is gone); `COMMIT`. Returns the events to try again: the failures, and
+    /// those another replica held the lock of.
     ///
     /// Per resource the order holds however many batches run at once: a batch waits for the
-    /// send lock of each resource it sends ([`store::lock_and_read_resources`]) and holds it
-    /// until it has sent and committed, and reads the resource only once it holds the lock, so
-    /// a later batch sends the same or a newer row, never an older one. Two events of one
+    /// send lock of each resource it may send ([`crate::sql::LOCK_AND_READ_EVENTS`]) and holds
+    /// it until it has sent and committed, and reads the resource only once it holds the lock,
+    /// so a later batch sends the same or a newer row, never an older one. Two events of one
     /// resource in a batch send its current row once, with the later event's action.
     fn handle_all(&self, host: &Host, queued: Vec<Queued>) -> Vec<Queued> {
         if queued.is_empty() {
@@ -151,9 +151,15 @@ impl Maestro {
     }
 
     fn handle_batch(&self, host: &Host, queued: &[Queued]) -> Result<(Vec<Queued>, Tally), Error> {
-        let ids: Vec<String> = queued.iter().map(|q| q.id.clone()).collect();
+        let wanted: Vec<store::Wanted<'_>> = queued
+            .iter()
+            .map(|q| store::Wanted {
+                id: &q.id,
+                may_send: !q.mark_only,
+            })
+            .collect();
         let tx = host.pg(&self.database).begin()?;
-        let (locked, events): (Vec<bool>, Vec<_>) = store::lock_and_read_events(&tx, &ids)?
+        let (locked, events): (Vec<bool>, Vec<_>) = store::lock_and_read_events(&tx, self.replica(host), &wanted)?
             .into_iter()
             .map(|e| (e.locked, e.found))
             .unzip();
@@ -191,7 +197,7 @@ impl Maestro {
             }
         }
         let to_send: Vec<&str> = last_of.keys().copied().collect();
-        let resources = store::lock_and_read_resources(&tx, self.replica(host), &to_send)?;
+        let resources = store::read_resources(&tx, &to_send)?;
         // Each resource's spec event, once: how many agents it reached, or that it failed.
         let mut reached: HashMap<&str, Option<u32>> = HashMap::new();
         for &(n, action) in &deliver {

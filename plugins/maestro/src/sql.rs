@@ -2,26 +2,35 @@
 //! once here. Column-targeted writes only on `resources`; nothing ever touches `server_instances`
 //! or `event_instances`; no migrations.
 
-/// A batch of events, each try-locked with Maestro's `events` lock and read, in one statement.
-/// `$1` is a JSON array of `{"n": position, "id": event id, "a": key, "b": key}`; one row per
-/// entry: `n`, `locked`, `found`, the event's `source`, `source_id`, `event_type`, and whether
-/// it is reconciled.
+/// A batch of events, each try-locked with Maestro's `events` lock and read, and this replica's
+/// send lock of each resource the batch may send waited for, in one statement. `$1` is a JSON
+/// array of `{"n": position, "id": event id, "a": key, "b": key, "s": whether it may be sent}`;
+/// `$2` is this replica's number. One row per entry: `n`, `locked`, `found`, the event's
+/// `source`, `source_id`, `event_type`, and whether it is reconciled.
+///
+/// A send lock is conductor's own (`bigint`, a lock space Maestro does not use): the hash of the
+/// resource id seeded with the replica's number, so replicas, which send to different agents,
+/// never wait for each other. They are taken in ascending key order (the aggregate reads its
+/// sorted input in order), so two batches never wait for each other in a cycle, and held until
+/// the transaction ends: the batch reads the resources in a later statement, whose snapshot is
+/// taken after the locks, and sends them before it commits, so a batch that follows sends the
+/// same or a newer row, never an older one.
 ///
 /// The statement's snapshot is taken before its locks: an event another replica reconciled and
 /// unlocked meanwhile may read as unreconciled, and is then delivered and marked once more
 /// (harmless: `maestro-db.md` §4.2, §7.3). Each row is looked up by its primary key (`LATERAL`):
 /// a plain join lets the planner, which cannot see how few ids the JSON holds, scan all of
 /// `events`, and a batch would cost more as the table grows.
-pub const LOCK_AND_READ_EVENTS: &str = "SELECT q.n, pg_try_advisory_xact_lock(q.a, q.b) AS locked, \
+pub const LOCK_AND_READ_EVENTS: &str = "WITH ev AS MATERIALIZED (\
+     SELECT q.n, q.s, pg_try_advisory_xact_lock(q.a, q.b) AS locked, \
      e.id IS NOT NULL AS found, e.source AS event_source, e.source_id, e.event_type, \
      e.reconciled_date IS NOT NULL AS reconciled \
-     FROM json_to_recordset($1::json) AS q(n int, id text, a int, b int) \
-     LEFT JOIN LATERAL (SELECT * FROM events WHERE id = q.id AND deleted_at IS NULL OFFSET 0) e ON true";
-/// Waits for conductor's own `bigint` advisory locks of `$1` (a JSON array of keys, ascending, so
-/// that two batches never wait for each other in a cycle), held until the transaction ends; the
-/// aggregate takes them one after the other, in the array's order.
-pub const LOCK_IN_ORDER: &str = "SELECT count(pg_advisory_xact_lock(k::int8)) AS locked \
-     FROM json_array_elements_text($1::json) AS j(k)";
+     FROM json_to_recordset($1::json) AS q(n int, id text, a int, b int, s boolean) \
+     LEFT JOIN LATERAL (SELECT * FROM events WHERE id = q.id AND deleted_at IS NULL OFFSET 0) e ON true), \
+     sends AS MATERIALIZED (SELECT count(pg_advisory_xact_lock(k)) AS held FROM (\
+     SELECT DISTINCT hashtextextended(source_id, $2::int8) AS k FROM ev \
+     WHERE s AND event_source = 'Resources' ORDER BY k) keys) \
+     SELECT ev.*, sends.held FROM ev CROSS JOIN sends";
 /// Marks the events of `$2` (a JSON array of ids) reconciled at `$1`, found by primary key
 /// (`= ANY(ARRAY(…))`, not `IN (SELECT …)`, which scans the table).
 pub const MARK_RECONCILED: &str = "UPDATE events SET reconciled_date = $1, updated_at = $1 \
@@ -44,7 +53,8 @@ macro_rules! resource_columns {
         "id, consumer_name, version, source, payload::text, status::text, created_at, deleted_at"
     };
 }
-/// The resources of `$1` (a JSON array of ids), unscoped, each found by primary key.
+/// The resources of `$1` (a JSON array of ids), unscoped, each found by primary key (in a
+/// statement after [`LOCK_AND_READ_EVENTS`], whose send locks it must follow).
 pub const READ_RESOURCES: &str = concat!(
     "SELECT ",
     resource_columns!(),

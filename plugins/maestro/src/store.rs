@@ -98,27 +98,43 @@ pub struct LockedEvent {
     pub found: Option<EventRow>,
 }
 
-/// Try-locks each of `ids` with Maestro's `events` lock and reads it, in one statement; in the
-/// order of `ids`.
-pub fn lock_and_read_events(tx: &Transaction<'_>, ids: &[String]) -> Result<Vec<LockedEvent>, Error> {
-    let wanted: Vec<Value> = ids
+/// An event a batch asks for: its id, and whether the batch may send its resource.
+pub struct Wanted<'q> {
+    pub id: &'q str,
+    pub may_send: bool,
+}
+
+/// Try-locks each event with Maestro's `events` lock and reads it, and waits for this replica's
+/// send lock of the resource of each event that may be sent, in one statement
+/// ([`sql::LOCK_AND_READ_EVENTS`]); in the order of `events`.
+pub fn lock_and_read_events(
+    tx: &Transaction<'_>,
+    replica: u64,
+    events: &[Wanted<'_>],
+) -> Result<Vec<LockedEvent>, Error> {
+    let wanted: Vec<Value> = events
         .iter()
         .enumerate()
-        .map(|(n, id)| {
-            let (a, b) = lock_pair(id, EVENTS_LOCK);
-            json!({"n": n, "id": id, "a": a, "b": b})
+        .map(|(n, e)| {
+            let (a, b) = lock_pair(e.id, EVENTS_LOCK);
+            json!({"n": n, "id": e.id, "a": a, "b": b, "s": e.may_send})
         })
         .collect();
-    let rows = tx.query(sql::LOCK_AND_READ_EVENTS, &[(&Value::from(wanted)).into()])?;
+    let rows = tx.query(
+        sql::LOCK_AND_READ_EVENTS,
+        &[(&Value::from(wanted)).into(), (replica as i64).into()],
+    )?;
     let mut out = vec![
         LockedEvent {
             locked: false,
             found: None
         };
-        ids.len()
+        events.len()
     ];
     for row in rows.iter() {
-        let Some(n) = position(&row, ids.len())? else { continue };
+        let Some(n) = position(&row, events.len())? else {
+            continue;
+        };
         out[n].locked = row.bool("locked")?.unwrap_or(false);
         if row.bool("found")? != Some(true) {
             continue;
@@ -133,42 +149,20 @@ pub fn lock_and_read_events(tx: &Transaction<'_>, ids: &[String]) -> Result<Vec<
     Ok(out)
 }
 
-/// This replica's lock on sending `resource_id`'s spec (the `bigint` lock space, which Maestro
-/// does not use): FNV-1a, 64 bits, of the replica's random `replica` number and the id. Replicas
-/// send to different agents, so they do not wait for each other's locks.
-pub fn send_lock(replica: u64, resource_id: &str) -> i64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in replica.to_le_bytes().into_iter().chain(resource_id.bytes()) {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash as i64
+fn position(row: &PgRow<'_>, len: usize) -> Result<Option<usize>, Error> {
+    Ok(row.int("n")?.and_then(|n| usize::try_from(n).ok()).filter(|&n| n < len))
 }
 
-/// Waits for this replica's [`send_lock`] of each of `ids` (in ascending key order, so batches
-/// never wait for each other in a cycle), then reads the resources in a statement of their own,
-/// whose snapshot is taken after the locks: a batch reads what the batch before it committed.
-/// Returns the resources found (unscoped), by id.
-pub fn lock_and_read_resources(
-    tx: &Transaction<'_>,
-    replica: u64,
-    ids: &[&str],
-) -> Result<HashMap<String, ResourceRow>, Error> {
+/// The resources `ids`, unscoped, by id: in a statement after [`lock_and_read_events`], so that
+/// its snapshot follows the send locks.
+pub fn read_resources(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap<String, ResourceRow>, Error> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let mut keys: Vec<i64> = ids.iter().map(|id| send_lock(replica, id)).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    tx.query(sql::LOCK_IN_ORDER, &[(&json!(keys)).into()])?;
     let rows = tx.query(sql::READ_RESOURCES, &[(&json!(ids)).into()])?;
     rows.iter()
         .map(|row| resource(row).map(|r| (r.id.clone(), r)))
         .collect()
-}
-
-fn position(row: &PgRow<'_>, len: usize) -> Result<Option<usize>, Error> {
-    Ok(row.int("n")?.and_then(|n| usize::try_from(n).ok()).filter(|&n| n < len))
 }
 
 /// One resource, unscoped (soft-deleted rows too), in a transaction.
@@ -269,12 +263,5 @@ mod tests {
         assert_eq!(fnv1a("maestro-undelivered-check"), -534_849_769);
         assert_eq!(fnv1a("maestro-stale-delete-check"), -1_780_146_569);
         assert_eq!(lock_key("e1", EVENTS_LOCK), LockKey::Pair(fnv1a("e1"), 316_203_908));
-    }
-
-    #[test]
-    fn send_locks_differ_by_resource_and_replica() {
-        assert_eq!(send_lock(1, "r1"), send_lock(1, "r1"));
-        assert_ne!(send_lock(1, "r1"), send_lock(1, "r2"));
-        assert_ne!(send_lock(1, "r1"), send_lock(2, "r1"));
     }
 }
