@@ -277,8 +277,8 @@ impl Maestro {
         }
     }
 
-    /// A handoff's timer went off (in a call that overlaps no other): its events join the
-    /// retry queue's next round, tried now.
+    /// A handoff's timer went off (in a call that overlaps no other): its events are tried again
+    /// now, and what fails joins the retry queue.
     fn take_handoff(&self, host: &Host, name: &str) {
         let items: Vec<Queued> = host
             .kv_get(name)
