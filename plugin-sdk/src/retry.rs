@@ -1,6 +1,8 @@
 //! Requeue with backoff: work that failed is kept in `kv` (every instance sees it, and it survives
 //! reloads) and brought back by a timer whose delay doubles after each failing round and starts
-//! over once a round succeeds.
+//! over once a round succeeds. Calls that may overlap (a plugin's concurrent notification calls)
+//! hand their failures off instead ([`Retry::hand_off`]): the queue is one `kv` value, which
+//! overlapping calls would race on.
 //!
 //! ```
 //! use std::time::Duration;
@@ -49,11 +51,6 @@ impl<T: Serialize + DeserializeOwned + PartialEq> Retry<T> {
         }
     }
 
-    /// The delay of a first try.
-    pub const fn first(&self) -> Duration {
-        self.first
-    }
-
     fn items_key(&self) -> String {
         format!("{}/items", self.name)
     }
@@ -99,6 +96,42 @@ impl<T: Serialize + DeserializeOwned + PartialEq> Retry<T> {
             host.kv_set(&self.backoff_key(), &bytes);
         }
         host.set_timer(self.name, Duration::from_millis(delay), false);
+    }
+
+    /// Queues `items` from a call that may overlap other calls (the notification calls of a plugin
+    /// that declares `concurrent_notifications`), where [`Retry::schedule`], which reads and
+    /// writes one queue, would race. The items wait under a `kv` key and a one-shot timer of their
+    /// own, going off after the first delay; when it goes off, in a call that overlaps no other,
+    /// [`Retry::take_handed_off`] gives them back to be tried.
+    pub fn hand_off(&self, host: &Host, items: impl IntoIterator<Item = T>) {
+        let items: Vec<T> = items.into_iter().collect();
+        if items.is_empty() {
+            return;
+        }
+        let name = format!("{}{}", self.hand_off_prefix(), uuid::Uuid::new_v4());
+        if let Ok(bytes) = serde_json::to_vec(&items) {
+            host.kv_set(&name, &bytes);
+            host.set_timer(&name, self.first, false);
+        }
+    }
+
+    /// If `event` is the timer of a [`Retry::hand_off`], its items (taken out of `kv`), to try now
+    /// and [`Retry::schedule`] again if they fail.
+    pub fn take_handed_off(&self, host: &Host, event: &HostEvent) -> Option<Vec<T>> {
+        let HostEvent::Timer(name) = event else { return None };
+        if !name.starts_with(&self.hand_off_prefix()) {
+            return None;
+        }
+        let items = host
+            .kv_get(name)
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        host.kv_delete(name);
+        Some(items)
+    }
+
+    fn hand_off_prefix(&self) -> String {
+        format!("{}/hand-off/", self.name)
     }
 
     /// Whether `event` is this retry's timer going off.
@@ -174,5 +207,37 @@ mod tests {
         assert_eq!(fake.recorded().timers.get("r"), Some(&(100, false)), "starts over");
         assert!(RETRY.is_due(&HostEvent::Timer("r".into())));
         assert!(!RETRY.is_due(&HostEvent::Timer("other".into())));
+    }
+
+    #[test]
+    fn handed_off_items_wait_under_a_timer_of_their_own_until_taken() {
+        let fake = FakeHost::new();
+        let host = fake.host();
+        RETRY.hand_off(&host, ["a".to_owned(), "b".to_owned()]);
+        RETRY.hand_off(&host, ["c".to_owned()]);
+        RETRY.hand_off(&host, Vec::<String>::new());
+        assert!(RETRY.pending(&host).is_empty(), "the shared queue is not touched");
+        let timers: Vec<(String, (u64, bool))> = fake.recorded().timers.clone().into_iter().collect();
+        assert_eq!(timers.len(), 2, "one timer per hand-off: {timers:?}");
+        let mut taken = Vec::new();
+        for (name, (after_ms, repeat)) in timers {
+            assert_eq!((after_ms, repeat), (100, false));
+            assert!(!RETRY.is_due(&HostEvent::Timer(name.clone())));
+            let items = RETRY.take_handed_off(&host, &HostEvent::Timer(name.clone())).unwrap();
+            taken.extend(items);
+            assert_eq!(
+                RETRY.take_handed_off(&host, &HostEvent::Timer(name)),
+                Some(vec![]),
+                "taken once"
+            );
+        }
+        taken.sort();
+        assert_eq!(taken, ["a", "b", "c"]);
+        assert!(
+            fake.recorded().kv.keys().all(|k| !k.contains("hand-off")),
+            "nothing left in kv"
+        );
+        assert_eq!(RETRY.take_handed_off(&host, &HostEvent::Timer("r".into())), None);
+        assert_eq!(RETRY.take_handed_off(&host, &HostEvent::Timer("other".into())), None);
     }
 }

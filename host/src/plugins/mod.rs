@@ -311,17 +311,12 @@ impl PluginSource {
         Ok(())
     }
 
-    /// How many `on-events` calls with only notifications may run at once ([`lanes`]).
-    pub fn concurrent_notifications(&self) -> u32 {
-        lanes(&self.file.description, &self.config)
-    }
-
     /// The dispatcher: batches of queued host events to `on-events` calls, one at a time or, for
     /// notifications, on as many lanes as the plugin takes ([`Lanes`]). While a call runs, the
     /// next one starts once a quarter of a batch waits, after [`OVERTAKE_AFTER`], or when no call
     /// runs any more, whichever comes first.
     async fn deliver_events(self: Arc<Self>) {
-        let lanes = Lanes::new(self.concurrent_notifications());
+        let lanes = Lanes::new(lanes(&self.file.description, &self.config));
         let max = self.limits.event_batch;
         let backlog = (max / 4).max(1);
         loop {

@@ -36,9 +36,6 @@ const RECONNECT_MARGIN_SECONDS: i64 = 30;
 /// Events that failed (or were delivered while another replica held their lock), tried again
 /// with backoff. Read and written only by calls that overlap no other (timers, `listening`).
 const RETRY: Retry<Queued> = Retry::new("retry", Duration::from_millis(100), Duration::from_secs(60));
-/// The prefix of a handoff: the events a notification call must try again, kept under a `kv` key
-/// and a one-shot timer of the same name until a call that overlaps no other takes them.
-const HANDOFF: &str = "handoff/";
 /// How many notification calls may run at once (each on an instance of its own).
 const CONCURRENT_NOTIFICATIONS: u32 = 4;
 /// A random number for this replica (drawn at its first `start`, kept across reloads), which
@@ -259,33 +256,10 @@ impl Maestro {
     }
 
     /// Handles notified events, possibly while other calls do too (`concurrent_notifications`):
-    /// what must be tried again is handed to a one-shot timer of its own (its items under a `kv`
-    /// key of their own), because the retry queue is read and written only by calls that overlap
-    /// no other.
+    /// what must be tried again is handed off ([`Retry::hand_off`]), because the retry queue is
+    /// read and written only by calls that overlap no other.
     fn handle_notified(&self, host: &Host, queued: Vec<Queued>) {
-        let again = self.handle_all(host, queued);
-        if again.is_empty() {
-            return;
-        }
-        let name = format!("{HANDOFF}{}", uuid::Uuid::new_v4());
-        match serde_json::to_vec(&again) {
-            Ok(bytes) => {
-                host.kv_set(&name, &bytes);
-                host.set_timer(&name, RETRY.first(), false);
-            }
-            Err(e) => host.warn(&format!("{} events to try again not kept: {e}", again.len())),
-        }
-    }
-
-    /// A handoff's timer went off (in a call that overlaps no other): its events are tried again
-    /// now, and what fails joins the retry queue.
-    fn take_handoff(&self, host: &Host, name: &str) {
-        let items: Vec<Queued> = host
-            .kv_get(name)
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default();
-        host.kv_delete(name);
-        self.handle_new(host, items);
+        RETRY.hand_off(host, self.handle_all(host, queued));
     }
 
     /// Handles new events; what must be tried again joins the retry queue.
@@ -487,10 +461,6 @@ impl Plugin for Maestro {
                 HostEvent::Listening(l) if l.channel == EVENTS_CHANNEL => self.listening(host, l.reconnected),
                 HostEvent::Timer(name) if name == CATCH_UP_TIMER => self.catch_up(host, None),
                 HostEvent::Timer(name) if name == NEXT_PAGE_TIMER => self.next_page(host),
-                HostEvent::Timer(name) if name.starts_with(HANDOFF) => {
-                    self.take_handoff(host, &name);
-                    Ok(())
-                }
                 e if RETRY.is_due(&e) => {
                     let again = self.handle_all(host, RETRY.take(host));
                     if again.is_empty() {
@@ -500,7 +470,12 @@ impl Plugin for Maestro {
                     }
                     Ok(())
                 }
-                _ => Ok(()),
+                e => {
+                    if let Some(items) = RETRY.take_handed_off(host, &e) {
+                        self.handle_new(host, items);
+                    }
+                    Ok(())
+                }
             };
             if let Err(e) = handled {
                 host.warn(&format!("host event failed: {e}"));
