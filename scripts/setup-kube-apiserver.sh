@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A real Kubernetes API server for the CRD-backed tests: upstream apiextensions-apiserver built from
-# Debian sid's Go sources with Debian's Go, and Debian's etcd (see ../shared/spec/test-environment.md).
+# Debian sid's Go sources with Debian's Go, and Debian's etcd. It serves CRDs (OCM's, and CRDs standing in
+# for the built-in groups the plugins use); TokenReview and SubjectAccessReview come from a test double.
 # Built once and cached: prints the folder holding `apiextensions-apiserver` and `etcd`.
 set -euo pipefail
 

@@ -11,6 +11,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/con
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# Modules form an acyclic graph (docs/architecture.md): no import cycle between siblings.
+python3 scripts/module-cycles.py host/src plugin-sdk/src plugins/*/src load/src
 # Build first: the black-box tests start target/debug/conductor and load the plugins built here,
 # as native libraries (target/debug/lib*.so) and as WebAssembly components
 # (target/wasm32-wasip2/plugin/*.wasm; the default ones are also copied to plugins/dist/).

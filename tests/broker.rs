@@ -273,7 +273,7 @@ async fn a_subscriber_that_stops_reading_does_not_delay_the_others() {
     );
 }
 
-/// The deletion a real sdk-go work agent plays (`ocm-grpc-protocol.md` §8.6): the hub deletes the
+/// The deletion a real sdk-go work agent plays (`docs/protocol.md` §8.6): the hub deletes the
 /// work, the agent cleans up and reports `Deleted`, the source removes the work and emits one
 /// more delete, the agent — not knowing the work any more — re-adds it as deleting and reports
 /// `Deleted` again. That last report must be answered OK, or the agent retries it forever and

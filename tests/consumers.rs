@@ -1,5 +1,5 @@
 //! The consumer controller against a real API server and a real PostgreSQL holding Maestro's schema
-//! (`maestro-db.md` §10.5 scenario 1): a joined ManagedCluster gets a consumer row that Maestro's
+//! (`docs/maestro-database.md` §10.5 scenario 1): a joined ManagedCluster gets a consumer row that Maestro's
 //! REST API shows; repeating is a no-op; two controllers racing make one row.
 
 #[path = "support/kube.rs"]

@@ -1,6 +1,6 @@
 //! The maestro source against a real PostgreSQL holding Maestro's schema, driven the way Maestro
 //! drives it, with a Subscribe/Publish client playing the work agent: the black-box scenarios of
-//! `maestro-db.md` §10.5 (scenario 1, the consumer row of a joined cluster, belongs to the consumer
+//! `docs/maestro-database.md` §10.5 (scenario 1, the consumer row of a joined cluster, belongs to the consumer
 //! controller).
 
 #[path = "support/kube.rs"]

@@ -1,4 +1,4 @@
-//! Every error row of the publish pipeline (`ocm-grpc-protocol.md` §6.1) and of Subscribe
+//! Every error row of the publish pipeline (`docs/protocol.md` §6.1) and of Subscribe
 //! validation (§4.2), against the real binary; the server keeps serving after each.
 
 use conductor_blackbox_tests::events::{self, string};

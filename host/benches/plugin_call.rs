@@ -1,6 +1,8 @@
 //! The cost of one plugin call — an agent's status update handed to the example source — with a
 //! 1 KiB and a 100 KiB payload, for the three ways a plugin runs: a WebAssembly component, a
-//! native library, and the same plugin code called in-process (no ABI at all). See BENCHMARKS.md.
+//! native library, and the same plugin code called in-process (no ABI at all). Consecutive calls
+//! carry different statuses, so the plugin parses, compares and stores the status (`kv`) on every
+//! call. See BENCHMARKS.md.
 //!
 //! ```sh
 //! cargo build --profile plugin --target wasm32-wasip2 -p static-works
@@ -89,10 +91,15 @@ fn main() {
 
         println!("plugin call: one status update handled by static-works (median of N calls)");
         for (size, iterations) in [(1024usize, 5000usize), (100 * 1024, 1000)] {
-            let event = status_event(&work_id, size);
+            // Two statuses in turn: each call's differs from the one the plugin holds.
+            let events = [status_event(&work_id, size, 0), status_event(&work_id, size, 1)];
+            let mut turn = 0usize;
+            let mut next = || {
+                turn += 1;
+                events[turn % 2].clone()
+            };
             let ours = measure(iterations, || {
-                let e = event.clone();
-                let r = in_process.handle(&host, identity.clone(), e);
+                let r = in_process.handle(&host, identity.clone(), next());
                 async move { r.expect("in-process call") }
             })
             .await;
@@ -100,7 +107,7 @@ fn main() {
             for (name, source) in &loaded {
                 let source: &Arc<PluginSource> = source;
                 let t = measure(iterations, || {
-                    let e = event.clone();
+                    let e = next();
                     let identity = identity.clone();
                     async move { source.handle(&identity, e).await.expect("plugin call") }
                 })

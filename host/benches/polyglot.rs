@@ -98,7 +98,7 @@ async fn load(file: &Path, memory_mib: usize) -> Result<(Arc<PluginSource>, Stri
         .ok_or("the resync answered no work")?
         .to_owned();
     source
-        .handle(&Identity::anonymous(), status_event(&id, 1024))
+        .handle(&Identity::anonymous(), status_event(&id, 1024, 0))
         .await
         .map_err(|e| e.to_string())?;
     Ok((source, id))
@@ -174,11 +174,13 @@ async fn bench(name: &str, file: &Path, runs: usize) {
     .await;
     let mut handle = Vec::new();
     for (size, iterations) in [(1024usize, 2000usize), (100 * 1024, 500)] {
-        let event = status_event(&id, size);
-        let mut failed = 0;
+        // Two statuses in turn, so the plugin stores the status on every call.
+        let events = [status_event(&id, size, 0), status_event(&id, size, 1)];
+        let (mut failed, mut turn) = (0, 0usize);
         let median = measure(iterations, async || {
+            turn += 1;
             // A call that fails (an instance out of memory, replaced) is timed like the others.
-            failed += usize::from(source.handle(&identity, event.clone()).await.is_err());
+            failed += usize::from(source.handle(&identity, events[turn % 2].clone()).await.is_err());
         })
         .await;
         handle.push(if failed == 0 {
@@ -198,10 +200,13 @@ async fn bench(name: &str, file: &Path, runs: usize) {
         env_usize("POLYGLOT_SOAK_MIB", 64),
     );
     let (source, id) = load(&file, soak_mib).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-    let event = status_event(&id, soak_kib * 1024);
+    let events = [
+        status_event(&id, soak_kib * 1024, 0),
+        status_event(&id, soak_kib * 1024, 1),
+    ];
     let mut failed = Vec::new();
     for call in 0..soak_calls {
-        if source.handle(&identity, event.clone()).await.is_err() {
+        if source.handle(&identity, events[call % 2].clone()).await.is_err() {
             failed.push(call);
         }
     }

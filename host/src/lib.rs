@@ -1,25 +1,41 @@
 //! conductor: a CloudEvents conductor for Open Cluster Management hubs.
 //!
 //! The host serves OCM's CloudEvents-over-gRPC protocol to managed-cluster agents and routes each
-//! request, by the event's source, to a plugin:
+//! request, by the event's source, to a plugin (`docs/architecture.md` follows one request
+//! through these modules):
 //!
-//! - [`wire`] decodes and encodes the OCM binding of CloudEvents;
-//! - [`broker`] keeps the subscriptions, fans events out and answers spec resync;
-//! - [`registry`] picks the source plugin for a request;
-//! - [`grpc`] is the `io.cloudevents.v1.CloudEventService` server and its options;
-//! - [`plugins`] loads source plugins (WebAssembly components, native libraries);
-//! - [`sources`] holds the built-in sources;
-//! - [`database`] runs the embedded development PostgreSQL;
-//! - [`config`] reads `conductor.toml`; [`telemetry`] logs, metrics and health.
+//! - [`grpc`]: the `io.cloudevents.v1.CloudEventService` server, its connections, limits and TLS;
+//! - [`net`]: what is known about one connection (peer address, client certificate, open calls);
+//! - [`auth`]: who is calling (token, client certificate) and whether they may
+//!   (SubjectAccessReview);
+//! - [`wire`]: the OCM binding of CloudEvents, decoded and encoded; [`proto`]: the generated types;
+//! - [`broker`]: subscriptions, fan-out and spec resync;
+//! - [`registry`]: the source plugin for a request;
+//! - [`plugins`]: the plugin runtime (WebAssembly components, native libraries) and the host
+//!   side of every capability;
+//! - [`host_events`]: each plugin's queue of host events (watch changes, notifications, timers);
+//! - [`kube`] and [`database`]: the Kubernetes API server and PostgreSQL, as the capabilities and
+//!   the auth layer reach them;
+//! - [`sources`]: the built-in sources;
+//! - [`config`]: `conductor.toml`, one file per section;
+//! - [`telemetry`]: logs, metrics and readiness;
+//! - [`admin`]: the admin HTTP endpoint (metrics, health, reload, the inspector);
+//!   [`admin_client`]: its client, behind `conductor inspect` and `conductor reload`;
+//! - [`app`]: the wiring of all of these, reloads and the orderly shutdown.
+//!
+//! Modules form an acyclic graph: `scripts/module-cycles.py` checks it in the test command.
 
+pub mod admin;
+pub mod admin_client;
 pub mod app;
 pub mod auth;
 pub mod broker;
 pub mod config;
 pub mod database;
 pub mod grpc;
-pub mod inspect;
+pub mod host_events;
 pub mod kube;
+pub mod net;
 pub mod plugins;
 pub mod proto;
 pub mod registry;

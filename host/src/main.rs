@@ -237,13 +237,14 @@ fn inspect(file: PathBuf, kind: Option<FileKind>) -> anyhow::Result<()> {
 }
 
 fn inspect_running(what: InspectWhat, admin: &str, output: Output) -> anyhow::Result<()> {
-    use conductor::inspect::{self, table};
+    use conductor::admin::views as inspect;
+    use conductor::admin_client::{client, table};
     let path = match what {
         InspectWhat::Subscribers => "/inspect/subscribers",
         InspectWhat::Plugins => "/inspect/plugins",
         InspectWhat::Routes => "/inspect/routes",
     };
-    let body = runtime()?.block_on(inspect::client::request(admin, hyper::Method::GET, path))?;
+    let body = runtime()?.block_on(client::request(admin, hyper::Method::GET, path))?;
     let now = chrono::Utc::now();
     let bad = |e: serde_json::Error| anyhow::anyhow!("{admin}{path} answered something else than expected: {e}");
     let text = match (output, what) {
@@ -266,7 +267,7 @@ fn inspect_running(what: InspectWhat, admin: &str, output: Output) -> anyhow::Re
 }
 
 fn reload(admin: &str) -> anyhow::Result<()> {
-    let body = runtime()?.block_on(conductor::inspect::client::request(
+    let body = runtime()?.block_on(conductor::admin_client::client::request(
         admin,
         hyper::Method::POST,
         "/reload",

@@ -1,4 +1,4 @@
-//! The OCM binding: `io.cloudevents.v1.CloudEvent` ⇄ [`CloudEvent`] (`ocm-grpc-protocol.md` §2).
+//! The OCM binding: `io.cloudevents.v1.CloudEvent` ⇄ [`CloudEvent`] (`docs/protocol.md` §2).
 //!
 //! The content type travels under `contenttype`, every other attribute and extension under
 //! `ce-<name>`, the payload only in `binary_data`. This is *not* the CloudEvents protobuf format.

@@ -1,5 +1,5 @@
-//! The golden wire vectors produced by the upstream Go code (`tests/golden/`, copied from
-//! `shared/golden/`): every vector decodes to what its JSON description says, and re-encodes to
+//! The golden wire vectors produced by the upstream Go code (`tests/golden/`, whose README says
+//! with which versions and functions): every vector decodes to what its JSON description says, and re-encodes to
 //! the same message.
 
 use std::path::PathBuf;

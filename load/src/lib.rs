@@ -18,5 +18,5 @@ pub mod proto {
 
 /// OCM's manifest bundle data type, what work agents subscribe to.
 pub const MANIFEST_BUNDLES: &str = "io.open-cluster-management.works.v1alpha1.manifestbundles";
-/// The heartbeat event type (`ocm-grpc-protocol.md` §5), skipped by the agents.
+/// The heartbeat event type (`docs/protocol.md` §4.4), skipped by the agents.
 pub const HEARTBEAT: &str = "io.open-cluster-management.cloudevents.heartbeat";

@@ -57,7 +57,7 @@ struct Cli {
     #[arg(long, env = "CONDUCTOR_LOAD_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// How long to wait for the last writes to arrive (e.g. `10s`).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = conductor_plugin_sdk::duration::parse)]
     drain_timeout: Duration,
     /// The server's process id, to report its CPU and memory (same machine).
     #[arg(long)]
@@ -72,20 +72,6 @@ enum HubKind {
     Memory,
     Maestro,
     Kube,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (number, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len()));
-    let n: f64 = number
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 10s or 500ms"))?;
-    let seconds = match unit {
-        "ms" => n / 1e3,
-        "s" | "" => n,
-        "m" => n * 60.0,
-        _ => return Err(format!("{s:?}: unit must be ms, s or m")),
-    };
-    Ok(Duration::from_secs_f64(seconds))
 }
 
 fn main() -> std::process::ExitCode {
@@ -138,18 +124,4 @@ async fn load(cli: Cli) -> Result<()> {
     .await?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5h").is_err());
-    }
 }

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
 
-use crate::host::{Host, HostCalls, Level};
+use crate::calls::{HostCalls, Level};
+use crate::host::Host;
 use crate::kube::{ApiResource, KubeReply, KubeRequest, Selector};
 use crate::pg::{PgReply, PgRequest};
 use crate::{CloudEvent, Error, Status, StatusDetails};

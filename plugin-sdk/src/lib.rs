@@ -2,17 +2,26 @@
 //!
 //! - [`Plugin`]: what a plugin implements; [`export_plugin!`] turns it into a WebAssembly
 //!   component (on `wasm32-wasip2`) or a native library (a `cdylib` anywhere else);
-//! - [`Host`]: the host capabilities a plugin calls ([`pg`], [`kube`], timers, `kv`, emit, log);
-//!   [`fakes::FakeHost`] for unit tests; [`KvKey`] and [`Retry`] for typed state and requeue
-//!   with backoff;
+//! - [`Host`]: the host capabilities a plugin calls ([`Database`] and [`Transaction`] through
+//!   `pg`, [`Kube`] through `kube`, timers, `kv`, emit, log); `fakes::FakeHost` for unit tests
+//!   (the `fakes` feature); [`KvKey`] and [`Retry`] for typed state and requeue with backoff;
+//! - [`pg`] and [`kube`]: the values, rows, resources and selectors those calls take and return;
 //! - [`CloudEvent`]: the event, with extensions typed as they travel on the OCM wire;
 //! - [`ocm`]: data and event types, the OCM extensions, the resync payload, hub encoders;
 //! - [`Error`] and [`Status`]: the contract's one error, and what agents see of it
 //!   (`{"ErrStatus": …}`);
-//! - [`Identity`]: the authenticated caller of a request.
+//! - [`Identity`]: the authenticated caller of a request;
+//! - [`duration`]: durations as conductor writes them (`"10s"`).
+//!
+//! Layers, each using only those above it: `error`, `event`, `identity`, [`ocm`]; [`pg`],
+//! [`kube`]; [`calls`] (what a backend answers); [`host`]; [`plugin`]; [`retry`]; and the
+//! backends: `native` (the C ABI), `fakes`, and in a WebAssembly component `bindings`, `imports`
+//! and `component`.
 //!
 //! The contract itself is `wit/plugin.wit` (`conductor:plugin@0.4.0`, [`SDK_VERSION`]).
 
+pub mod calls;
+pub mod duration;
 pub mod error;
 pub mod event;
 pub mod host;
@@ -25,17 +34,23 @@ pub mod retry;
 mod wit_convert;
 
 #[cfg(target_arch = "wasm32")]
+#[allow(missing_docs, clippy::all)]
+pub mod bindings;
+#[cfg(target_arch = "wasm32")]
 pub mod component;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(all(not(target_arch = "wasm32"), any(test, feature = "fakes")))]
 pub mod fakes;
+#[cfg(target_arch = "wasm32")]
+mod imports;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
 
+pub use calls::Level;
 pub use error::{DatabaseError, Error, Status, StatusDetails};
 pub use event::{CloudEvent, ExtensionError, ExtensionValue, SPEC_VERSION, Timestamp};
-pub use host::{Host, KvKey, Level};
+pub use host::{Database, Host, Kube, KvKey, Transaction};
 pub use identity::Identity;
-pub use pg::{PgRow, PgRows, PgValue, Transaction};
+pub use pg::{PgRow, PgRows, PgValue};
 pub use plugin::{Capability, Description, HostEvent, ListOptions, NoConfig, Plugin, SDK_VERSION};
 pub use retry::Retry;
 
@@ -74,8 +89,8 @@ macro_rules! export_plugin {
         mod __conductor_plugin_component {
             use super::__ConductorPlugin;
             use $crate::component::Adapter;
-            use $crate::component::bindings::conductor::plugin::types as t;
-            use $crate::component::bindings::exports::conductor::plugin::plugin as p;
+            use $crate::bindings::conductor::plugin::types as t;
+            use $crate::bindings::exports::conductor::plugin::plugin as p;
             pub struct Guest;
             impl p::Guest for Guest {
                 fn describe() -> p::Description {
@@ -100,7 +115,7 @@ macro_rules! export_plugin {
                     Adapter::on_events::<__ConductorPlugin>(events)
                 }
             }
-            $crate::component::bindings::__export_conductor_plugin!(Guest with_types_in $crate::component::bindings);
+            $crate::bindings::__export_conductor_plugin!(Guest with_types_in $crate::bindings);
         }
 
         #[cfg(not(target_arch = "wasm32"))]

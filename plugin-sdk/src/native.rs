@@ -15,7 +15,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use serde::{Deserialize, Serialize};
 
-use crate::host::{Host, HostCalls, Level};
+use crate::calls::{HostCalls, Level};
+use crate::host::Host;
 use crate::kube::{KubeReply, KubeRequest};
 use crate::pg::{PgReply, PgRequest};
 use crate::plugin::{Description, HostEvent, ListOptions, Plugin, parse_config};

@@ -51,7 +51,9 @@ pub fn host_context() -> HostContext {
 }
 
 /// A status update for the served work `work_id` in cluster1, with `size` bytes of JSON data.
-pub fn status_event(work_id: &str, size: usize) -> CloudEvent {
+/// A status update of about `size` bytes for `work_id`; `variant` changes its content (so a
+/// plugin that skips unchanged statuses stores each variant).
+pub fn status_event(work_id: &str, size: usize, variant: u64) -> CloudEvent {
     let mut e = CloudEvent::new(
         "bench",
         "cluster1-work-agent",
@@ -60,7 +62,7 @@ pub fn status_event(work_id: &str, size: usize) -> CloudEvent {
     e.set_extension("clustername", "cluster1");
     e.set_extension("resourceid", work_id);
     let pad = "x".repeat(size.saturating_sub(40));
-    e.data = Some(serde_json::to_vec(&json!({ "conditions": [], "pad": pad })).expect("json"));
+    e.data = Some(serde_json::to_vec(&json!({ "conditions": [], "variant": variant, "pad": pad })).expect("json"));
     e
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::config::{ConfigError, LoadedConfig};
 use crate::database::{Databases, EmbeddedPostgres};
 use crate::kube::Kubernetes;
-use crate::telemetry::{Metrics, admin};
+use crate::telemetry::{Metrics, Readiness};
 
 /// The embedded databases a configuration started, by name.
 pub type Embedded = Vec<(String, EmbeddedPostgres)>;
@@ -56,7 +56,7 @@ pub fn open_databases(
     loaded: &LoadedConfig,
     embedded: &BTreeMap<String, String>,
     metrics: Metrics,
-    readiness: Arc<admin::Readiness>,
+    readiness: Arc<Readiness>,
     skip_embedded: bool,
 ) -> Result<Arc<Databases>, ConfigError> {
     let configs = loaded

@@ -3,7 +3,6 @@
 
 pub mod backends;
 pub mod check;
-pub mod inspector;
 pub mod plugin_set;
 pub mod security;
 
@@ -11,22 +10,17 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::{self, Inspector, ReloadRequest, ReloadSummary};
 use crate::broker::{Broker, EventSink, Fanout};
 use crate::config::LoadedConfig;
 use crate::plugins::{Backends, HostContext, Mode};
 use crate::proto::SERVICE_NAME;
-use crate::telemetry::{Metrics, admin};
+use crate::telemetry::{Metrics, Readiness};
 pub use check::describe;
-pub use inspector::Inspector;
-pub use plugin_set::{PluginSet, ReloadSummary};
-
-/// A request to re-read the configuration, with where to send the outcome (none for SIGHUP).
-pub struct ReloadRequest {
-    pub reply: Option<oneshot::Sender<Result<ReloadSummary, String>>>,
-}
+pub use plugin_set::PluginSet;
 
 /// Runs conductor until SIGTERM or SIGINT.
 pub async fn run(loaded: LoadedConfig) -> anyhow::Result<()> {
@@ -47,7 +41,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     let kubernetes = backends::kubernetes(&loaded);
     let (tls, auth) = security::start(&loaded, &kubernetes, &metrics, shutdown.clone()).await?;
     let embedded = backends::start_embedded(&loaded).await?;
-    let readiness = Arc::new(admin::Readiness::default());
+    let readiness = Arc::new(Readiness::default());
     let fanout = Fanout::new(
         metrics.clone(),
         config.broker.subscriber_queue_size,

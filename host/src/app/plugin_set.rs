@@ -8,8 +8,9 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::config::{ConfigError, LoadedConfig, PluginConfig, PluginKind};
-use crate::plugins::{HostContext, KvStore, PluginFile, PluginSource};
+use crate::admin::ReloadSummary;
+use crate::config::{ConfigError, LoadedConfig, PluginKind};
+use crate::plugins::{HostContext, KvStore, PluginFile, PluginSource, Running};
 use crate::registry::{Registry, Source};
 use crate::sources::MemorySource;
 
@@ -23,19 +24,6 @@ impl KvStores {
     }
 }
 
-/// One running plugin: what it was loaded from, and the source the registry routes to.
-#[derive(Clone)]
-pub struct Running {
-    pub config: PluginConfig,
-    /// A fingerprint of the plugin file's contents (none for the memory source).
-    file_hash: Option<u64>,
-    pub source: Arc<dyn Source>,
-    /// The plugin behind `source` (none for the memory source).
-    pub plugin: Option<Arc<PluginSource>>,
-    /// When it was loaded: at startup, or by the reload that last replaced it.
-    pub loaded_at: SystemTime,
-}
-
 /// The running plugins and the registry over them.
 pub struct PluginSet {
     running: BTreeMap<String, Running>,
@@ -43,17 +31,6 @@ pub struct PluginSet {
     kv: KvStores,
     /// Replaced or removed by the last reload, to be stopped once the new registry is in place.
     retired: Vec<Running>,
-}
-
-/// What a reload changed.
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ReloadSummary {
-    pub added: Vec<String>,
-    pub removed: Vec<String>,
-    pub replaced: Vec<String>,
-    pub kept: Vec<String>,
-    /// Settings that changed but take effect only on restart.
-    pub restart_needed: Vec<String>,
 }
 
 fn file_hash(path: &std::path::Path) -> Result<u64, std::io::Error> {

@@ -1,4 +1,4 @@
-//! Who is calling, and whether they may (`ocm-grpc-protocol.md` §9): the configured
+//! Who is calling, and whether they may (`docs/protocol.md` §9): the configured
 //! authenticators in order (the first that identifies the caller wins), then the authorizer.
 //! Nothing reaches the broker or a plugin before both have said yes.
 
@@ -14,7 +14,7 @@ use sar::{Denied, SarAuthorizer};
 use token::TokenAuthenticator;
 
 use crate::config::{AuthConfig, Authenticator, Authorization, ServerConfig};
-use crate::grpc::connection::ConnectionInfo;
+use crate::net::ConnectionInfo;
 use crate::telemetry::SecurityMetrics;
 
 /// Why a caller could not be identified.

@@ -1,4 +1,4 @@
-//! SubjectAccessReview authorization (`ocm-grpc-protocol.md` §9.2): what a call does, mapped to
+//! SubjectAccessReview authorization (`docs/protocol.md` §9.2): what a call does, mapped to
 //! the Kubernetes resource attributes a hub's RBAC is written for, and a review per decision
 //! (cached briefly).
 

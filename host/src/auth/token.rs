@@ -1,4 +1,4 @@
-//! Bearer tokens checked with a Kubernetes TokenReview (`ocm-grpc-protocol.md` §9.1); answers
+//! Bearer tokens checked with a Kubernetes TokenReview (`docs/protocol.md` §9.1); answers
 //! are cached, keyed by the token's SHA-256 rather than the token.
 
 use std::time::Duration;

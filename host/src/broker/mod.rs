@@ -1,4 +1,4 @@
-//! The broker (`ocm-grpc-protocol.md` §4–§6): subscriptions, the publish pipeline and spec resync.
+//! The broker (`docs/protocol.md` §4–§6): subscriptions, the publish pipeline and spec resync.
 
 pub mod fanout;
 mod remembered;

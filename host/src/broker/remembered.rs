@@ -1,5 +1,5 @@
 //! The last `metadata` the hub sent for each resource, so that a synthetic resync delete for a
-//! resource only the agent still holds can name it (`ocm-grpc-protocol.md` §5.1, fix 2). Bounded:
+//! resource only the agent still holds can name it (`docs/protocol.md` §5.1, fix 2). Bounded:
 //! past the limit the oldest entries are forgotten first. Every operation is O(1) (amortized):
 //! entries carry the sequence number of their place in the eviction order, and places left by
 //! forgotten or refreshed entries are skipped (and compacted away) instead of searched for.

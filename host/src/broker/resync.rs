@@ -1,4 +1,4 @@
-//! Spec resync (`ocm-grpc-protocol.md` §5.1): compare what the agent holds with what the sources
+//! Spec resync (`docs/protocol.md` §5.1): compare what the agent holds with what the sources
 //! list, and send the agent what it is missing, what is newer, what is being deleted, and a
 //! delete for everything it holds that no source has any more.
 

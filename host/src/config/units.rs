@@ -11,15 +11,13 @@ pub struct HumanDuration(pub Duration);
 impl FromStr for HumanDuration {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        humantime::parse_duration(s.trim())
-            .map(Self)
-            .map_err(|e| format!("invalid duration {s:?} ({e}); write e.g. \"500ms\", \"10s\", \"2m\""))
+        conductor_plugin_sdk::duration::parse(s).map(Self)
     }
 }
 
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", humantime::format_duration(self.0))
+        f.write_str(&conductor_plugin_sdk::duration::format(self.0))
     }
 }
 

@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::postgres::{self, DbEvent};
 use crate::config::{DatabaseConfig, TlsMode};
-use crate::plugins::events::{EventKey, EventQueue};
+use crate::host_events::{EventKey, EventQueue};
 use crate::telemetry::Metrics;
-use crate::telemetry::admin::Readiness;
+use crate::telemetry::Readiness;
 
 /// The configured databases.
 pub struct Databases {

@@ -1,13 +1,11 @@
 //! Accepting connections: the limit on open connections, the TLS handshake (bounded in time,
-//! off the accept loop), keepalive enforcement, and what a call learns about its connection
-//! ([`ConnectionInfo`]: the peer's address and verified client certificate, and the calls open
-//! on it).
+//! off the accept loop), keepalive enforcement; each call learns about its connection through
+//! [`ConnectionInfo`].
 
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -19,7 +17,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 
 use super::keepalive::{FrameCursor, PingPolicy, too_many_pings_goaway};
-use super::tls::{PeerCertificate, ReloadingTls};
+use super::tls::ReloadingTls;
+use crate::net::{ConnectionInfo, PeerCertificate};
 use crate::telemetry::SecurityMetrics;
 
 /// How connections are accepted.
@@ -29,49 +28,6 @@ pub struct AcceptOptions {
     pub handshake_timeout: Duration,
     pub client_min_ping_interval: Duration,
     pub max_streams_per_connection: Option<u32>,
-}
-
-/// What a call knows about the connection it came on.
-#[derive(Clone, Debug)]
-pub struct ConnectionInfo {
-    pub remote: SocketAddr,
-    /// The client certificate the TLS handshake verified, if the client presented one.
-    pub peer: Option<Arc<PeerCertificate>>,
-    streams: Arc<StreamCount>,
-}
-
-#[derive(Debug)]
-struct StreamCount {
-    open: AtomicUsize,
-    limit: Option<u32>,
-}
-
-impl ConnectionInfo {
-    /// Counts a call open on this connection until the guard is dropped; `true` in the guard
-    /// when this call reaches the connection's stream limit (further calls wait or are refused
-    /// by HTTP/2).
-    pub fn open_stream(&self) -> (StreamGuard, bool) {
-        let open = self.streams.open.fetch_add(1, Ordering::Relaxed) + 1;
-        let at_limit = self
-            .streams
-            .limit
-            .is_some_and(|l| open >= usize::try_from(l).unwrap_or(usize::MAX));
-        (StreamGuard(Arc::clone(&self.streams)), at_limit)
-    }
-
-    fn open_streams(&self) -> usize {
-        self.streams.open.load(Ordering::Relaxed)
-    }
-}
-
-/// One open call on a connection.
-#[derive(Debug)]
-pub struct StreamGuard(Arc<StreamCount>);
-
-impl Drop for StreamGuard {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 enum Transport {
@@ -294,14 +250,7 @@ async fn establish(
     metrics.connection_opened();
     Some(Connection {
         transport,
-        info: ConnectionInfo {
-            remote,
-            peer,
-            streams: Arc::new(StreamCount {
-                open: AtomicUsize::new(0),
-                limit: options.max_streams_per_connection,
-            }),
-        },
+        info: ConnectionInfo::new(remote, peer, options.max_streams_per_connection),
         reading: FrameCursor::client(),
         writing: FrameCursor::server(),
         pings: PingPolicy::new(options.client_min_ping_interval),

@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use futures::Stream;
 use parking_lot::Mutex;
 
-use super::connection::StreamGuard;
+use crate::net::StreamGuard;
 
 /// Counts the subscriptions each identity holds open.
 pub struct SubscriptionSlots {

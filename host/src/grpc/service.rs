@@ -1,5 +1,5 @@
 //! `io.cloudevents.v1.CloudEventService`: Publish and Subscribe, with upstream's error codes
-//! (`ocm-grpc-protocol.md` §6.1) and metrics (§10). Every call is authenticated and authorized
+//! (`docs/protocol.md` §6.1) and metrics (§10). Every call is authenticated and authorized
 //! (§9) before the broker sees it.
 
 use std::{sync::Arc, time::Instant};
@@ -8,10 +8,10 @@ use conductor_plugin_sdk::ocm::{EventType, OcmExtensions};
 use conductor_plugin_sdk::{CloudEvent, Identity};
 use tonic::{Request, Response, Status};
 
-use super::connection::{ConnectionInfo, StreamGuard};
 use super::limits::{Held, SubscriptionSlots};
 use crate::auth::{Access, Auth};
 use crate::broker::{Broker, Peer, PublishError, Subscription};
+use crate::net::{ConnectionInfo, StreamGuard};
 use crate::proto::server::{self as proto, cloud_event_service_server};
 use crate::telemetry::Metrics;
 use crate::wire;

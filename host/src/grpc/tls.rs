@@ -1,4 +1,4 @@
-//! TLS serving (`ocm-grpc-protocol.md` §9.3): the serving certificate and key, an optional
+//! TLS serving (`docs/protocol.md` §9.3): the serving certificate and key, an optional
 //! client CA checked when a client presents a certificate (token agents present none), the
 //! oldest TLS version and the TLS 1.2 cipher suites, ALPN `h2`. The files are watched: when one
 //! changes (a mounted Secret is swapped through a symlink), the next connections get the new
@@ -232,28 +232,5 @@ impl ReloadingTls {
     /// The configuration for a connection being accepted now.
     pub fn current(&self) -> Arc<ServerConfig> {
         Arc::clone(&self.current.read())
-    }
-}
-
-/// What a verified client certificate says about its holder: user = subject CN, groups =
-/// subject O (`ocm-grpc-protocol.md` §9.1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerCertificate {
-    pub common_name: Option<String>,
-    pub organizations: Vec<String>,
-}
-
-impl PeerCertificate {
-    /// Reads the subject of a DER certificate that the handshake verified.
-    pub fn from_der(der: &[u8]) -> Option<Self> {
-        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-        let subject = cert.subject();
-        fn text(a: &x509_parser::x509::AttributeTypeAndValue<'_>) -> Option<String> {
-            a.as_str().ok().map(str::to_owned)
-        }
-        Some(Self {
-            common_name: subject.iter_common_name().find_map(text),
-            organizations: subject.iter_organization().filter_map(text).collect(),
-        })
     }
 }

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::api::api_resource;
 use super::selector::{FieldSelector, LabelSelector};
-use crate::plugins::events::{EventKey, EventQueue};
+use crate::host_events::{EventKey, EventQueue};
 
 /// What a watch was asked for (one watch per distinct key and plugin).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -18,10 +18,10 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::events::{EventKey, EventQueue};
 use crate::broker::EventSink;
 use crate::config::KubeResourceGrant;
 use crate::database::Databases;
+use crate::host_events::{EventKey, EventQueue};
 use crate::kube::selector::LabelSelector;
 use crate::kube::watch::{Watch, WatchKey};
 use crate::kube::{Kubernetes, api};

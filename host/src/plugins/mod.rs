@@ -7,7 +7,6 @@
 //! [`PluginSource::stop`] stops every task it started and waits for them.
 
 pub mod capabilities;
-pub mod events;
 mod lanes;
 pub mod native;
 mod pg;
@@ -25,13 +24,27 @@ use std::sync::Arc;
 
 use crate::broker::EventSink;
 use crate::config::{PluginConfig, PluginKind, PluginLimits};
+use crate::host_events::EventQueue;
 use crate::registry::Source;
 use crate::telemetry::{Metrics, PluginCall};
 pub use capabilities::{Backends, KvStore, Mode};
 use capabilities::{Capabilities, Grants, Tasks};
-use events::EventQueue;
 use lanes::Lanes;
 use pool::Wait;
+
+/// One running plugin, as the last start or reload left it: what it was loaded from, and the
+/// source the registry routes to (the built-in memory source has no plugin behind it).
+#[derive(Clone)]
+pub struct Running {
+    pub config: PluginConfig,
+    /// A fingerprint of the plugin file's contents (none for the memory source).
+    pub file_hash: Option<u64>,
+    pub source: Arc<dyn Source>,
+    /// The plugin behind `source` (none for the memory source).
+    pub plugin: Option<Arc<PluginSource>>,
+    /// When it was loaded: at startup, or by the reload that last replaced it.
+    pub loaded_at: std::time::SystemTime,
+}
 
 /// Why a plugin did not load.
 #[derive(Debug, thiserror::Error)]

@@ -254,8 +254,8 @@ mod tests {
     use crate::broker::Fanout;
     use crate::config::{DatabaseConfig, EmbeddedDatabase, HumanDuration};
     use crate::database::{Databases, EmbeddedPostgres};
+    use crate::host_events::EventQueue;
     use crate::plugins::capabilities::{Backends, Grants, Tasks};
-    use crate::plugins::events::EventQueue;
     use crate::telemetry::Metrics;
 
     fn query(sql: &str, params: Vec<PgValue>, transaction: Option<TransactionId>) -> PgRequest {

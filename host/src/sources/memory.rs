@@ -129,12 +129,6 @@ fn existing<'a>(
         .ok_or_else(|| Error::NotFound(format!("{} {id} not found", dt.resource)))
 }
 
-fn is_deleted_status(status: &Value) -> bool {
-    status["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Deleted" && c["status"] == "True"))
-}
-
 #[async_trait]
 impl Source for MemorySource {
     fn name(&self) -> &str {
@@ -225,14 +219,14 @@ impl Source for MemorySource {
                     let id = required_id(&event)?;
                     let status = json_data(&event)?;
                     let Some(r) = resources.get_mut(&id) else {
-                        // As OCM's work service (ocm-grpc-protocol.md §6.3): a status for a
+                        // As OCM's work service (docs/protocol.md §6.3): a status for a
                         // resource the source no longer holds is answered OK. An error would
                         // make the agent retry it forever, e.g. the last `Deleted` status it
                         // sends again after the final delete.
                         tracing::debug!(plugin = %self.name, cluster, resource = %id, "status of an unknown resource ignored");
                         return Ok(());
                     };
-                    if r.deleting.is_some() && is_deleted_status(&status) {
+                    if r.deleting.is_some() && conductor_plugin_sdk::ocm::conditions::is_deleted(&status) {
                         // The agent finished deleting: the resource is gone for good.
                         let r = resources.remove(&id).expect("present above");
                         Some(self.spec_event(&cluster, &dt, &id, &r, actions::DELETE_REQUEST))

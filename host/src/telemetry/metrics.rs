@@ -1,4 +1,4 @@
-//! Prometheus metrics with the upstream names and labels (`ocm-grpc-protocol.md` §10).
+//! Prometheus metrics with the upstream names and labels (`docs/protocol.md` §10).
 
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
@@ -7,6 +7,7 @@ use prometheus::{
 
 use std::sync::Arc;
 
+use super::labels::code_name;
 use super::security_metrics::SecurityMetrics;
 use super::series::{self, Series, SeriesVec};
 
@@ -368,30 +369,6 @@ impl Metrics {
             return String::new();
         }
         String::from_utf8(buf).unwrap_or_default()
-    }
-}
-
-/// The Go name of a gRPC code (`OK`, `FailedPrecondition`, …), as upstream labels it.
-pub fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code::*;
-    match code {
-        Ok => "OK",
-        Cancelled => "Canceled",
-        Unknown => "Unknown",
-        InvalidArgument => "InvalidArgument",
-        DeadlineExceeded => "DeadlineExceeded",
-        NotFound => "NotFound",
-        AlreadyExists => "AlreadyExists",
-        PermissionDenied => "PermissionDenied",
-        ResourceExhausted => "ResourceExhausted",
-        FailedPrecondition => "FailedPrecondition",
-        Aborted => "Aborted",
-        OutOfRange => "OutOfRange",
-        Unimplemented => "Unimplemented",
-        Internal => "Internal",
-        Unavailable => "Unavailable",
-        DataLoss => "DataLoss",
-        Unauthenticated => "Unauthenticated",
     }
 }
 

@@ -1,10 +1,12 @@
-//! Logs, metrics and the admin HTTP endpoint.
+//! Logs, metrics and readiness.
 
-pub mod admin;
+mod labels;
 pub mod logging;
 pub mod metrics;
+pub mod readiness;
 pub mod security_metrics;
 pub mod series;
 
 pub use metrics::{Metrics, PluginCall, PluginMetrics};
+pub use readiness::Readiness;
 pub use security_metrics::SecurityMetrics;

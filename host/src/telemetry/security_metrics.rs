@@ -122,7 +122,7 @@ impl SecurityMetrics {
 
     pub fn auth_refused(&self, method: &str, code: tonic::Code) {
         self.auth_refused
-            .with_label_values(&[method, super::metrics::code_name(code)])
+            .with_label_values(&[method, super::labels::code_name(code)])
             .inc();
     }
 

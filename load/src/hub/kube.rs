@@ -1,6 +1,6 @@
 //! A Kubernetes API behind the server under test (conductor's kube source, OCM's own gRPC
 //! server): ManifestWorks created and changed in each cluster's namespace. The version an agent
-//! sees is the work's `generation`, its id the work's `uid` (`ocm-grpc-protocol.md` §7.3).
+//! sees is the work's `generation`, its id the work's `uid` (`docs/protocol.md` §7.3).
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Namespace;

@@ -1,5 +1,5 @@
 //! Maestro's database behind the server under test, written as Maestro writes it
-//! (`maestro-db.md` §3–§4): the resource row, then an `events` row and `pg_notify('events', id)`,
+//! (`docs/maestro-database.md` §3–§4): the resource row, then an `events` row and `pg_notify('events', id)`,
 //! each in autocommit; updates under Maestro's `resources` advisory lock.
 
 use anyhow::{Context, Result};
@@ -8,7 +8,7 @@ use sqlx::PgPool;
 
 use super::Resource;
 
-/// Maestro's advisory-lock key of a string (`maestro-db.md` §4.1), as the maestro plugin computes it.
+/// Maestro's advisory-lock key of a string (`docs/maestro-database.md` §4.1), as the maestro plugin computes it.
 use maestro_plugin::store::fnv1a;
 
 /// The spec CloudEvent Maestro stores for a Deployment `name` with `replicas`.

@@ -1,5 +1,5 @@
 //! Hub → agent encoders: Kubernetes objects as the spec events OCM's hub services send
-//! (`ocm-grpc-protocol.md` §3.2, §7.3, §8.3). The golden vectors in `host/tests/golden/` hold
+//! (`docs/protocol.md` §3.2, §7.3, §8.3). The golden vectors in `host/tests/golden/` hold
 //! what the upstream Go encoders produce for the same objects.
 
 use serde_json::{Map, Value};

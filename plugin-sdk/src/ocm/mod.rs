@@ -1,8 +1,10 @@
 //! Open Cluster Management conventions on top of CloudEvents: data and event types, the OCM
-//! extensions, the resync payload.
+//! extensions, the resync payload, the conditions agents report and OCM's own resources.
 
 pub mod codec;
+pub mod conditions;
 pub mod extensions;
+pub mod resources;
 pub mod resync;
 pub mod types;
 

@@ -1,6 +1,6 @@
 //! The consumer controller: every joined `ManagedCluster` gets a Maestro consumer of the same name,
 //! written into Maestro's `consumers` table as Maestro's own consumer service writes it
-//! (`maestro-db.md` §8.1). It watches ManagedClusters through the host's `kube` capability and
+//! (`docs/maestro-database.md` §8.1). It watches ManagedClusters through the host's `kube` capability and
 //! writes through `pg`; it serves no agent events.
 //!
 //! As upstream: a cluster being deleted, or not (yet) joined, is left alone, and consumers are never
@@ -10,7 +10,8 @@
 
 use std::time::Duration;
 
-use conductor_plugin_sdk::kube::{ApiResource, Change, Selector};
+use conductor_plugin_sdk::kube::{Change, Selector};
+use conductor_plugin_sdk::ocm::resources::managed_clusters;
 use conductor_plugin_sdk::{Capability, Description, Error, Host, HostEvent, Plugin, Retry};
 use serde::Deserialize;
 use serde_json::Value;
@@ -29,16 +30,6 @@ pub struct Config {
 
 fn default_database() -> String {
     "maestro".to_owned()
-}
-
-/// OCM's ManagedCluster (cluster-scoped).
-pub fn managed_clusters() -> ApiResource {
-    ApiResource::new(
-        "cluster.open-cluster-management.io",
-        "v1",
-        "ManagedCluster",
-        "managedclusters",
-    )
 }
 
 /// What a ManagedCluster asks of the controller.

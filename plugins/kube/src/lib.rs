@@ -1,7 +1,7 @@
 //! The `kube` source plugin: what OCM's own gRPC server serves, from the hub's Kubernetes API —
 //! ManifestWorks for the work agents ([`works`]), and cluster registration for the registration
 //! agents ([`registration`]): ManagedClusters, CSRs, leases, add-ons, events and token requests
-//! (`ocm-grpc-protocol.md` §3.2–§3.4, §6.3, §7.3, §8).
+//! (`docs/protocol.md` §3.2–§3.4, §6.3, §7.3, §8).
 //!
 //! Everything goes through the host's `kube` capability: `start` watches the kinds agents
 //! subscribe to (the host keeps the caches resync is answered from), watched changes become spec

@@ -1,4 +1,4 @@
-//! Cluster registration (`ocm-grpc-protocol.md` §3.4, §6.3, §7.3): ManagedClusters, CSRs,
+//! Cluster registration (`docs/protocol.md` §3.4, §6.3, §7.3): ManagedClusters, CSRs,
 //! leases, add-ons, events and token requests, each served to the registration agent from the
 //! hub's API server and written back as OCM's own services write them.
 

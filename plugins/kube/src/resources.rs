@@ -1,24 +1,12 @@
 //! The Kubernetes resources behind each data type the kube source serves
-//! (`ocm-grpc-protocol.md` §3.2), and what is watched for each.
+//! (`docs/protocol.md` §3.2), and what is watched for each.
 
 use conductor_plugin_sdk::kube::{ApiResource, Selector};
 use conductor_plugin_sdk::ocm::data_types;
+pub use conductor_plugin_sdk::ocm::resources::{managed_clusters, manifest_works};
 
 /// The label naming a CSR's or lease's cluster.
 pub const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
-
-pub fn manifest_works() -> ApiResource {
-    ApiResource::new("work.open-cluster-management.io", "v1", "ManifestWork", "manifestworks")
-}
-
-pub fn managed_clusters() -> ApiResource {
-    ApiResource::new(
-        "cluster.open-cluster-management.io",
-        "v1",
-        "ManagedCluster",
-        "managedclusters",
-    )
-}
 
 pub fn csrs() -> ApiResource {
     ApiResource::new(

@@ -1,4 +1,4 @@
-//! ManifestWorks (`ocm-grpc-protocol.md` §6.3, §7.3, §8): watched objects become spec events for
+//! ManifestWorks (`docs/protocol.md` §6.3, §7.3, §8): watched objects become spec events for
 //! the work agent of their cluster, and the agent's status updates are written back.
 //!
 //! What the plugin last saw of each work is kept in `kv` ([`Seen`], by uid): whether a change is
@@ -6,7 +6,7 @@
 //! started), and which cluster a uid belongs to.
 
 use conductor_plugin_sdk::kube::Selector;
-use conductor_plugin_sdk::ocm::{OcmExtensions, actions, codec};
+use conductor_plugin_sdk::ocm::{self, OcmExtensions, actions, codec};
 use conductor_plugin_sdk::{CloudEvent, Error, Host};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -160,9 +160,7 @@ impl StatusUpdate {
         if !(conditions.is_array() || conditions.is_null()) || !(manifests.is_array() || manifests.is_null()) {
             return Err(invalid("conditions and resourceStatus must be lists".into()));
         }
-        let deleted = conditions
-            .as_array()
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Deleted" && c["status"] == "True"));
+        let deleted = ocm::conditions::is_deleted(&data);
         let name = event
             .metadata_json()
             .and_then(|m| serde_json::from_str::<Value>(m).ok())

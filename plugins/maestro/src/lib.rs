@@ -1,5 +1,5 @@
 //! The `maestro` source plugin: Maestro's resources, read from and written to Maestro's
-//! PostgreSQL as `../shared/spec/maestro-db.md` describes, through the host's `pg` capability.
+//! PostgreSQL as `docs/maestro-database.md` describes, through the host's `pg` capability.
 //!
 //! - [`payload`], [`spec`], [`status`], [`sequence`]: the contract logic (how rows become spec
 //!   events, how an agent's status is judged), pure functions unit-tested without a database;
@@ -8,7 +8,6 @@
 //!
 //! Built as a WebAssembly component (the shipped form) or a native library.
 
-pub mod duration;
 pub mod payload;
 pub mod plugin;
 pub mod sequence;

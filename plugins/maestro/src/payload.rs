@@ -1,6 +1,6 @@
 //! `resources.payload` and `resources.status` hold a CloudEvent in structured JSON mode, with one
 //! change: the `metadata` extension, a JSON string on the wire, is stored as a JSON object
-//! (`maestro-db.md` §2). These convert both ways.
+//! (`docs/maestro-database.md` §2). These convert both ways.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use conductor_plugin_sdk::ocm::extensions::METADATA;

@@ -1,6 +1,6 @@
 //! The `maestro` source plugin: Maestro's resources delivered to work agents when Maestro rings
 //! the `events` doorbell, agents' statuses written back for Maestro, and resync answered from
-//! `resources` (`maestro-db.md` §4–§6, §9).
+//! `resources` (`docs/maestro-database.md` §4–§6, §9).
 //!
 //! Several conductor replicas may share the database. Every replica that is notified of an event
 //! sends it to the agents connected to *it*, so an agent's events never depend on which replica it
@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use conductor_plugin_sdk::duration;
 use conductor_plugin_sdk::ocm::types::actions;
 use conductor_plugin_sdk::ocm::{EventType, SubResource, data_types};
 use conductor_plugin_sdk::{
@@ -20,10 +21,10 @@ use conductor_plugin_sdk::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::SOURCE;
 use crate::spec::{Read, spec_event};
 use crate::status::{Decision, decide};
 use crate::store::{self, EVENTS_CHANNEL, LAST_MIGRATION, RESOURCE_STATUS_LOCK, lock_key};
-use crate::{SOURCE, duration};
 
 /// The periodic catch-up (unreconciled events, in case a NOTIFY was missed).
 const CATCH_UP_TIMER: &str = "catch-up";
@@ -354,6 +355,17 @@ impl Maestro {
     }
 }
 
+/// The configured catch-up interval: a duration of at least 1ms.
+fn catch_up_interval(config: &Config) -> Result<Duration, Error> {
+    let invalid = |e: String| Error::Invalid(format!("config.catch_up_interval: {e}"));
+    match duration::parse(&config.catch_up_interval).map_err(invalid)? {
+        d if d < Duration::from_millis(1) => {
+            Err(invalid(format!("{:?} must be at least 1ms", config.catch_up_interval)))
+        }
+        d => Ok(d),
+    }
+}
+
 impl Plugin for Maestro {
     type Config = Config;
 
@@ -372,15 +384,12 @@ impl Plugin for Maestro {
     }
 
     fn check(config: &Config) -> Result<(), Error> {
-        duration::parse(&config.catch_up_interval)
-            .map(drop)
-            .map_err(|e| Error::Invalid(format!("config.catch_up_interval: {e}")))
+        catch_up_interval(config).map(drop)
     }
 
     /// Per instance: checks (reading only) that the database holds Maestro's schema.
     fn init(host: &Host, config: Config) -> Result<Self, Error> {
-        let interval = duration::parse(&config.catch_up_interval)
-            .map_err(|e| Error::Invalid(format!("config.catch_up_interval: {e}")))?;
+        let interval = catch_up_interval(&config)?;
         let db = host.pg(&config.database);
         let has_schema = store::check_schema(&db).map_err(|e| e.context(format!("database {:?}", config.database)))?;
         if !has_schema {
@@ -391,7 +400,7 @@ impl Plugin for Maestro {
         }
         Ok(Self {
             database: config.database,
-            catch_up_interval: Duration::from_millis(interval),
+            catch_up_interval: interval,
             replica: std::cell::Cell::new(None),
         })
     }
@@ -519,7 +528,7 @@ mod tests {
     #[test]
     fn a_bad_catch_up_interval_is_refused_before_anything_runs() {
         let config: Config =
-            conductor_plugin_sdk::plugin::parse_config(r#"{"catch_up_interval": "5 minutes"}"#).unwrap();
+            conductor_plugin_sdk::plugin::parse_config(r#"{"catch_up_interval": "5 fortnights"}"#).unwrap();
         let err = Maestro::check(&config).unwrap_err();
         assert!(err.to_string().contains("config.catch_up_interval"), "{err}");
     }

@@ -1,5 +1,5 @@
 //! Status ordering by `sequenceid`: snowflake ids (bwmarrin/snowflake layout) that the work agent
-//! stamps on its status updates (`maestro-db.md` §5.2).
+//! stamps on its status updates (`docs/maestro-database.md` §5.2).
 
 /// A snowflake id: 41 bits of milliseconds, 10 bits of node, 12 bits of step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

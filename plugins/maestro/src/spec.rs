@@ -1,4 +1,4 @@
-//! A `resources` row as the spec event agents receive (`maestro-db.md` §6.2 step 4, §9).
+//! A `resources` row as the spec event agents receive (`docs/maestro-database.md` §6.2 step 4, §9).
 
 use chrono::{DateTime, Utc};
 use conductor_plugin_sdk::CloudEvent;

@@ -1,4 +1,4 @@
-//! The statements the maestro source runs on Maestro's database (`maestro-db.md` §12), written
+//! The statements the maestro source runs on Maestro's database (`docs/maestro-database.md` §12), written
 //! once here. Column-targeted writes only on `resources`; nothing ever touches `server_instances`
 //! or `event_instances`; no migrations.
 
@@ -18,7 +18,7 @@
 ///
 /// The statement's snapshot is taken before its locks: an event another replica reconciled and
 /// unlocked meanwhile may read as unreconciled, and is then delivered and marked once more
-/// (harmless: `maestro-db.md` §4.2, §7.3). Each row is looked up by its primary key (`LATERAL`):
+/// (harmless: `docs/maestro-database.md` §4.2, §7.3). Each row is looked up by its primary key (`LATERAL`):
 /// a plain join lets the planner, which cannot see how few ids the JSON holds, scan all of
 /// `events`, and a batch would cost more as the table grows.
 pub const LOCK_AND_READ_EVENTS: &str = "WITH ev AS MATERIALIZED (\

@@ -1,10 +1,10 @@
-//! What to do with a work agent's status update for a Maestro resource (`maestro-db.md` §5.2).
+//! What to do with a work agent's status update for a Maestro resource (`docs/maestro-database.md` §5.2).
 //! The caller reads the row under the `resource_status` advisory lock, asks [`decide`], and
 //! writes what the decision says.
 
 use conductor_plugin_sdk::CloudEvent;
-use conductor_plugin_sdk::ocm::OcmExtensions;
 use conductor_plugin_sdk::ocm::extensions::{METADATA, SEQUENCE_ID};
+use conductor_plugin_sdk::ocm::{OcmExtensions, conditions};
 use serde_json::Value;
 
 use crate::payload::{PayloadError, to_json_map};
@@ -50,12 +50,6 @@ pub enum StatusError {
     Payload(#[from] PayloadError),
 }
 
-fn is_deleted(status: &Value) -> bool {
-    status["data"]["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Deleted" && c["status"] == "True"))
-}
-
 /// Decides what a status update does to `found` (the row, read unscoped; `None` if absent).
 pub fn decide(event: &CloudEvent, found: Option<&ResourceRow>) -> Result<Decision, StatusError> {
     let cluster = event.cluster_name().map_err(|_| StatusError::Missing("clustername"))?;
@@ -78,7 +72,7 @@ pub fn decide(event: &CloudEvent, found: Option<&ResourceRow>) -> Result<Decisio
     if let (Some(map), Some(meta)) = (status.as_object_mut(), row.payload.get(METADATA)) {
         map.insert(METADATA.to_owned(), meta.clone());
     }
-    if is_deleted(&status) {
+    if conditions::is_deleted(&status["data"]) {
         return Ok(Decision::Delete { status });
     }
     if row.version != version {

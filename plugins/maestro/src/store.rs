@@ -3,18 +3,19 @@
 
 use std::collections::HashMap;
 
-use conductor_plugin_sdk::pg::{Database, LockKey};
+use conductor_plugin_sdk::Database;
+use conductor_plugin_sdk::pg::LockKey;
 use conductor_plugin_sdk::{Error, PgRow, PgRows, PgValue, Timestamp, Transaction};
 use serde_json::{Value, json};
 
 use crate::spec::ResourceRow;
 use crate::sql;
 
-/// The last Maestro migration this plugin understands (`maestro-db.md` §1.1).
+/// The last Maestro migration this plugin understands (`docs/maestro-database.md` §1.1).
 pub const LAST_MIGRATION: &str = "202412181141";
 /// The NOTIFY channel of spec events.
 pub const EVENTS_CHANNEL: &str = "events";
-/// Maestro's advisory lock types (`maestro-db.md` §4.1).
+/// Maestro's advisory lock types (`docs/maestro-database.md` §4.1).
 pub const EVENTS_LOCK: &str = "events";
 pub const RESOURCE_STATUS_LOCK: &str = "resource_status";
 /// Events handled per page of a catch-up.
@@ -253,7 +254,7 @@ mod tests {
 
     #[test]
     fn lock_keys_match_maestros() {
-        // maestro-db.md §4.1, computed by Maestro's Go code.
+        // docs/maestro-database.md §4.1, computed by Maestro's Go code.
         assert_eq!(fnv1a("events"), 316_203_908);
         assert_eq!(fnv1a("resources"), 1_893_056_498);
         assert_eq!(fnv1a("resource_status"), -1_890_629_248);

@@ -10,7 +10,7 @@
 //!   behind; the host then lists again).
 //!
 //! The plugin's dispatcher takes up to a batch of the oldest events at a time (and, while a call
-//! runs, waits for a backlog first: see [`super::lanes`]).
+//! runs, waits for a backlog first: see `plugins::lanes`).
 
 use std::collections::{HashMap, VecDeque};
 

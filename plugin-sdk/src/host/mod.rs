@@ -1,6 +1,6 @@
 //! The host's capabilities as a plugin sees them. In a WebAssembly component every method calls
 //! the WIT import directly (so a component imports only the capabilities it uses); in a native
-//! library it calls the host through the C ABI; in unit tests it uses [`crate::fakes::FakeHost`].
+//! library it calls the host through the C ABI; in unit tests it uses `fakes::FakeHost`.
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -8,32 +8,18 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::kube::{Kube, KubeReply, KubeRequest};
-use crate::pg::{Database, PgReply, PgRequest};
+mod database;
+mod kube;
+
+pub use database::{Database, Transaction};
+pub use kube::Kube;
+
+#[cfg(not(target_arch = "wasm32"))]
+use crate::calls::HostCalls;
+use crate::calls::Level;
+use crate::kube::{KubeReply, KubeRequest};
+use crate::pg::{PgReply, PgRequest};
 use crate::{CloudEvent, Error};
-
-/// Log levels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
-pub enum Level {
-    Trace,
-    Debug,
-    Info,
-    Warn,
-    Error,
-}
-
-/// The calls a host answers; implemented by each backend.
-pub trait HostCalls: Send + Sync {
-    fn emit(&self, event: &CloudEvent) -> Result<u32, Error>;
-    fn log(&self, level: Level, message: &str);
-    fn set_timer(&self, name: &str, after_ms: u64, repeat: bool);
-    fn cancel_timer(&self, name: &str);
-    fn kv_get(&self, key: &str) -> Option<Vec<u8>>;
-    fn kv_set(&self, key: &str, value: &[u8]);
-    fn kv_delete(&self, key: &str) -> bool;
-    fn pg(&self, request: PgRequest) -> Result<PgReply, Error>;
-    fn kube(&self, request: KubeRequest) -> Result<KubeReply, Error>;
-}
 
 /// The host, handed to every plugin call.
 pub struct Host {
@@ -47,7 +33,7 @@ macro_rules! call {
         #[cfg(target_arch = "wasm32")]
         {
             let _ = $self;
-            crate::component::imports::$method($($arg),*)
+            crate::imports::$method($($arg),*)
         }
         #[cfg(not(target_arch = "wasm32"))]
         {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::{Plugin, Routes, Subscriber};
+use crate::admin::views::{Calls, Plugin, Routes, Subscriber};
 
 /// Columns padded to their widest cell, two spaces apart.
 fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -44,7 +44,7 @@ fn ms(v: f64) -> String {
     format!("{v:.2}ms")
 }
 
-fn counted(p: &Plugin, cell: impl Fn(&super::Calls) -> String) -> String {
+fn counted(p: &Plugin, cell: impl Fn(&Calls) -> String) -> String {
     p.calls.as_ref().map_or_else(|| "-".to_owned(), cell)
 }
 

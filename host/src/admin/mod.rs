@@ -4,14 +4,10 @@
 //! answers with what changed, or why the new configuration was refused); and the inspector's
 //! JSON views, `/inspect/subscribers`, `/inspect/plugins` and `/inspect/routes`.
 
-use std::{
-    collections::BTreeMap,
-    net::SocketAddr,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-};
+pub mod inspector;
+pub mod views;
+
+use std::{net::SocketAddr, sync::Arc};
 
 use axum::{
     Json, Router,
@@ -22,47 +18,14 @@ use axum::{
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::Metrics;
-use crate::app::{Inspector, ReloadRequest};
+pub use inspector::Inspector;
+pub use views::ReloadSummary;
 
-/// Whether the process should receive traffic: it is serving, and nothing it depends on (a
-/// database LISTEN connection) is down.
-#[derive(Debug, Default)]
-pub struct Readiness {
-    serving: AtomicBool,
-    /// What is down, by name, with the reason.
-    down: parking_lot::Mutex<BTreeMap<String, String>>,
-}
+use crate::telemetry::{Metrics, Readiness};
 
-impl Readiness {
-    pub fn set_serving(&self, serving: bool) {
-        self.serving.store(serving, Ordering::SeqCst);
-    }
-
-    pub fn is_serving(&self) -> bool {
-        self.serving.load(Ordering::SeqCst)
-    }
-
-    /// Marks `what` down (with the reason) or up again (`None`).
-    pub fn set_down(&self, what: &str, reason: Option<String>) {
-        let mut down = self.down.lock();
-        match reason {
-            Some(reason) => down.insert(what.to_owned(), reason),
-            None => down.remove(what),
-        };
-    }
-
-    /// `Ok` when ready, else why not.
-    pub fn check(&self) -> Result<(), String> {
-        if !self.is_serving() {
-            return Err("not serving".to_owned());
-        }
-        let down = self.down.lock();
-        if down.is_empty() {
-            return Ok(());
-        }
-        Err(down.iter().map(|(what, why)| format!("{what}: {why}\n")).collect())
-    }
+/// A request to re-read the configuration, with where to send the outcome (none for SIGHUP).
+pub struct ReloadRequest {
+    pub reply: Option<oneshot::Sender<Result<ReloadSummary, String>>>,
 }
 
 /// What the admin endpoint serves from.

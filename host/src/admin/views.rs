@@ -1,14 +1,20 @@
-//! The inspector's view of a running conductor, as the admin endpoint serves it
-//! (`/inspect/subscribers`, `/inspect/plugins`, `/inspect/routes`) and `conductor inspect`
-//! prints it: JSON for scripts, [`table`]s for people.
-
-pub mod client;
-pub mod table;
+//! What the admin endpoint answers, as JSON: the inspector's views of a running conductor
+//! (`/inspect/subscribers`, `/inspect/plugins`, `/inspect/routes`) and a reload's outcome
+//! (`POST /reload`). `conductor inspect` reads the same types back.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use crate::app::ReloadSummary;
+/// What a reload changed.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadSummary {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub replaced: Vec<String>,
+    pub kept: Vec<String>,
+    /// Settings that changed but take effect only on restart.
+    pub restart_needed: Vec<String>,
+}
 
 /// One live Subscribe stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use parking_lot::{Mutex, RwLock};
 
-use super::plugin_set::{ReloadSummary, Running};
 use crate::broker::Broker;
 use crate::config::PluginKind;
-use crate::inspect;
+use crate::plugins::Running;
+
+use super::views::{self as inspect, ReloadSummary};
 
 pub struct Inspector {
     broker: Arc<Broker>,

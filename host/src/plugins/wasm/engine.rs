@@ -1,0 +1,115 @@
+//! The process-wide wasmtime engine (component model, epoch interruption, a thread that ticks
+//! the epoch), compilation, and what a compiled component imports.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use conductor_plugin_sdk::Capability;
+use parking_lot::Mutex;
+use wasmtime::Engine;
+use wasmtime::component::Component;
+use wasmtime::component::types::ComponentItem;
+
+use crate::plugins::LoadError;
+
+/// The epoch advances this often: a busy guest yields to the async runtime at least this often.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+pub(super) const WIT_PACKAGE: &str = "conductor:plugin/";
+
+/// The process-wide engine: async host functions, epoch interruption, the component model.
+pub(super) fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true).epoch_interruption(true);
+        let engine = Engine::new(&config).expect("a valid wasmtime configuration");
+        let ticker = engine.weak();
+        std::thread::Builder::new()
+            .name("wasm-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = ticker.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .expect("the epoch thread starts");
+        engine
+    })
+}
+
+/// Compiles a component on a blocking thread (cached by path, mtime and size, so inspecting,
+/// loading and reloading an unchanged file compile once).
+pub(super) async fn compile(file: &Path) -> Result<Component, LoadError> {
+    type Key = (PathBuf, SystemTime, u64);
+    static CACHE: OnceLock<Mutex<HashMap<Key, Component>>> = OnceLock::new();
+    let meta = std::fs::metadata(file).map_err(|source| LoadError::Open {
+        path: file.to_owned(),
+        source,
+    })?;
+    let key = (
+        file.to_owned(),
+        meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        meta.len(),
+    );
+    let cache = CACHE.get_or_init(Mutex::default);
+    if let Some(c) = cache.lock().get(&key) {
+        return Ok(c.clone());
+    }
+    let path = file.to_owned();
+    let component = tokio::task::spawn_blocking(move || Component::from_file(engine(), &path))
+        .await
+        .map_err(|e| LoadError::Runtime(format!("compiling {}: {e}", file.display())))?
+        .map_err(|e| LoadError::NotAPlugin {
+            path: file.to_owned(),
+            reason: format!("not a WebAssembly component: {e:#}"),
+        })?;
+    cache.lock().insert(key, component.clone());
+    Ok(component)
+}
+
+/// The conductor interfaces a component imports, and whether it imports functions of each (a
+/// capability it uses) or only types (which every component does for the types its exports
+/// mention). Anything else but WASI is refused.
+pub(super) fn imported_interfaces(component: &Component) -> Result<Vec<(String, bool)>, LoadError> {
+    let mut interfaces = Vec::new();
+    for (name, import) in component.component_type().imports(engine()) {
+        if let Some(rest) = name.strip_prefix(WIT_PACKAGE) {
+            let interface = rest.split('@').next().unwrap_or(rest).to_owned();
+            let uses_functions = match &import.ty {
+                ComponentItem::ComponentInstance(instance) => instance
+                    .exports(engine())
+                    .any(|(_, e)| matches!(e.ty, ComponentItem::ComponentFunc(_))),
+                _ => true,
+            };
+            interfaces.push((interface, uses_functions));
+        } else if !name.starts_with("wasi:") {
+            return Err(LoadError::Incompatible(format!(
+                "imports {name:?}, which this host does not provide"
+            )));
+        }
+    }
+    Ok(interfaces)
+}
+
+/// The capabilities a component uses: the conductor interfaces it imports functions from.
+pub(super) fn used_capabilities(component: &Component) -> Result<Vec<Capability>, LoadError> {
+    let mut caps = Vec::new();
+    for (interface, uses_functions) in imported_interfaces(component)? {
+        if !uses_functions || interface == "types" {
+            continue;
+        }
+        match Capability::parse(&interface) {
+            Some(c) => caps.push(c),
+            None => {
+                return Err(LoadError::Incompatible(format!(
+                    "uses the interface {interface:?}, which this host does not have"
+                )));
+            }
+        }
+    }
+    caps.sort();
+    Ok(caps)
+}

@@ -1,0 +1,52 @@
+//! The host side of each capability a component imports: the WIT interfaces implemented on the
+//! store's [`State`], each call handed to the plugin's [`Capabilities`](crate::plugins::capabilities)
+//! in the SDK's types. Only granted interfaces are linked (see `runtime`).
+
+mod kube;
+mod pg;
+
+use super::bindings::conductor::plugin::{emit, kv, log, timer, types};
+use super::convert;
+use super::state::{State, wit_error};
+
+impl types::Host for State {}
+
+impl emit::Host for State {
+    async fn emit(&mut self, event: types::CloudEvent) -> Result<u32, types::Error> {
+        self.caps().emit(&convert::from_wit_event(event)).map_err(wit_error)
+    }
+}
+
+impl log::Host for State {
+    async fn log(&mut self, level: log::Level, message: String) {
+        let level = match level {
+            log::Level::Trace => conductor_plugin_sdk::Level::Trace,
+            log::Level::Debug => conductor_plugin_sdk::Level::Debug,
+            log::Level::Info => conductor_plugin_sdk::Level::Info,
+            log::Level::Warn => conductor_plugin_sdk::Level::Warn,
+            log::Level::Error => conductor_plugin_sdk::Level::Error,
+        };
+        self.caps().log(level, &message)
+    }
+}
+
+impl timer::Host for State {
+    async fn set(&mut self, name: String, after_ms: u64, repeat: bool) {
+        self.caps().set_timer(&name, after_ms, repeat)
+    }
+    async fn cancel(&mut self, name: String) {
+        self.caps().cancel_timer(&name)
+    }
+}
+
+impl kv::Host for State {
+    async fn get(&mut self, key: String) -> Option<Vec<u8>> {
+        self.caps().kv_get(&key)
+    }
+    async fn set(&mut self, key: String, value: Vec<u8>) {
+        self.caps().kv_set(&key, &value)
+    }
+    async fn delete(&mut self, key: String) -> bool {
+        self.caps().kv_delete(&key)
+    }
+}

@@ -1,0 +1,44 @@
+//! WebAssembly component plugins (`wasm32-wasip2`), run by wasmtime: sandboxed, limited per call
+//! (a linear-memory cap, and a wall-clock deadline: the guest yields to the async runtime every
+//! epoch tick, so a busy plugin never holds a runtime thread, and is interrupted past its
+//! deadline), linked only with the capabilities they were granted, and replaced instance by
+//! instance when a call traps. Compilation runs on a blocking thread, never on an async worker.
+//!
+//! - `engine`: the engine, compilation, and what a component imports;
+//! - `state`: one instance's sandbox (its store and limits);
+//! - `imports`: the host side of each capability interface;
+//! - `runtime`: linking, instantiation, the pool of instances and the calls.
+
+mod engine;
+mod imports;
+mod runtime;
+mod state;
+
+pub use runtime::{WasmRuntime, check_config, describe};
+
+/// The host's side of a guest's `pg.transaction` handle: its id in the instance's
+/// [`PgSession`](super::pg::PgSession).
+pub struct TransactionHandle;
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../plugin-sdk/wit",
+        world: "conductor-plugin",
+        imports: { default: async },
+        exports: { default: async },
+        with: {
+            "conductor:plugin/pg.transaction": super::TransactionHandle,
+        },
+    });
+}
+
+use bindings::conductor::plugin::{kube, pg, types};
+
+mod convert {
+    conductor_plugin_sdk::__wit_conversions!(
+        types = super::types,
+        pg = super::pg,
+        kube = super::kube,
+        plugin = super::bindings::exports::conductor::plugin::plugin
+    );
+}

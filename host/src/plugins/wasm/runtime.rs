@@ -1,0 +1,296 @@
+//! Linking (WASI and exactly the granted capabilities), instantiation, the pool of instances, and
+//! the calls: each runs under the instance's deadline, and a trap replaces the instance.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use conductor_plugin_sdk::native::{PluginReply, PluginRequest};
+use conductor_plugin_sdk::{Capability, Description, Error};
+use wasmtime::Store;
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, HasSelf, Linker};
+
+use super::bindings::ConductorPlugin;
+use super::bindings::conductor::plugin::{emit, kube, kv, log, pg, timer, types};
+use super::engine::{WIT_PACKAGE, compile, engine, imported_interfaces, used_capabilities};
+use super::state::{State, arm, store};
+use super::{TransactionHandle, bindings, convert};
+use crate::config::PluginLimits;
+use crate::plugins::capabilities::Capabilities;
+use crate::plugins::pool::{MakeInstance, Pool, Wait};
+use crate::plugins::{LoadError, Runtime};
+
+/// How long past its deadline a call stuck in a host call is abandoned (a busy guest is
+/// interrupted at the deadline itself).
+const HOST_CALL_GRACE: Duration = Duration::from_millis(100);
+
+/// A linker with WASI and exactly the granted conductor capabilities; the conductor interfaces
+/// a component imports only types of are defined empty.
+fn linker(capabilities: &Capabilities, component: &Component) -> Result<Linker<State>, LoadError> {
+    let wasm = |e: wasmtime::Error| LoadError::Incompatible(format!("{e:#}"));
+    let mut linker = Linker::<State>::new(engine());
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm)?;
+    types::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wasm)?;
+    let mut linked = vec!["types".to_owned()];
+    for capability in Capability::ALL {
+        if !capabilities.granted(capability) {
+            continue;
+        }
+        match capability {
+            Capability::Emit => emit::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
+            Capability::Log => log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
+            Capability::Timer => timer::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
+            Capability::Kv => kv::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
+            Capability::Pg => pg::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
+            Capability::Kube => kube::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
+        }
+        .map_err(wasm)?;
+        linked.push(capability.name().to_owned());
+    }
+    for (name, _) in component.component_type().imports(engine()) {
+        let Some(rest) = name.strip_prefix(WIT_PACKAGE) else {
+            continue;
+        };
+        let interface = rest.split('@').next().unwrap_or(rest);
+        if !linked.iter().any(|l| l == interface) {
+            // Only types are imported (checked at load): an empty instance satisfies it.
+            linker.instance(name).map_err(wasm)?;
+        }
+    }
+    Ok(linker)
+}
+
+/// A component instantiated with WASI only (its capability imports trap), for `describe` and
+/// `check-config`.
+async fn sandboxed(component: &Component) -> Result<(Store<State>, ConductorPlugin), LoadError> {
+    let mut linker = Linker::<State>::new(engine());
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
+    stub_conductor_imports(&mut linker, component).map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
+    let mut store = store(State::new(None, 64 << 20));
+    arm(&mut store, Duration::from_secs(5));
+    let plugin = ConductorPlugin::instantiate_async(&mut store, component, &linker)
+        .await
+        .map_err(|e| LoadError::Incompatible(format!("not a conductor:plugin component: {e:#}")))?;
+    Ok((store, plugin))
+}
+
+/// Defines every conductor function a component imports as a trap, and its resources as
+/// resources nobody can make. Only conductor imports: WASI stays linked by version (a component
+/// importing `wasi:cli/environment@0.2.9` is served by the host's 0.2.x through semver matching;
+/// `Linker::define_unknown_imports_as_traps` would define that exact name as a trap first, and a
+/// guest whose runtime reads its environment in `describe` — CPython, for one — would trap).
+fn stub_conductor_imports(linker: &mut Linker<State>, component: &Component) -> wasmtime::Result<()> {
+    for (name, import) in component.component_type().imports(engine()) {
+        if !name.starts_with(WIT_PACKAGE) {
+            continue;
+        }
+        let ComponentItem::ComponentInstance(instance) = import.ty else {
+            continue;
+        };
+        let mut stubs = linker.instance(name)?;
+        for (item, export) in instance.exports(engine()) {
+            match export.ty {
+                ComponentItem::ComponentFunc(_) => {
+                    let what = format!("{name}#{item}");
+                    stubs.func_new(item, move |_, _, _, _| {
+                        Err(wasmtime::format_err!(
+                            "{what}: no capability is linked in describe and check-config"
+                        ))
+                    })?;
+                }
+                ComponentItem::Resource(_) => {
+                    stubs.resource(
+                        item,
+                        wasmtime::component::ResourceType::host::<TransactionHandle>(),
+                        |_, _| Ok(()),
+                    )?;
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads a component's description and the capabilities it uses, running nothing but
+/// `describe`.
+pub async fn describe(file: &Path) -> Result<(Component, Description, Vec<Capability>), LoadError> {
+    let component = compile(file).await?;
+    let capabilities = used_capabilities(&component)?;
+    let (mut store, plugin) = sandboxed(&component).await?;
+    let d = plugin
+        .conductor_plugin_plugin()
+        .call_describe(&mut store)
+        .await
+        .map_err(|e| LoadError::Incompatible(format!("describe failed: {e:#}")))?;
+    let mut description = convert::from_wit_description(d);
+    description.capabilities = capabilities.clone();
+    Ok((component, description, capabilities))
+}
+
+/// Asks a component whether it takes `config`, with no capability linked.
+pub async fn check_config(component: &Component, config: &str) -> Result<(), Error> {
+    let (mut store, plugin) = sandboxed(component).await.map_err(|e| Error::Internal(e.to_string()))?;
+    plugin
+        .conductor_plugin_plugin()
+        .call_check_config(&mut store, config)
+        .await
+        .map_err(|e| Error::Internal(format!("check-config trapped: {e:#}")))?
+        .map_err(convert::from_wit_error)
+}
+
+struct Instance {
+    store: Store<State>,
+    plugin: ConductorPlugin,
+}
+
+pub struct WasmRuntime {
+    pool: Pool<Instance>,
+    call_timeout: Duration,
+    name: String,
+}
+
+impl WasmRuntime {
+    /// Starts the first instance of `component` (already described and checked).
+    pub async fn load(
+        component: &Component,
+        capabilities: Arc<Capabilities>,
+        pool_size: usize,
+        limits: &PluginLimits,
+        config_json: String,
+    ) -> Result<Self, LoadError> {
+        let imported = imported_interfaces(component)?;
+        let missing: Vec<String> = imported
+            .iter()
+            .filter(|(interface, uses_functions)| {
+                *uses_functions
+                    && interface != "types"
+                    && Capability::parse(interface).is_none_or(|c| !capabilities.granted(c))
+            })
+            .map(|(interface, _)| interface.clone())
+            .collect();
+        if !missing.is_empty() {
+            return Err(LoadError::Ungranted {
+                missing,
+                granted: Capability::ALL
+                    .iter()
+                    .filter(|c| capabilities.granted(**c))
+                    .map(|c| c.name().to_owned())
+                    .collect(),
+            });
+        }
+        let linker = linker(&capabilities, component)?;
+        let pre = linker
+            .instantiate_pre(component)
+            .map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
+        let pre = bindings::ConductorPluginPre::new(pre).map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
+        let memory = limits.memory.as_usize();
+        let call_timeout = limits.call_timeout.0;
+        let name = capabilities.plugin().to_owned();
+        let make: MakeInstance<Instance> = Arc::new(move || {
+            let pre = pre.clone();
+            let capabilities = Arc::clone(&capabilities);
+            let config_json = config_json.clone();
+            Box::pin(async move {
+                let name = capabilities.plugin().to_owned();
+                let mut store = store(State::new(Some(capabilities), memory));
+                arm(&mut store, call_timeout);
+                let plugin = pre
+                    .instantiate_async(&mut store)
+                    .await
+                    .map_err(|e| Error::Internal(format!("instantiating the plugin failed: {e:#}")))?;
+                let init = plugin
+                    .conductor_plugin_plugin()
+                    .call_init(&mut store, &config_json)
+                    .await
+                    .map_err(|e| Error::Internal(format!("plugin init trapped: {e:#}")));
+                store.data_mut().pg.end_call(&name).await;
+                init?.map_err(convert::from_wit_error)?;
+                Ok(Instance { store, plugin })
+            })
+        });
+        let first = make().await.map_err(LoadError::Init)?;
+        Ok(Self {
+            pool: Pool::new(&name, pool_size, limits.acquire_timeout.0, first, make),
+            call_timeout,
+            name,
+        })
+    }
+
+    /// A failed call's error: a trap becomes an internal error naming what happened.
+    fn trapped(&self, error: wasmtime::Error) -> Error {
+        let reason = match error.downcast_ref::<wasmtime::Trap>() {
+            Some(wasmtime::Trap::Interrupt) => format!("exceeded its call timeout of {:?}", self.call_timeout),
+            _ => format!("trapped: {error:#}"),
+        };
+        tracing::warn!(plugin = %self.name, %reason, "plugin call failed; replacing the instance");
+        Error::Internal(format!("plugin {} {reason}", self.name))
+    }
+
+    async fn run(
+        &self,
+        instance: &mut Instance,
+        request: PluginRequest,
+    ) -> wasmtime::Result<Result<PluginReply, Error>> {
+        let source = instance.plugin.conductor_plugin_plugin();
+        let store = &mut instance.store;
+        let done = |r: Result<(), types::Error>| r.map(|()| PluginReply::Done).map_err(convert::from_wit_error);
+        Ok(match request {
+            PluginRequest::Start => done(source.call_start(store).await?),
+            PluginRequest::List(options) => source
+                .call_list(store, &convert::to_wit_list_options(options))
+                .await?
+                .map(|events| PluginReply::Listed(events.into_iter().map(convert::from_wit_event).collect()))
+                .map_err(convert::from_wit_error),
+            PluginRequest::Handle(identity, event) => done(
+                source
+                    .call_handle(
+                        store,
+                        &convert::to_wit_identity(identity),
+                        &convert::to_wit_event(&event),
+                    )
+                    .await?,
+            ),
+            PluginRequest::OnEvents(events) => {
+                let events: Vec<_> = events.into_iter().map(convert::to_wit_host_event).collect();
+                done(source.call_on_events(store, &events).await?)
+            }
+        })
+    }
+}
+
+#[async_trait]
+impl Runtime for WasmRuntime {
+    async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error> {
+        self.pool
+            .with(wait, async |mut instance: Instance| {
+                arm(&mut instance.store, self.call_timeout);
+                // The epoch callback bounds the guest's own time (and reports it as such); this
+                // bounds time spent waiting in host calls, just after.
+                let outcome =
+                    tokio::time::timeout(self.call_timeout + HOST_CALL_GRACE, self.run(&mut instance, request)).await;
+                instance.store.data_mut().pg.end_call(&self.name).await;
+                match outcome {
+                    Ok(Ok(answer)) => (answer, Some(instance)),
+                    Ok(Err(trap)) => (Err(self.trapped(trap)), None),
+                    Err(_elapsed) => {
+                        tracing::warn!(plugin = %self.name, timeout = ?self.call_timeout, "plugin call timed out in a host call; replacing the instance");
+                        (
+                            Err(Error::Unavailable(format!(
+                                "plugin {} exceeded its call timeout of {:?}",
+                                self.name, self.call_timeout
+                            ))),
+                            None,
+                        )
+                    }
+                }
+            })
+            .await?
+    }
+
+    fn instances(&self) -> usize {
+        self.pool.instances()
+    }
+}

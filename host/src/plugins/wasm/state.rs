@@ -1,0 +1,90 @@
+//! The sandbox of one instance: its store's data (WASI with nothing inherited, the memory cap, the
+//! plugin's capabilities and database session, the running call's deadline) and the store that
+//! yields every epoch tick and traps past the deadline.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use conductor_plugin_sdk::Error;
+use conductor_plugin_sdk::pg::{PgReply, PgRequest};
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::conductor::plugin::types;
+use super::convert;
+use super::engine::engine;
+use crate::plugins::capabilities::Capabilities;
+use crate::plugins::pg::PgSession;
+
+pub(super) struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    capabilities: Option<Arc<Capabilities>>,
+    pub(super) pg: PgSession,
+    /// When the running call must have returned.
+    deadline: Instant,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl State {
+    pub(super) fn new(capabilities: Option<Arc<Capabilities>>, memory: usize) -> Self {
+        Self {
+            wasi: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(memory)
+                .trap_on_grow_failure(true)
+                .build(),
+            capabilities,
+            pg: PgSession::default(),
+            deadline: Instant::now(),
+        }
+    }
+
+    pub(super) fn caps(&self) -> Arc<Capabilities> {
+        Arc::clone(
+            self.capabilities
+                .as_ref()
+                .expect("capabilities are linked only with a plugin's state"),
+        )
+    }
+
+    pub(super) async fn pg(&mut self, request: PgRequest) -> Result<PgReply, Error> {
+        let caps = self.caps();
+        self.pg.call(&caps, request).await
+    }
+}
+
+/// A store whose calls yield every epoch tick and trap past `State::deadline`.
+pub(super) fn store(state: State) -> Store<State> {
+    let mut store = Store::new(engine(), state);
+    store.limiter(|s| &mut s.limits);
+    store.epoch_deadline_callback(|ctx| {
+        if Instant::now() >= ctx.data().deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            // tokio's own yield puts the task behind the others that are ready.
+            Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())))
+        }
+    });
+    store
+}
+
+pub(super) fn arm(store: &mut Store<State>, timeout: Duration) {
+    store.data_mut().deadline = Instant::now() + timeout;
+    store.set_epoch_deadline(1);
+}
+
+pub(super) fn wit_error(e: Error) -> types::Error {
+    convert::to_wit_error(e)
+}

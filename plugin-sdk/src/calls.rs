@@ -1,0 +1,30 @@
+//! The calls a plugin makes to its host, as one trait each backend answers: the WIT imports in a
+//! WebAssembly component (`imports`), the C ABI in a native library (`native`), in-memory fakes in
+//! unit tests (`fakes`).
+
+use crate::kube::{KubeReply, KubeRequest};
+use crate::pg::{PgReply, PgRequest};
+use crate::{CloudEvent, Error};
+
+/// Log levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub enum Level {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// The calls a host answers; implemented by each backend.
+pub trait HostCalls: Send + Sync {
+    fn emit(&self, event: &CloudEvent) -> Result<u32, Error>;
+    fn log(&self, level: Level, message: &str);
+    fn set_timer(&self, name: &str, after_ms: u64, repeat: bool);
+    fn cancel_timer(&self, name: &str);
+    fn kv_get(&self, key: &str) -> Option<Vec<u8>>;
+    fn kv_set(&self, key: &str, value: &[u8]);
+    fn kv_delete(&self, key: &str) -> bool;
+    fn pg(&self, request: PgRequest) -> Result<PgReply, Error>;
+    fn kube(&self, request: KubeRequest) -> Result<KubeReply, Error>;
+}

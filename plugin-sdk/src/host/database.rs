@@ -1,0 +1,152 @@
+//! A PostgreSQL database as a plugin reaches it through the host's `pg` capability
+//! ([`Host::pg`]): statements with typed parameters, transactions (dropped = rolled back) with
+//! advisory locks, and LISTEN.
+
+use super::Host;
+use crate::Error;
+use crate::pg::{LockKey, PgReply, PgRequest, PgRows, PgValue, TransactionId};
+
+fn unexpected(reply: PgReply) -> Error {
+    Error::Internal(format!("the host answered a pg call with {reply:?}"))
+}
+
+/// A database the plugin may use (`databases` in its `conductor.toml` table).
+pub struct Database<'h> {
+    host: &'h Host,
+    name: String,
+}
+
+impl<'h> Database<'h> {
+    pub(super) fn new(host: &'h Host, name: &str) -> Self {
+        Self {
+            host,
+            name: name.to_owned(),
+        }
+    }
+
+    /// Runs a statement in autocommit and returns its rows.
+    pub fn query(&self, sql: &str, params: &[PgValue]) -> Result<PgRows, Error> {
+        query(self.host, &self.name, None, sql, params)
+    }
+
+    /// Runs a statement in autocommit and returns how many rows it changed.
+    pub fn execute(&self, sql: &str, params: &[PgValue]) -> Result<u64, Error> {
+        execute(self.host, &self.name, None, sql, params)
+    }
+
+    /// Begins a transaction on a connection of its own; dropping it uncommitted rolls it back.
+    pub fn begin(&self) -> Result<Transaction<'h>, Error> {
+        match self.host.pg_call(PgRequest::Begin {
+            database: self.name.clone(),
+        })? {
+            PgReply::Begun(id) => Ok(Transaction {
+                host: self.host,
+                database: self.name.clone(),
+                id,
+                open: true,
+            }),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// LISTENs on `channel`: notifications arrive as [`crate::HostEvent::Notification`], and each
+    /// (re)connect as [`crate::HostEvent::Listening`]. Call it from [`crate::Plugin::start`].
+    pub fn listen(&self, channel: &str) -> Result<(), Error> {
+        self.host
+            .pg_call(PgRequest::Listen {
+                database: self.name.clone(),
+                channel: channel.to_owned(),
+            })
+            .map(drop)
+    }
+}
+
+fn query(
+    host: &Host,
+    database: &str,
+    tx: Option<TransactionId>,
+    sql: &str,
+    params: &[PgValue],
+) -> Result<PgRows, Error> {
+    match host.pg_call(PgRequest::Query {
+        database: database.to_owned(),
+        transaction: tx,
+        sql: sql.to_owned(),
+        params: params.to_vec(),
+    })? {
+        PgReply::Rows(rows) => Ok(rows),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn execute(
+    host: &Host,
+    database: &str,
+    tx: Option<TransactionId>,
+    sql: &str,
+    params: &[PgValue],
+) -> Result<u64, Error> {
+    match host.pg_call(PgRequest::Execute {
+        database: database.to_owned(),
+        transaction: tx,
+        sql: sql.to_owned(),
+        params: params.to_vec(),
+    })? {
+        PgReply::Affected(n) => Ok(n),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// An open transaction. Dropped without [`Transaction::commit`], it is rolled back.
+pub struct Transaction<'h> {
+    host: &'h Host,
+    database: String,
+    id: TransactionId,
+    open: bool,
+}
+
+impl Transaction<'_> {
+    pub fn query(&self, sql: &str, params: &[PgValue]) -> Result<PgRows, Error> {
+        query(self.host, &self.database, Some(self.id), sql, params)
+    }
+
+    pub fn execute(&self, sql: &str, params: &[PgValue]) -> Result<u64, Error> {
+        execute(self.host, &self.database, Some(self.id), sql, params)
+    }
+
+    fn lock(&self, key: LockKey, wait: bool) -> Result<bool, Error> {
+        match self.host.pg_call(PgRequest::AdvisoryLock {
+            transaction: self.id,
+            key,
+            wait,
+        })? {
+            PgReply::Locked(taken) => Ok(taken),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Takes the transaction-scoped advisory lock `key` if it is free (`pg_try_advisory_xact_lock`);
+    /// held until the transaction ends.
+    pub fn try_advisory_lock(&self, key: LockKey) -> Result<bool, Error> {
+        self.lock(key, false)
+    }
+
+    /// Waits for the transaction-scoped advisory lock `key` (`pg_advisory_xact_lock`, bounded by
+    /// the database's `statement_timeout`); held until the transaction ends.
+    pub fn advisory_lock(&self, key: LockKey) -> Result<(), Error> {
+        self.lock(key, true).map(drop)
+    }
+
+    pub fn commit(mut self) -> Result<(), Error> {
+        self.open = false;
+        self.host.pg_call(PgRequest::Commit { transaction: self.id }).map(drop)
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.host.pg_call(PgRequest::Rollback { transaction: self.id });
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The Kubernetes API server as a plugin reaches it through the host's `kube` capability
+//! ([`Host::kube`]): dynamic objects as JSON, watches delivered as host events, TokenRequests.
+
+use serde_json::Value;
+
+use super::Host;
+use crate::Error;
+use crate::kube::{ApiResource, KubeReply, KubeRequest, Selector};
+
+fn unexpected(reply: KubeReply) -> Error {
+    Error::Internal(format!("the host answered a kube call with {reply:?}"))
+}
+
+fn parse(json: &str) -> Result<Value, Error> {
+    serde_json::from_str(json)
+        .map_err(|e| Error::Internal(format!("the host returned an object that is not JSON: {e}")))
+}
+
+fn one_object(reply: KubeReply) -> Result<Value, Error> {
+    match reply {
+        KubeReply::Object(o) => parse(&o),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn ns(namespace: Option<&str>) -> Option<String> {
+    namespace.map(str::to_owned)
+}
+
+/// The Kubernetes API server, as the plugin reaches it ([`Host::kube`]).
+pub struct Kube<'h> {
+    host: &'h Host,
+}
+
+impl<'h> Kube<'h> {
+    pub(super) fn new(host: &'h Host) -> Self {
+        Self { host }
+    }
+
+    fn call(&self, request: KubeRequest) -> Result<KubeReply, Error> {
+        self.host.kube_call(request)
+    }
+
+    /// Watches `resource` (in `namespace`, or everywhere): each object arrives as
+    /// [`crate::HostEvent::Watch`], first every existing one, then each change. The host resumes
+    /// a broken watch and keeps a cache that [`Kube::list`] and [`Kube::get`] are served from.
+    /// Watching twice is one watch. Call it from [`crate::Plugin::start`].
+    pub fn watch(&self, resource: &ApiResource, namespace: Option<&str>, selector: &Selector) -> Result<(), Error> {
+        match self.call(KubeRequest::Watch {
+            resource: resource.clone(),
+            namespace: ns(namespace),
+            selector: selector.clone(),
+        })? {
+            KubeReply::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The object, or `None` if it does not exist.
+    pub fn get(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Result<Option<Value>, Error> {
+        match self.call(KubeRequest::Get {
+            resource: resource.clone(),
+            namespace: ns(namespace),
+            name: name.to_owned(),
+        })? {
+            KubeReply::MaybeObject(o) => o.as_deref().map(parse).transpose(),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The objects matching `selector`: from the cache of a running watch that covers them, from
+    /// the API server otherwise.
+    pub fn list(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        selector: &Selector,
+    ) -> Result<Vec<Value>, Error> {
+        match self.call(KubeRequest::List {
+            resource: resource.clone(),
+            namespace: ns(namespace),
+            selector: selector.clone(),
+        })? {
+            KubeReply::Objects(objects) => objects.iter().map(|o| parse(o)).collect(),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Creates `object`; returns it as the API server stored it.
+    pub fn create(&self, resource: &ApiResource, namespace: Option<&str>, object: &Value) -> Result<Value, Error> {
+        one_object(self.call(KubeRequest::Create {
+            resource: resource.clone(),
+            namespace: ns(namespace),
+            object: object.to_string(),
+        })?)
+    }
+
+    /// Replaces `object` (or its `subresource`, e.g. `"status"`); its
+    /// `metadata.resourceVersion` makes the write conditional.
+    pub fn update(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        object: &Value,
+        subresource: Option<&str>,
+    ) -> Result<Value, Error> {
+        one_object(self.call(KubeRequest::Update {
+            resource: resource.clone(),
+            namespace: ns(namespace),
+            object: object.to_string(),
+            subresource: subresource.map(str::to_owned),
+        })?)
+    }
+
+    /// Applies a JSON merge patch (RFC 7386) to the object or its `subresource`; returns the
+    /// object as patched.
+    pub fn patch(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Value,
+        subresource: Option<&str>,
+    ) -> Result<Value, Error> {
+        one_object(self.call(KubeRequest::Patch {
+            resource: resource.clone(),
+            namespace: ns(namespace),
+            name: name.to_owned(),
+            patch: patch.to_string(),
+            subresource: subresource.map(str::to_owned),
+        })?)
+    }
+
+    pub fn delete(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Result<(), Error> {
+        match self.call(KubeRequest::Delete {
+            resource: resource.clone(),
+            namespace: ns(namespace),
+            name: name.to_owned(),
+        })? {
+            KubeReply::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Asks for a token of the ServiceAccount `name` in `namespace` (`request` is an
+    /// `authentication.k8s.io/v1` TokenRequest); returns the TokenRequest with its status.
+    pub fn create_token(&self, namespace: &str, name: &str, request: &Value) -> Result<Value, Error> {
+        one_object(self.call(KubeRequest::CreateToken {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            request: request.to_string(),
+        })?)
+    }
+}

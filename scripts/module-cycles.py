@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Finds import cycles between the modules of a Rust crate.
+
+Usage: scripts/module-cycles.py CRATE_SRC [CRATE_SRC ...]   (e.g. host/src plugin-sdk/src)
+
+Every `.rs` file is a module (`foo.rs` and `foo/mod.rs` are `foo`). A module depends on another
+when its code (outside `#[cfg(test)]` items) names a path into it: `crate::a::b`, `super::b`,
+`use` trees with braces included. At every level of the module tree, the children of one parent
+must form an acyclic graph, where a child stands for itself and everything below it: `app` may
+use `telemetry`, but then nothing in `telemetry` may use `app`. A parent may use its children and
+children may use their parent's own items (that is not a cycle between siblings).
+
+Exits 1 and prints each cycle when there is one; prints nothing and exits 0 otherwise.
+"""
+
+import re
+import sys
+from pathlib import Path
+
+
+def module_path(src: Path, file: Path) -> tuple:
+    rel = file.relative_to(src).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] in ("mod", "lib", "main"):
+        parts = parts[:-1]
+    return tuple(parts)
+
+
+def strip_comments_and_tests(text: str) -> str:
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+    # Drop `#[cfg(test)]` items: the attribute, then the item up to its matching brace.
+    out, i = [], 0
+    for m in re.finditer(r"#\[cfg\((?:all\()?test\b[^\]]*\]", text):
+        if m.start() < i:
+            continue
+        out.append(text[i : m.start()])
+        j = text.find("{", m.end())
+        semi = text.find(";", m.end())
+        if j < 0 or (0 <= semi < j):
+            i = semi + 1 if semi >= 0 else len(text)
+            continue
+        depth = 0
+        k = j
+        while k < len(text):
+            if text[k] == "{":
+                depth += 1
+            elif text[k] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            k += 1
+        i = k + 1
+    out.append(text[i:])
+    return "".join(out)
+
+
+def expand_use_tree(tree: str) -> list:
+    """`a::{b, c::{d, e}}` -> ['a::b', 'a::c::d', 'a::c::e']."""
+    tree = tree.strip()
+    brace = tree.find("{")
+    if brace < 0:
+        return [tree]
+    prefix = tree[:brace]
+    inner = tree[brace + 1 : tree.rfind("}")]
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(inner):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(inner[start:k])
+            start = k + 1
+    parts.append(inner[start:])
+    result = []
+    for p in parts:
+        p = p.strip()
+        if p:
+            result.extend(prefix + q for q in expand_use_tree(p))
+    return result
+
+
+def paths_in(text: str) -> list:
+    paths = []
+    for m in re.finditer(r"\buse\s+([^;]+);", text):
+        paths.extend(expand_use_tree(re.sub(r"\s+", "", m.group(1))))
+    paths.extend(re.findall(r"\b((?:crate|super)(?:::\w+)+)", text))
+    return paths
+
+
+def reexports_in(text: str) -> list:
+    """The paths a module re-exports (`pub use a::b::C;`), as (name, path)."""
+    found = []
+    for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", text):
+        for p in expand_use_tree(re.sub(r"\s+", "", m.group(1))):
+            name = p.split("::")[-1]
+            if " as " in p or "as" in p.split("::")[-1:]:
+                continue
+            found.append((name, p))
+    return found
+
+
+def resolve(path: str, here: tuple, modules: set, reexports: dict):
+    segs = [s for s in path.split("::") if s]
+    if not segs:
+        return None
+    if segs[0] == "crate":
+        base, rest = (), segs[1:]
+    elif segs[0] in ("super", "self"):
+        # In `foo.rs` or `foo/mod.rs`, `self` is foo and `super` its parent.
+        base = here
+        rest = segs
+        while rest and rest[0] in ("super", "self"):
+            if rest[0] == "super":
+                base = base[:-1]
+            rest = rest[1:]
+    elif here + (segs[0],) in modules:
+        # `use child::Item;` names a child module of this one.
+        base, rest = here, segs
+    else:
+        return None
+    target = base
+    for s in rest:
+        if target + (s,) in modules:
+            target = target + (s,)
+        else:
+            # An item the module re-exports from elsewhere: the dependency is on where it lives.
+            origin = reexports.get((target, s))
+            if origin is not None and origin != target:
+                target = origin
+            break
+    return target
+
+
+def find_cycles(src: Path) -> list:
+    files = sorted(src.rglob("*.rs"))
+    modules = {module_path(src, f) for f in files}
+    texts = {module_path(src, f): strip_comments_and_tests(f.read_text()) for f in files}
+    reexports = {}
+    for here, text in texts.items():
+        for name, p in reexports_in(text):
+            origin = resolve(p, here, modules, {})
+            if origin is not None:
+                reexports[(here, name)] = origin
+    edges = {}
+    for here, text in texts.items():
+        for p in paths_in(text):
+            target = resolve(p, here, modules, reexports)
+            if target is not None and target != here:
+                edges.setdefault(here, set()).add(target)
+    problems = []
+    parents = {m[:-1] for m in modules if m} | {()}
+    for parent in sorted(parents):
+        children = sorted(m for m in modules if len(m) == len(parent) + 1 and m[: len(parent)] == parent)
+        graph = {c: set() for c in children}
+        for a, targets in edges.items():
+            if len(a) <= len(parent) or a[: len(parent)] != parent:
+                continue
+            ca = a[: len(parent) + 1]
+            for b in targets:
+                if len(b) <= len(parent) or b[: len(parent)] != parent:
+                    continue
+                cb = b[: len(parent) + 1]
+                if ca != cb:
+                    graph[ca].add(cb)
+        for cycle in strongly_connected(graph):
+            if len(cycle) > 1:
+                names = ", ".join("::".join(c) for c in sorted(cycle))
+                problems.append(f"{src}: cycle among {names}")
+    return problems
+
+
+def strongly_connected(graph: dict) -> list:
+    index, low, stack, on_stack, result = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            result.append(comp)
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return result
+
+
+def main() -> int:
+    problems = []
+    for arg in sys.argv[1:]:
+        problems.extend(find_cycles(Path(arg)))
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
