@@ -15,6 +15,7 @@ use conductor_blackbox_tests::proto::{PublishRequest, SubscriptionRequest};
 use conductor_blackbox_tests::{
     CloudEventServiceClient, Conductor, Form, LEASES, WORKS, events, plugin_artifact, proto, subscribe,
 };
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tonic::Code;
 use tonic::transport::Channel;
@@ -38,6 +39,11 @@ struct Setup {
 
 impl Setup {
     async fn new() -> Self {
+        Self::with_token_reviews_taking(Duration::ZERO).await
+    }
+
+    /// With the double answering each TokenReview after `delay`.
+    async fn with_token_reviews_taking(delay: Duration) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let pki = Pki::new(dir.path(), "ca");
         pki.server("server1", "conductor-1");
@@ -52,11 +58,14 @@ impl Setup {
             std::os::unix::fs::symlink(format!("..data/{to}"), secret.join(to)).unwrap();
         }
         std::os::unix::fs::symlink("..v1", secret.join("..data")).unwrap();
-        let auth = AuthApi::start(vec![KnownToken {
-            token: CLUSTER2_TOKEN,
-            user: CLUSTER2_ACCOUNT,
-            groups: &["system:open-cluster-management:cluster2", "system:serviceaccounts"],
-        }])
+        let auth = AuthApi::start_answering_in(
+            vec![KnownToken {
+                token: CLUSTER2_TOKEN,
+                user: CLUSTER2_ACCOUNT,
+                groups: &["system:open-cluster-management:cluster2", "system:serviceaccounts"],
+            }],
+            delay,
+        )
         .await;
         Self {
             cert: secret.join("tls.crt"),
@@ -607,4 +616,197 @@ async fn a_client_that_pings_too_often_is_sent_away_with_too_many_pings() {
     // Everyone else is still served.
     let mut client = c.client().await.unwrap();
     subscribe(&mut client, "cluster1", LEASES).await.unwrap();
+}
+
+/// The number of series `/metrics` exports.
+fn series_count(metrics: &str) -> usize {
+    metrics.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).count()
+}
+
+/// A flood of unknown tokens: at most `auth.max_concurrent_reviews` TokenReviews are in flight at
+/// the API server however many arrive at once, an agent identified by its certificate is served
+/// meanwhile, and a thousand connections presenting one unknown token cost a handful of reviews.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_reviews_are_bounded_and_shared() {
+    let setup = Setup::with_token_reviews_taking(Duration::from_millis(20)).await;
+    let c = Conductor::start_with_config(&setup.config(
+        "",
+        "[auth]\nauthenticators = [\"token\", \"mtls\"]\nmax_concurrent_reviews = 4",
+    ))
+    .unwrap();
+
+    // 1,000 distinct bad tokens at once, 100 on each of 10 connections.
+    let mut storm = Vec::new();
+    for connection in 0..10 {
+        let client = setup.client(&c, None).await;
+        for call in 0..100 {
+            let mut client = client.clone();
+            storm.push(tokio::spawn(async move {
+                let token = format!("bad-token-{connection}-{call}");
+                subscribe_as(&mut client, Some(&token), "cluster1", LEASES)
+                    .await
+                    .map(drop)
+            }));
+        }
+    }
+    // Meanwhile an agent with a certificate subscribes and publishes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut agent1 = setup.client(&c, Some("agent1")).await;
+    let mut stream = subscribe_as(&mut agent1, None, "cluster1", LEASES).await.unwrap();
+    publish_as(&mut agent1, None, whoami("cluster1")).await.unwrap_err();
+    let reviewed_while_served = setup.auth.reviews().token_reviews().len();
+    assert!(
+        reviewed_while_served < 1000,
+        "the agent was served while the flood was still being reviewed ({reviewed_while_served} of 1000 done)"
+    );
+    drop(stream.message());
+    for call in storm {
+        let refused = call.await.unwrap().unwrap_err();
+        assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    }
+    assert_eq!(
+        setup.auth.reviews().token_reviews().len(),
+        1000,
+        "each distinct token reviewed once"
+    );
+    let most = setup.auth.reviews().most_token_reviews_at_once();
+    assert!(most <= 4, "at most max_concurrent_reviews in flight, saw {most}");
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    assert!(
+        metric(&metrics, "conductor_auth_review_waits_total{review=\"TokenReview\"}") > 0.0,
+        "callers that waited are counted\n{metrics}"
+    );
+
+    // 1,000 connections presenting the same unknown token.
+    let mut same = Vec::new();
+    for _ in 0..1000 {
+        let pki_client = setup.client(&c, None);
+        same.push(pki_client);
+    }
+    let clients = futures::future::join_all(same).await;
+    let calls = clients.into_iter().map(|mut client| async move {
+        subscribe_as(&mut client, Some("one-unknown-token"), "cluster1", LEASES)
+            .await
+            .map(drop)
+    });
+    for refused in futures::future::join_all(calls).await {
+        assert_eq!(refused.unwrap_err().code(), Code::Unauthenticated);
+    }
+    let reviews_of_it = setup
+        .auth
+        .reviews()
+        .token_reviews()
+        .iter()
+        .filter(|r| r["spec"]["token"] == "one-unknown-token")
+        .count();
+    assert!(
+        (1..=3).contains(&reviews_of_it),
+        "one token, one review (and its negative cache): {reviews_of_it}"
+    );
+}
+
+/// A connection that makes no authenticated call within `server.unauthenticated_timeout` is
+/// closed, whether it is idle after its handshake or only makes calls that fail authentication;
+/// a connection whose calls are authenticated stays.
+#[tokio::test]
+async fn connections_that_never_authenticate_are_closed() {
+    let setup = Setup::new().await;
+    let c = Conductor::start_with_config(&setup.config(
+        "unauthenticated_timeout = \"1s\"",
+        "[auth]\nauthenticators = [\"token\", \"mtls\"]",
+    ))
+    .unwrap();
+    // Finished its handshake, then silent: `s_client` ends when the server closes.
+    let mut idle = tokio::process::Command::new("openssl")
+        .args(["s_client", "-quiet", "-connect", &c.grpc_addr, "-CAfile"])
+        .arg(setup.pki.ca())
+        .args(["-alpn", "h2"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut authenticated = setup.client(&c, Some("agent1")).await;
+    let _stream = subscribe_as(&mut authenticated, None, "cluster1", LEASES)
+        .await
+        .unwrap();
+    let mut refused = setup.client(&c, None).await;
+    for _ in 0..3 {
+        let e = subscribe_as(&mut refused, Some("not-a-token"), "cluster1", LEASES)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated);
+    }
+    let closed = tokio::time::timeout(Duration::from_secs(10), idle.wait()).await;
+    assert!(closed.is_ok(), "the idle connection is closed");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    assert_eq!(
+        metric(
+            &metrics,
+            "conductor_grpc_connections_closed_total{reason=\"unauthenticated\"}"
+        ),
+        2.0,
+        "the idle connection and the one whose calls all failed\n{metrics}"
+    );
+    // The authenticated agent's connection is still there.
+    assert_eq!(metric(&metrics, "conductor_grpc_connections"), 1.0, "{metrics}");
+    publish_as(&mut authenticated, None, whoami("cluster1"))
+        .await
+        .unwrap_err();
+    let (_, after) = c.admin_get("/metrics").await.unwrap();
+    assert_eq!(
+        metric(&after, "conductor_grpc_connections"),
+        1.0,
+        "the same connection served it"
+    );
+}
+
+/// Callers refused by authorization are not labelled with the cluster and data type they claim:
+/// 10,000 refused calls with random cluster names add no series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_callers_add_no_metric_series() {
+    let setup = Setup::new().await;
+    let c = Conductor::start_with_config(&setup.config("", "[auth]\nauthenticators = [\"token\"]")).unwrap();
+    let client = setup.client(&c, None).await;
+    // One allowed call of each kind first, so that every series of a served call exists.
+    let mut allowed = client.clone();
+    let _stream = subscribe_as(&mut allowed, Some(CLUSTER2_TOKEN), "cluster2", LEASES)
+        .await
+        .unwrap();
+    let refuse = |n: usize| {
+        futures::stream::iter((0..n).map(|i| {
+            let mut client = client.clone();
+            async move {
+                let cluster = format!("claimed-{}", uuid::Uuid::new_v4());
+                let refused = if i % 2 == 0 {
+                    subscribe_as(&mut client, Some(CLUSTER2_TOKEN), &cluster, LEASES)
+                        .await
+                        .map(drop)
+                } else {
+                    publish_as(&mut client, Some(CLUSTER2_TOKEN), whoami(&cluster)).await
+                };
+                refused.unwrap_err().code()
+            }
+        }))
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+    };
+    // Some refusals of each kind first make the series of refusals themselves (and of reviews
+    // that waited for a place).
+    assert!(refuse(500).await.iter().all(|c| *c == Code::PermissionDenied));
+    let (_, before) = c.admin_get("/metrics").await.unwrap();
+    let codes = refuse(10_000).await;
+    assert!(codes.iter().all(|c| *c == Code::PermissionDenied), "all refused");
+    let (_, after) = c.admin_get("/metrics").await.unwrap();
+    let new_series: Vec<&str> = after
+        .lines()
+        .filter(|l| !l.starts_with('#') && !before.contains(l.split(' ').next().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        series_count(&after),
+        series_count(&before),
+        "refusals add no series per claimed cluster: new series {new_series:#?}"
+    );
+    assert!(!after.contains("claimed-"), "no claimed cluster name in any label");
 }

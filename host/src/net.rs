@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// What a call knows about the connection it came on.
 #[derive(Clone, Debug)]
@@ -12,13 +12,16 @@ pub struct ConnectionInfo {
     pub remote: SocketAddr,
     /// The client certificate the TLS handshake verified, if the client presented one.
     pub peer: Option<Arc<PeerCertificate>>,
-    streams: Arc<StreamCount>,
+    shared: Arc<Shared>,
 }
 
+/// What the connection's calls share.
 #[derive(Debug)]
-struct StreamCount {
+struct Shared {
     open: AtomicUsize,
     limit: Option<u32>,
+    /// A call on the connection passed authentication.
+    authenticated: AtomicBool,
 }
 
 impl ConnectionInfo {
@@ -28,9 +31,10 @@ impl ConnectionInfo {
         Self {
             remote,
             peer,
-            streams: Arc::new(StreamCount {
+            shared: Arc::new(Shared {
                 open: AtomicUsize::new(0),
                 limit: stream_limit,
+                authenticated: AtomicBool::new(false),
             }),
         }
     }
@@ -39,23 +43,34 @@ impl ConnectionInfo {
     /// when this call reaches the connection's stream limit (further calls wait or are refused
     /// by HTTP/2).
     pub fn open_stream(&self) -> (StreamGuard, bool) {
-        let open = self.streams.open.fetch_add(1, Ordering::Relaxed) + 1;
+        let open = self.shared.open.fetch_add(1, Ordering::Relaxed) + 1;
         let at_limit = self
-            .streams
+            .shared
             .limit
             .is_some_and(|l| open >= usize::try_from(l).unwrap_or(usize::MAX));
-        (StreamGuard(Arc::clone(&self.streams)), at_limit)
+        (StreamGuard(Arc::clone(&self.shared)), at_limit)
+    }
+
+    /// Records that a call on this connection passed authentication: the connection is no longer
+    /// closed for making none.
+    pub fn mark_authenticated(&self) {
+        self.shared.authenticated.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a call on this connection has passed authentication.
+    pub fn is_authenticated(&self) -> bool {
+        self.shared.authenticated.load(Ordering::Relaxed)
     }
 
     /// Calls open on this connection now.
     pub fn open_streams(&self) -> usize {
-        self.streams.open.load(Ordering::Relaxed)
+        self.shared.open.load(Ordering::Relaxed)
     }
 }
 
 /// One open call on a connection.
 #[derive(Debug)]
-pub struct StreamGuard(Arc<StreamCount>);
+pub struct StreamGuard(Arc<Shared>);
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {

@@ -9,7 +9,9 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -33,6 +35,16 @@ struct Recorded {
 struct State {
     tokens: Arc<Vec<KnownToken>>,
     recorded: Arc<Mutex<Recorded>>,
+    /// How long a TokenReview takes to answer, as an API server under load would.
+    token_review_delay: Duration,
+    token_reviews: Arc<InFlight>,
+}
+
+/// TokenReviews being answered now, and the most there ever were at once.
+#[derive(Default)]
+struct InFlight {
+    now: AtomicUsize,
+    most: AtomicUsize,
 }
 
 pub struct AuthApi {
@@ -99,6 +111,10 @@ async fn token_review(
         return bad_request(&state, format!("TokenReview spec: {spec}"));
     }
     state.recorded.lock().unwrap().token_reviews.push(review.clone());
+    let now = state.token_reviews.now.fetch_add(1, Ordering::SeqCst) + 1;
+    state.token_reviews.most.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(state.token_review_delay).await;
+    state.token_reviews.now.fetch_sub(1, Ordering::SeqCst);
     let status = match state.tokens.iter().find(|t| t.token == token) {
         Some(t) => json!({"authenticated": true, "user": {"username": t.user, "uid": "1", "groups": t.groups}}),
         None => json!({"authenticated": false, "error": "invalid bearer token"}),
@@ -153,10 +169,18 @@ async fn access_review(
 /// The double's routes, for a server of its own or another's (the kube test front): the router,
 /// and the requests it records.
 pub fn routes(tokens: Vec<KnownToken>) -> (axum::Router, Reviews) {
+    routes_answering_in(tokens, Duration::ZERO)
+}
+
+/// As [`routes`], with every TokenReview taking `token_review_delay`.
+pub fn routes_answering_in(tokens: Vec<KnownToken>, token_review_delay: Duration) -> (axum::Router, Reviews) {
     let recorded = Arc::new(Mutex::new(Recorded::default()));
+    let token_reviews = Arc::new(InFlight::default());
     let state = State {
         tokens: Arc::new(tokens),
         recorded: Arc::clone(&recorded),
+        token_review_delay,
+        token_reviews: Arc::clone(&token_reviews),
     };
     let router = axum::Router::new()
         .route(
@@ -168,14 +192,19 @@ pub fn routes(tokens: Vec<KnownToken>) -> (axum::Router, Reviews) {
             axum::routing::post(access_review),
         )
         .with_state(state);
-    (router, Reviews(recorded))
+    (router, Reviews(recorded, token_reviews))
 }
 
 /// What the double was asked.
 #[derive(Clone)]
-pub struct Reviews(Arc<Mutex<Recorded>>);
+pub struct Reviews(Arc<Mutex<Recorded>>, Arc<InFlight>);
 
 impl Reviews {
+    /// The most TokenReviews that were ever being answered at once.
+    pub fn most_token_reviews_at_once(&self) -> usize {
+        self.1.most.load(Ordering::SeqCst)
+    }
+
     pub fn token_reviews(&self) -> Vec<Value> {
         self.0.lock().unwrap().token_reviews.clone()
     }
@@ -192,7 +221,12 @@ impl Reviews {
 
 impl AuthApi {
     pub async fn start(tokens: Vec<KnownToken>) -> Self {
-        let (app, reviews) = routes(tokens);
+        Self::start_answering_in(tokens, Duration::ZERO).await
+    }
+
+    /// A double whose TokenReviews each take `token_review_delay`.
+    pub async fn start_answering_in(tokens: Vec<KnownToken>, token_review_delay: Duration) -> Self {
+        let (app, reviews) = routes_answering_in(tokens, token_review_delay);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let task = tokio::spawn(async move {

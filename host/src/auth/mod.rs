@@ -3,6 +3,7 @@
 //! Nothing reaches the broker or a plugin before both have said yes.
 
 pub mod cache;
+pub mod reviews;
 pub mod sar;
 pub mod token;
 
@@ -74,6 +75,7 @@ impl Auth {
                         client()?,
                         config.token_cache_ttl.0,
                         config.token_negative_cache_ttl.0,
+                        config.max_concurrent_reviews,
                         metrics.clone(),
                     ))),
                     Authenticator::Mtls => Authenticate::Mtls,
@@ -85,6 +87,7 @@ impl Auth {
                 client()?,
                 config.data_types.clone(),
                 config.authorization_cache_ttl.0,
+                config.max_concurrent_reviews,
                 metrics.clone(),
             ))),
             Authorization::AllowAll => Authorize::AllowAll,

@@ -11,7 +11,7 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{Api, PostParams};
 
-use super::cache::TtlCache;
+use super::reviews::Reviews;
 use crate::telemetry::SecurityMetrics;
 
 /// What a call asks to do.
@@ -193,9 +193,8 @@ type Key = (String, Vec<String>, Attributes);
 pub struct SarAuthorizer {
     api: Api<SubjectAccessReview>,
     extra: ExtraDataTypes,
-    cache: TtlCache<Key, Result<(), String>>,
+    reviews: Reviews<Key, Result<(), String>>,
     ttl: Duration,
-    metrics: SecurityMetrics,
 }
 
 /// Why a call is not allowed.
@@ -209,46 +208,43 @@ pub enum Denied {
 }
 
 impl SarAuthorizer {
-    pub fn new(client: kube::Client, extra: ExtraDataTypes, ttl: Duration, metrics: SecurityMetrics) -> Self {
+    /// Reviews with `client`, at most `concurrency` at once; decisions are kept for `ttl`.
+    pub fn new(
+        client: kube::Client,
+        extra: ExtraDataTypes,
+        ttl: Duration,
+        concurrency: usize,
+        metrics: SecurityMetrics,
+    ) -> Self {
         Self {
             api: Api::all(client),
             extra,
-            cache: TtlCache::new(65_536),
+            reviews: Reviews::new("SubjectAccessReview", 65_536, concurrency, metrics),
             ttl,
-            metrics,
         }
     }
 
     pub async fn authorize(&self, identity: &Identity, access: &Access<'_>) -> Result<(), Denied> {
         let attributes = attributes(access, &self.extra).map_err(Denied::Denied)?;
-        let key = (identity.user.clone(), identity.groups.clone(), attributes);
-        if let Some(decision) = self.cache.get(&key) {
-            self.metrics.review("SubjectAccessReview", "cached");
-            return decision.map_err(Denied::Denied);
-        }
-        let attributes = &key.2;
-        let answer = match self
-            .api
-            .create(&PostParams::default(), &review(identity, attributes))
+        let key = (identity.user.clone(), identity.groups.clone(), attributes.clone());
+        self.reviews
+            .answer(key, || async {
+                let answer = self
+                    .api
+                    .create(&PostParams::default(), &review(identity, &attributes))
+                    .await
+                    .map_err(|e| format!("SubjectAccessReview for {attributes}: {e}"))?;
+                let status = answer.status.unwrap_or_default();
+                let decision = if status.allowed && !status.denied.unwrap_or(false) {
+                    Ok(())
+                } else {
+                    Err(denial(identity, &attributes, &status))
+                };
+                Ok((decision, self.ttl))
+            })
             .await
-        {
-            Ok(answer) => answer,
-            Err(e) => {
-                self.metrics.review("SubjectAccessReview", "error");
-                return Err(Denied::Unavailable(format!(
-                    "SubjectAccessReview for {attributes}: {e}"
-                )));
-            }
-        };
-        self.metrics.review("SubjectAccessReview", "reviewed");
-        let status = answer.status.unwrap_or_default();
-        let decision = if status.allowed && !status.denied.unwrap_or(false) {
-            Ok(())
-        } else {
-            Err(denial(identity, attributes, &status))
-        };
-        self.cache.put(key.clone(), decision.clone(), self.ttl);
-        decision.map_err(Denied::Denied)
+            .map_err(Denied::Unavailable)?
+            .map_err(Denied::Denied)
     }
 }
 

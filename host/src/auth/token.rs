@@ -1,5 +1,6 @@
 //! Bearer tokens checked with a Kubernetes TokenReview (`docs/protocol.md` §9.1); answers
-//! are cached, keyed by the token's SHA-256 rather than the token.
+//! are kept, keyed by the token's SHA-256 rather than the token, and reviews are bounded
+//! ([`Reviews`]).
 
 use std::time::Duration;
 
@@ -8,15 +9,14 @@ use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::api::{Api, PostParams};
 
 use super::AuthError;
-use super::cache::TtlCache;
+use super::reviews::Reviews;
 use crate::telemetry::SecurityMetrics;
 
 pub struct TokenAuthenticator {
     api: Api<TokenReview>,
-    cache: TtlCache<[u8; 32], Result<Identity, String>>,
+    reviews: Reviews<[u8; 32], Result<Identity, String>>,
     ttl: Duration,
     negative_ttl: Duration,
-    metrics: SecurityMetrics,
 }
 
 /// The token of an `authorization` metadata value: the value without a leading `Bearer `.
@@ -25,13 +25,20 @@ pub fn bearer(value: &str) -> &str {
 }
 
 impl TokenAuthenticator {
-    pub fn new(client: kube::Client, ttl: Duration, negative_ttl: Duration, metrics: SecurityMetrics) -> Self {
+    /// Reviews tokens with `client`, at most `concurrency` at once; answers are kept for `ttl`
+    /// (a refused token for `negative_ttl`).
+    pub fn new(
+        client: kube::Client,
+        ttl: Duration,
+        negative_ttl: Duration,
+        concurrency: usize,
+        metrics: SecurityMetrics,
+    ) -> Self {
         Self {
             api: Api::all(client),
-            cache: TtlCache::new(16_384),
+            reviews: Reviews::new("TokenReview", 16_384, concurrency, metrics),
             ttl,
             negative_ttl,
-            metrics,
         }
     }
 
@@ -47,10 +54,17 @@ impl TokenAuthenticator {
             .as_ref()
             .try_into()
             .unwrap_or([0; 32]);
-        if let Some(answer) = self.cache.get(&key) {
-            self.metrics.review("TokenReview", "cached");
-            return answer.map_err(AuthError::Unauthenticated);
-        }
+        let answer = self
+            .reviews
+            .answer(key, || self.review(token))
+            .await
+            .map_err(|e| AuthError::Unavailable(format!("cannot check the token with a TokenReview: {e}")))?;
+        answer.map_err(AuthError::Unauthenticated)
+    }
+
+    /// One TokenReview: who the token belongs to (or why it is refused), and how long to keep
+    /// that answer.
+    async fn review(&self, token: &str) -> Result<(Result<Identity, String>, Duration), String> {
         let review = TokenReview {
             metadata: Default::default(),
             spec: TokenReviewSpec {
@@ -59,30 +73,28 @@ impl TokenAuthenticator {
             },
             status: None,
         };
-        let answer = match self.api.create(&PostParams::default(), &review).await {
-            Ok(answer) => answer,
-            Err(e) => {
-                self.metrics.review("TokenReview", "error");
-                return Err(AuthError::Unavailable(format!(
-                    "cannot check the token with a TokenReview: {e}"
-                )));
-            }
-        };
-        self.metrics.review("TokenReview", "reviewed");
+        let answer = self
+            .api
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| e.to_string())?;
         let status = answer.status.unwrap_or_default();
         let user = status.user.unwrap_or_default();
-        let answer = match (status.authenticated, user.username) {
-            (Some(true), Some(username)) if !username.is_empty() => Ok(Identity {
-                user: username,
-                groups: user.groups.unwrap_or_default(),
-            }),
-            _ => Err(match status.error.filter(|e| !e.is_empty()) {
-                Some(error) => format!("token not authenticated: {error}"),
-                None => "token not authenticated".to_owned(),
-            }),
-        };
-        let ttl = if answer.is_ok() { self.ttl } else { self.negative_ttl };
-        self.cache.put(key, answer.clone(), ttl);
-        answer.map_err(AuthError::Unauthenticated)
+        Ok(match (status.authenticated, user.username) {
+            (Some(true), Some(username)) if !username.is_empty() => (
+                Ok(Identity {
+                    user: username,
+                    groups: user.groups.unwrap_or_default(),
+                }),
+                self.ttl,
+            ),
+            _ => (
+                Err(match status.error.filter(|e| !e.is_empty()) {
+                    Some(error) => format!("token not authenticated: {error}"),
+                    None => "token not authenticated".to_owned(),
+                }),
+                self.negative_ttl,
+            ),
+        })
     }
 }

@@ -18,6 +18,9 @@ pub struct AuthConfig {
     pub token_negative_cache_ttl: HumanDuration,
     /// How long a SubjectAccessReview's decision is kept.
     pub authorization_cache_ttl: HumanDuration,
+    /// TokenReviews (and, apart, SubjectAccessReviews) in flight at once; callers past it wait.
+    /// Identical questions in flight are asked once.
+    pub max_concurrent_reviews: usize,
     /// Data types beyond OCM's (served by other plugins), each with the Kubernetes resource
     /// (`<plural>.<group>`, or `<plural>` for the core group) its SubjectAccessReviews name.
     pub data_types: BTreeMap<String, String>,
@@ -31,6 +34,7 @@ impl Default for AuthConfig {
             token_cache_ttl: HumanDuration(Duration::from_secs(30)),
             token_negative_cache_ttl: HumanDuration(Duration::from_secs(5)),
             authorization_cache_ttl: HumanDuration(Duration::from_secs(5)),
+            max_concurrent_reviews: 32,
             data_types: BTreeMap::new(),
         }
     }
@@ -107,6 +111,9 @@ impl AuthConfig {
                     format!("{resource:?} is not a Kubernetes resource: <plural>.<group>"),
                 );
             }
+        }
+        if self.max_concurrent_reviews == 0 {
+            return invalid("auth.max_concurrent_reviews", "must be at least 1");
         }
         for (key, d) in [
             ("auth.token_cache_ttl", self.token_cache_ttl),

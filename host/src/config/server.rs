@@ -28,6 +28,9 @@ pub struct ServerConfig {
     pub max_subscriptions_per_identity: usize,
     /// How long a client may take to finish the TLS handshake.
     pub tls_handshake_timeout: HumanDuration,
+    /// A connection that has made no authenticated call this long after it was accepted is
+    /// closed, so that clients without credentials cannot hold connection slots.
+    pub unauthenticated_timeout: HumanDuration,
     /// How often the server pings an idle connection, and how long it waits for the answer
     /// before closing it (dead peers are reaped this way).
     pub keepalive_interval: HumanDuration,
@@ -53,6 +56,7 @@ impl Default for ServerConfig {
             max_connections: 50_000,
             max_subscriptions_per_identity: 100,
             tls_handshake_timeout: HumanDuration(Duration::from_secs(10)),
+            unauthenticated_timeout: HumanDuration(Duration::from_secs(10)),
             keepalive_interval: HumanDuration(Duration::from_secs(30)),
             keepalive_timeout: HumanDuration(Duration::from_secs(10)),
             client_min_ping_interval: HumanDuration(Duration::from_secs(5)),
@@ -108,6 +112,7 @@ impl ServerConfig {
             ("server.keepalive_timeout", self.keepalive_timeout),
             ("server.client_min_ping_interval", self.client_min_ping_interval),
             ("server.tls_handshake_timeout", self.tls_handshake_timeout),
+            ("server.unauthenticated_timeout", self.unauthenticated_timeout),
         ] {
             if d.0.is_zero() {
                 return invalid(key, "must be longer than 0s");

@@ -261,9 +261,79 @@ fn percent_encode(s: &str) -> String {
 }
 
 impl Drop for EmbeddedPostgres {
+    /// A backstop for paths that did not [`EmbeddedPostgres::stop`] it: `pg_ctl stop` waits for
+    /// the server, so inside an async runtime it runs on the runtime's blocking threads (which the
+    /// runtime waits for when it shuts down), never on the worker dropping it.
     fn drop(&mut self) {
-        if let Err(e) = self.stop() {
+        if !self.running {
+            return;
+        }
+        let stopper = Stopper(Self {
+            bin: std::mem::take(&mut self.bin),
+            data: std::mem::take(&mut self.data),
+            database: std::mem::take(&mut self.database),
+            port: self.port,
+            tcp: self.tcp,
+            as_postgres: self.as_postgres,
+            running: std::mem::replace(&mut self.running, false),
+        });
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || drop(stopper))),
+            Err(_) => drop(stopper),
+        }
+    }
+}
+
+/// Stops a server when dropped, where it is dropped: on a blocking thread, or (a runtime that
+/// is shutting down drops the task instead of running it) on the thread shutting it down.
+struct Stopper(EmbeddedPostgres);
+
+impl Drop for Stopper {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.stop() {
             tracing::warn!(error = %e, "embedded database did not stop cleanly");
         }
+        self.0.running = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    /// A server dropped on an async worker is stopped on a blocking thread: the worker is not
+    /// held while `pg_ctl stop` waits, and the runtime waits for the stop before it ends.
+    #[test]
+    fn dropped_on_a_runtime_it_stops_off_the_worker() {
+        let dir = tempfile::tempdir().unwrap();
+        // The server may run as `postgres` (when the tests run as root): let it reach the folder.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let config = EmbeddedDatabase {
+            data_dir: dir.path().join("pg"),
+            database: "postgres".into(),
+            init_sql: vec![],
+            port: None,
+            bin_dir: None,
+        };
+        let pid_file = config.data_dir.join("postmaster.pid");
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(async {
+            let server = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&config))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(pid_file.exists(), "the server runs");
+            drop(server);
+            // Had the drop waited for `pg_ctl stop -w` on this (only) worker, the server would be
+            // gone by now.
+            assert!(
+                pid_file.exists(),
+                "the stop waits on a blocking thread, not on the worker"
+            );
+        });
+        drop(runtime);
+        assert!(!pid_file.exists(), "the runtime waited for the stop before it ended");
     }
 }

@@ -28,6 +28,8 @@ pub struct AcceptOptions {
     pub handshake_timeout: Duration,
     pub client_min_ping_interval: Duration,
     pub max_streams_per_connection: Option<u32>,
+    /// A connection with no authenticated call by then is closed.
+    pub unauthenticated_timeout: Duration,
 }
 
 enum Transport {
@@ -43,6 +45,8 @@ pub struct Connection {
     reading: FrameCursor,
     writing: FrameCursor,
     pings: PingPolicy,
+    /// Until a call on the connection is authenticated: when it is closed for making none.
+    unauthenticated_until: Option<Pin<Box<tokio::time::Sleep>>>,
     metrics: SecurityMetrics,
     _slot: OwnedSemaphorePermit,
 }
@@ -69,6 +73,19 @@ impl Connection {
         }
     }
 
+    /// Whether the connection made no authenticated call in its time: the reader's task is woken
+    /// when the time is up (hyper always has a read pending), so an idle connection is closed too.
+    fn unauthenticated_too_long(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(until) = self.unauthenticated_until.as_mut() else {
+            return false;
+        };
+        if self.info.is_authenticated() {
+            self.unauthenticated_until = None;
+            return false;
+        }
+        until.as_mut().poll(cx).is_ready()
+    }
+
     /// Tells a client that pinged too often why it is disconnected, when a frame can be written
     /// without cutting into one hyper is writing.
     fn send_goaway(&mut self, cx: &mut Context<'_>) {
@@ -89,6 +106,14 @@ impl AsyncRead for Connection {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let this = &mut *self;
+        if this.unauthenticated_too_long(cx) {
+            this.metrics.connection_closed_for("unauthenticated");
+            tracing::info!(remote = %this.info.remote, "connection closed: no authenticated call within server.unauthenticated_timeout");
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no authenticated call within server.unauthenticated_timeout",
+            )));
+        }
         let result = this.transport().poll_read(cx, buf);
         if !matches!(result, Poll::Ready(Ok(()))) {
             return result;
@@ -254,6 +279,7 @@ async fn establish(
         reading: FrameCursor::client(),
         writing: FrameCursor::server(),
         pings: PingPolicy::new(options.client_min_ping_interval),
+        unauthenticated_until: Some(Box::pin(tokio::time::sleep(options.unauthenticated_timeout))),
         metrics: metrics.clone(),
         _slot: slot,
     })

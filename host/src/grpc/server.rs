@@ -57,6 +57,7 @@ pub async fn serve<H: Health>(
         handshake_timeout: config.tls_handshake_timeout.0,
         client_min_ping_interval: config.client_min_ping_interval.0,
         max_streams_per_connection: config.max_concurrent_streams,
+        unauthenticated_timeout: config.unauthenticated_timeout.0,
     };
     Server::builder()
         .http2_keepalive_interval(Some(config.keepalive_interval.0))

@@ -64,16 +64,22 @@ impl CloudEventService {
         Some(guard)
     }
 
-    /// Who is calling; an error is counted and returned as the call's status.
+    /// Who is calling; an error is counted and returned as the call's status. A caller that is
+    /// identified marks its connection authenticated (`server.unauthenticated_timeout`).
     async fn authenticate(&self, caller: &Caller, method: &str) -> Result<Identity, Status> {
-        self.auth
+        let identity = self
+            .auth
             .authenticate(caller.authorization.as_deref(), caller.connection.as_ref())
             .await
             .map_err(|e| {
                 let status = Status::from(e);
                 self.metrics.security.auth_refused(method, status.code());
                 status
-            })
+            })?;
+        if let Some(connection) = &caller.connection {
+            connection.mark_authenticated();
+        }
+        Ok(identity)
     }
 
     async fn authorize(&self, identity: &Identity, access: &Access<'_>, method: &str) -> Result<(), Status> {
@@ -143,9 +149,11 @@ impl cloud_event_service_server::CloudEventService for CloudEventService {
             ty: &decoded.ty,
             data: decoded.event.data.as_deref(),
         };
+        // Refused callers are not labelled with the cluster and data type they claim: the series
+        // stay bounded by what the hub allows.
         self.authorize(&identity, &access, "Publish")
             .await
-            .map_err(|status| refused(status, &decoded.cluster, &data_type))?;
+            .map_err(|status| refused(status, UNKNOWN, UNKNOWN))?;
         self.metrics.publish_received(&decoded.cluster, &data_type);
         let event_id = decoded.event.id.clone();
         let result = self.broker.publish(&identity, decoded.event, &decoded.ty).await;
@@ -188,7 +196,7 @@ impl cloud_event_service_server::CloudEventService for CloudEventService {
         };
         self.authorize(&identity, &access, "Subscribe")
             .await
-            .map_err(|status| refused(status, &req.cluster_name, &req.data_type))?;
+            .map_err(|status| refused(status, UNKNOWN, UNKNOWN))?;
         // Anonymous callers (no authenticator configured) share one identity: only the
         // per-connection stream limit applies to them.
         let slot = if self.auth.identifies() {
@@ -216,7 +224,7 @@ impl cloud_event_service_server::CloudEventService for CloudEventService {
                     remote: caller.connection.as_ref().map(|c| c.remote),
                 },
             )
-            .map_err(|e| refused(Status::unknown(e.to_string()), &req.cluster_name, &req.data_type))?;
+            .map_err(|e| refused(Status::unknown(e.to_string()), UNKNOWN, UNKNOWN))?;
         let id = subscription.id();
         tracing::debug!(cluster = %req.cluster_name, data_type = %req.data_type, subscription = %id, user = %identity.user, "subscribed");
         // Registered above; the header goes out as this returns (sdk-go >= 1.2 waits for it).

@@ -1,7 +1,9 @@
 //! The metrics of the limits against abuse and of authentication and authorization: each limit
 //! has a counter that moves when it bites.
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use std::time::Duration;
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 #[derive(Clone)]
 pub struct SecurityMetrics {
@@ -14,6 +16,20 @@ pub struct SecurityMetrics {
     subscriptions_refused: IntCounter,
     auth_refused: IntCounterVec,
     reviews: IntCounterVec,
+    review_waits: IntCounterVec,
+    reviews_in_flight: IntGaugeVec,
+    review_duration: HistogramVec,
+    connections_closed: IntCounterVec,
+    admin_refused: IntCounterVec,
+}
+
+/// Counts a review in flight until dropped.
+pub struct InFlight(prometheus::IntGauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 fn counter(name: &str, help: &str) -> IntCounter {
@@ -66,8 +82,42 @@ impl SecurityMetrics {
             ),
             reviews: counter_vec(
                 "conductor_auth_reviews_total",
-                "TokenReview and SubjectAccessReview decisions: answered from the cache, by the API server, or failed.",
+                "TokenReview and SubjectAccessReview decisions: answered from the cache (cached), by a review another caller started (joined), by the API server (reviewed), or failed (error).",
                 &["review", "outcome"],
+            ),
+            review_waits: counter_vec(
+                "conductor_auth_review_waits_total",
+                "Reviews that waited for a free place: auth.max_concurrent_reviews were in flight.",
+                &["review"],
+            ),
+            reviews_in_flight: IntGaugeVec::new(
+                Opts::new(
+                    "conductor_auth_reviews_in_flight",
+                    "Reviews the API server is answering now (at most auth.max_concurrent_reviews of each kind).",
+                ),
+                &["review"],
+            )
+            .expect("valid metric"),
+            review_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "conductor_auth_review_duration_seconds",
+                    "How long the API server took to answer a TokenReview or SubjectAccessReview.",
+                )
+                .buckets(vec![
+                    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                ]),
+                &["review"],
+            )
+            .expect("valid metric"),
+            connections_closed: counter_vec(
+                "conductor_grpc_connections_closed_total",
+                "Connections the server closed, by reason (unauthenticated: no authenticated call within server.unauthenticated_timeout).",
+                &["reason"],
+            ),
+            admin_refused: counter_vec(
+                "conductor_admin_refused_total",
+                "Requests to the admin endpoint refused: no valid token (401), not allowed (403), or the review failed (503).",
+                &["code"],
             ),
         };
         for c in [
@@ -80,6 +130,11 @@ impl SecurityMetrics {
             Box::new(m.subscriptions_refused.clone()),
             Box::new(m.auth_refused.clone()),
             Box::new(m.reviews.clone()),
+            Box::new(m.review_waits.clone()),
+            Box::new(m.reviews_in_flight.clone()),
+            Box::new(m.review_duration.clone()),
+            Box::new(m.connections_closed.clone()),
+            Box::new(m.admin_refused.clone()),
         ] {
             registry.register(c).expect("metric registered once");
         }
@@ -126,8 +181,38 @@ impl SecurityMetrics {
             .inc();
     }
 
-    /// A `review` ("TokenReview", "SubjectAccessReview") decided: "cached", "reviewed" or "error".
+    /// A `review` ("TokenReview", "SubjectAccessReview") decided: "cached", "joined", "reviewed"
+    /// or "error".
     pub fn review(&self, review: &str, outcome: &str) {
         self.reviews.with_label_values(&[review, outcome]).inc();
+    }
+
+    /// A `review` waited for a free place.
+    pub fn review_waited(&self, review: &str) {
+        self.review_waits.with_label_values(&[review]).inc();
+    }
+
+    /// A `review` is in flight until the returned guard is dropped.
+    pub fn review_started(&self, review: &str) -> InFlight {
+        let gauge = self.reviews_in_flight.with_label_values(&[review]);
+        gauge.inc();
+        InFlight(gauge)
+    }
+
+    /// How long the API server took to answer a `review`.
+    pub fn review_took(&self, review: &str, took: Duration) {
+        self.review_duration
+            .with_label_values(&[review])
+            .observe(took.as_secs_f64());
+    }
+
+    /// The server closed a connection for `reason`.
+    pub fn connection_closed_for(&self, reason: &str) {
+        self.connections_closed.with_label_values(&[reason]).inc();
+    }
+
+    /// The admin endpoint refused a request with HTTP status `code`.
+    pub fn admin_refused(&self, code: u16) {
+        self.admin_refused.with_label_values(&[&code.to_string()]).inc();
     }
 }

@@ -156,8 +156,9 @@ impl Maestro {
                 may_send: !q.mark_only,
             })
             .collect();
+        let replica = self.replica(host)?;
         let tx = host.pg(&self.database).begin()?;
-        let (locked, events): (Vec<bool>, Vec<_>) = store::lock_and_read_events(&tx, self.replica(host), &wanted)?
+        let (locked, events): (Vec<bool>, Vec<_>) = store::lock_and_read_events(&tx, replica, &wanted)?
             .into_iter()
             .map(|e| (e.locked, e.found))
             .unzip();
@@ -246,14 +247,20 @@ impl Maestro {
         Ok((again, tally))
     }
 
-    /// This replica's number ([`REPLICA`], drawn by `start`, which every batch follows).
-    fn replica(&self, host: &Host) -> u64 {
+    /// This replica's number ([`REPLICA`], drawn by `start`, which every batch follows). Missing,
+    /// it is an error: a number shared by default would let replicas take each other's send locks.
+    fn replica(&self, host: &Host) -> Result<u64, Error> {
         if let Some(replica) = self.replica.get() {
-            return replica;
+            return Ok(replica);
         }
-        let replica = REPLICA.get(host);
-        self.replica.set(replica);
-        replica.unwrap_or_default()
+        let replica = REPLICA.get(host).ok_or_else(|| {
+            Error::Internal(format!(
+                "this replica's number is missing from kv (`{}`, drawn by start): refusing to take send locks without it",
+                REPLICA.name()
+            ))
+        })?;
+        self.replica.set(Some(replica));
+        Ok(replica)
     }
 
     /// Handles notified events, possibly while other calls do too (`concurrent_notifications`):
@@ -523,6 +530,32 @@ mod tests {
         );
         assert_eq!(fake.recorded().timers.get(CATCH_UP_TIMER), Some(&(300_000, true)));
         assert_eq!(fake.recorded().timers.len(), 1);
+    }
+
+    /// Send locks are keyed by the replica's number: without it (no `start`), a batch is refused
+    /// before it touches the database, rather than sharing a default number with other replicas.
+    #[test]
+    fn a_batch_without_the_replica_number_is_refused() {
+        let fake = FakeHost::new();
+        let host = fake.host();
+        let plugin = Maestro {
+            database: "maestro".into(),
+            catch_up_interval: Duration::from_secs(300),
+            replica: std::cell::Cell::new(None),
+        };
+        let queued = Queued {
+            id: "event-1".into(),
+            notified: true,
+            mark_only: false,
+        };
+        let err = plugin.handle_batch(&host, &[queued]).unwrap_err();
+        assert!(err.to_string().contains("replica's number is missing"), "{err}");
+        REPLICA.set(&host, &7);
+        let err = plugin.handle_batch(&host, &[]).unwrap_err();
+        assert!(
+            err.to_string().contains("FakeHost has no database"),
+            "with the number it goes on: {err}"
+        );
     }
 
     #[test]
