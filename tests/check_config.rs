@@ -173,3 +173,45 @@ config = {{ database = "maestro" }}
     let (_, cluster_after) = kube.request("GET", &format!("{CLUSTERS}/cluster1"), None);
     assert_eq!(cluster_after, cluster_before, "the ManagedCluster is untouched");
 }
+
+/// The development configuration the repository ships listens on loopback only (plaintext,
+/// allow-all and an open admin endpoint are for this machine); the same settings on an address
+/// other hosts reach are warned about, naming the key.
+#[test]
+fn the_development_configuration_listens_on_loopback_and_exposure_is_warned_about() {
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../conductor.toml");
+    let text = std::fs::read_to_string(&shipped).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // The shipped file, without its plugins (nothing of them is needed to read the listeners).
+    let mut keep = false;
+    let listeners: String = text
+        .lines()
+        .filter(|line| {
+            if line.starts_with('[') {
+                keep = ["[server]", "[auth]", "[admin]", "[broker]", "[log]"].contains(&line.trim());
+            }
+            keep
+        })
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let file = dir.path().join("conductor.toml");
+    std::fs::write(&file, &listeners).unwrap();
+    let out = run(&["check-config"], &file);
+    assert!(out.contains("gRPC: 127.0.0.1:8090 (plaintext"), "{out}");
+    assert!(
+        out.contains("admin: 127.0.0.1:9090 (HTTP, open to anyone who reaches it)"),
+        "{out}"
+    );
+    assert!(!out.contains("warning:"), "{out}");
+
+    let exposed = listeners.replace("127.0.0.1", "0.0.0.0");
+    std::fs::write(&file, &exposed).unwrap();
+    let out = run(&["check-config"], &file);
+    for key in ["server.plaintext", "auth.authorization", "admin.authorization"] {
+        assert!(
+            out.lines()
+                .any(|l| l.trim_start().starts_with(&format!("warning: {key}: ")) && l.contains("0.0.0.0")),
+            "a warning naming {key} and the address\n{out}"
+        );
+    }
+}

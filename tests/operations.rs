@@ -1,10 +1,13 @@
-//! Operations: metrics with upstream names, health endpoints, gRPC health and reflection, and a
-//! clean shutdown on SIGTERM.
+//! Operations: metrics with upstream names, health endpoints, gRPC health and reflection, a
+//! startup that fails before anything runs, and a clean shutdown on SIGTERM.
+
+#[path = "support/maestro.rs"]
+mod maestro;
 
 use std::time::Duration;
 
 use conductor_blackbox_tests::events;
-use conductor_blackbox_tests::{Conductor, MEMORY_SOURCE, WORKS, publish, subscribe};
+use conductor_blackbox_tests::{BASE_CONFIG, Conductor, MEMORY_SOURCE, WORKS, conductor_bin, publish, subscribe};
 
 #[tokio::test]
 async fn metrics_and_health_endpoints() {
@@ -135,4 +138,53 @@ async fn grpcurl_lists_and_describes_the_service_through_reflection() {
     );
     let health = run(&["-plaintext", &c.grpc_addr, "grpc.health.v1.Health/Check"]);
     assert!(health.contains("SERVING"), "{health}");
+}
+
+/// A port that is taken stops conductor before anything has started: it exits non-zero with a
+/// message naming the address and the key, and no plugin ran (nothing loaded, no LISTEN, and the
+/// reconciled event the maestro plugin purges when it starts is still there).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_taken_port_stops_conductor_before_any_plugin_runs() {
+    let db = maestro::MaestroDb::start().await;
+    let event = db.insert_event("resource-1", "Create", false).await;
+    db.exec("UPDATE events SET reconciled_date = now() WHERE id = $1", &[&event])
+        .await;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    for key in ["server.listen", "admin.listen"] {
+        let base = match key {
+            "server.listen" => BASE_CONFIG.replacen("127.0.0.1:0", &addr, 1),
+            _ => BASE_CONFIG.replace(
+                "[admin]\nlisten = \"127.0.0.1:0\"",
+                &format!("[admin]\nlisten = \"{addr}\""),
+            ),
+        };
+        assert_ne!(base, BASE_CONFIG, "{key} is set to the taken port");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("conductor.toml");
+        std::fs::write(&path, format!("{base}\n{}", maestro::config(&db.url(), "1h"))).unwrap();
+        let out = std::process::Command::new(conductor_bin())
+            .args(["serve", "--config"])
+            .arg(&path)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{key}: exits non-zero\n{stderr}");
+        assert!(
+            stderr.contains(&format!("cannot listen on {addr} ({key})")),
+            "{key}: the message names the address and the key\n{stderr}"
+        );
+        for started in ["plugin loaded", "embedded database", "listening on events"] {
+            assert!(
+                !stderr.contains(started),
+                "{key}: nothing started ({started:?})\n{stderr}"
+            );
+        }
+        assert_eq!(
+            db.count("SELECT count(*) FROM events").await,
+            1,
+            "{key}: the maestro plugin never ran (its start would have purged the reconciled event)"
+        );
+    }
 }

@@ -25,6 +25,8 @@ const CLUSTER1: &str = "system:open-cluster-management:cluster1";
 const MANAGED: &str = "system:open-cluster-management:managed-clusters";
 const CLUSTER2_TOKEN: &str = "token-of-cluster2";
 const CLUSTER2_ACCOUNT: &str = "system:serviceaccount:open-cluster-management-agent:cluster2-agent";
+const ADMIN_TOKEN: &str = "token-of-a-hub-admin";
+const SCRAPER_TOKEN: &str = "token-of-prometheus";
 
 /// Certificates, the auth double and a TLS configuration around them.
 struct Setup {
@@ -59,11 +61,23 @@ impl Setup {
         }
         std::os::unix::fs::symlink("..v1", secret.join("..data")).unwrap();
         let auth = AuthApi::start_answering_in(
-            vec![KnownToken {
-                token: CLUSTER2_TOKEN,
-                user: CLUSTER2_ACCOUNT,
-                groups: &["system:open-cluster-management:cluster2", "system:serviceaccounts"],
-            }],
+            vec![
+                KnownToken {
+                    token: CLUSTER2_TOKEN,
+                    user: CLUSTER2_ACCOUNT,
+                    groups: &["system:open-cluster-management:cluster2", "system:serviceaccounts"],
+                },
+                KnownToken {
+                    token: ADMIN_TOKEN,
+                    user: "hub-admin",
+                    groups: &[auth_api::ADMINS],
+                },
+                KnownToken {
+                    token: SCRAPER_TOKEN,
+                    user: "system:serviceaccount:monitoring:prometheus-k8s",
+                    groups: &[auth_api::METRICS_READERS, "system:serviceaccounts"],
+                },
+            ],
             delay,
         )
         .await;
@@ -809,4 +823,140 @@ async fn refused_callers_add_no_metric_series() {
         "refusals add no series per claimed cluster: new series {new_series:#?}"
     );
     assert!(!after.contains("claimed-"), "no claimed cluster name in any label");
+}
+
+/// `curl` against the admin endpoint over HTTPS: (HTTP status, body).
+fn curl(setup: &Setup, method: &str, url: &str, token: Option<&str>) -> (u16, String) {
+    let mut command = std::process::Command::new("curl");
+    command
+        .args(["-sS", "-X", method, "--cacert"])
+        .arg(setup.pki.ca())
+        .args(["-w", "\n%{http_code}", url]);
+    if let Some(token) = token {
+        command.args(["-H", &format!("Authorization: Bearer {token}")]);
+    }
+    let out = command.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+/// The admin endpoint served as Kubernetes controllers serve metrics: over TLS, each request but
+/// the health probes authenticated by TokenReview and authorized by a SubjectAccessReview on its
+/// non-resource URL; `conductor inspect` and `conductor reload` send the token.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_admin_endpoint_takes_tls_and_tokens_checked_with_subject_access_reviews() {
+    let setup = Setup::new().await;
+    let config = setup.config("", "").replace(
+        "[admin]\nlisten = \"127.0.0.1:0\"",
+        &format!(
+            "[admin]\nlisten = \"127.0.0.1:0\"\nauthorization = \"sar\"\n[admin.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"",
+            setup.cert.display(),
+            setup.key.display()
+        ),
+    );
+    assert!(config.contains("authorization = \"sar\""), "{config}");
+    let c = Conductor::start_with_config(&config).unwrap();
+    let port = c.admin_addr.as_deref().unwrap().rsplit(':').next().unwrap().to_owned();
+    let url = |path: &str| format!("https://localhost:{port}{path}");
+
+    for probe in ["/healthz", "/readyz"] {
+        assert_eq!(curl(&setup, "GET", &url(probe), None).0, 200, "{probe} stays open");
+    }
+    for (method, path, token, want) in [
+        ("GET", "/metrics", None, 401),
+        ("GET", "/metrics", Some("not-a-token"), 401),
+        ("GET", "/metrics", Some(CLUSTER2_TOKEN), 403),
+        ("GET", "/metrics", Some(SCRAPER_TOKEN), 200),
+        ("GET", "/inspect/plugins", Some(SCRAPER_TOKEN), 403),
+        ("GET", "/inspect/subscribers", Some(ADMIN_TOKEN), 200),
+        ("POST", "/reload", Some(SCRAPER_TOKEN), 403),
+        ("POST", "/reload", Some(ADMIN_TOKEN), 200),
+    ] {
+        let (code, body) = curl(&setup, method, &url(path), token);
+        assert_eq!(code, want, "{method} {path} with {token:?}: {body}");
+    }
+    let reviewed: Vec<(String, String)> = setup
+        .auth
+        .reviews()
+        .access_reviews()
+        .iter()
+        .filter_map(|r| {
+            let a = &r["spec"]["nonResourceAttributes"];
+            Some((a["verb"].as_str()?.to_owned(), a["path"].as_str()?.to_owned()))
+        })
+        .collect();
+    for want in [("get", "/metrics"), ("get", "/inspect/plugins"), ("create", "/reload")] {
+        assert!(
+            reviewed.iter().any(|(v, p)| (v.as_str(), p.as_str()) == want),
+            "a SubjectAccessReview of {want:?} in {reviewed:?}"
+        );
+    }
+    assert!(
+        setup.auth.reviews().refused().is_empty(),
+        "{:?}",
+        setup.auth.reviews().refused()
+    );
+
+    // The command line sends the token from --token-file and checks the certificate.
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{ADMIN_TOKEN}\n")).unwrap();
+    let cli = |args: &[&str], token: Option<&Path>| {
+        let mut command = std::process::Command::new(conductor_blackbox_tests::conductor_bin());
+        command
+            .args(args)
+            .args(["--admin", &url(""), "--ca-file"])
+            .arg(setup.pki.ca());
+        if let Some(token) = token {
+            command.arg("--token-file").arg(token);
+        }
+        command.output().unwrap()
+    };
+    let inspected = cli(&["inspect", "plugins"], Some(&token_file));
+    assert!(
+        inspected.status.success(),
+        "{}",
+        String::from_utf8_lossy(&inspected.stderr)
+    );
+    assert!(String::from_utf8_lossy(&inspected.stdout).contains("chaos"));
+    let reloaded = cli(&["reload"], Some(&token_file));
+    assert!(
+        reloaded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reloaded.stderr)
+    );
+    let refused = cli(&["inspect", "routes"], None);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("401"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    let (_, metrics) = curl(&setup, "GET", &url("/metrics"), Some(SCRAPER_TOKEN));
+    assert!(
+        metric(&metrics, "conductor_admin_refused_total{code=\"401\"}") >= 3.0,
+        "{metrics}"
+    );
+    assert!(
+        metric(&metrics, "conductor_admin_refused_total{code=\"403\"}") >= 3.0,
+        "{metrics}"
+    );
+    let expiry = metric(
+        &metrics,
+        "conductor_tls_certificate_expiry_timestamp_seconds{listener=\"admin.tls\"}",
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(expiry > now, "the admin certificate's expiry is exported: {expiry}");
+    assert!(
+        metric(
+            &metrics,
+            "conductor_tls_certificate_expiry_timestamp_seconds{listener=\"server.tls\"}"
+        ) > now,
+        "{metrics}"
+    );
 }

@@ -4,7 +4,8 @@
 //! request, by the event's source, to a plugin (`docs/architecture.md` follows one request
 //! through these modules):
 //!
-//! - [`grpc`]: the `io.cloudevents.v1.CloudEventService` server, its connections, limits and TLS;
+//! - [`grpc`]: the `io.cloudevents.v1.CloudEventService` server, its connections and limits;
+//! - [`tls`]: TLS serving for the gRPC listener and the admin endpoint, reloaded from disk;
 //! - [`net`]: what is known about one connection (peer address, client certificate, open calls);
 //! - [`auth`]: who is calling (token, client certificate) and whether they may
 //!   (SubjectAccessReview);
@@ -41,4 +42,5 @@ pub mod proto;
 pub mod registry;
 pub mod sources;
 pub mod telemetry;
+pub mod tls;
 pub mod wire;

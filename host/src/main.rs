@@ -66,7 +66,8 @@ enum Command {
 /// The admin endpoint of a running conductor.
 #[derive(clap::Args)]
 struct Admin {
-    /// Its URL (`[admin] listen` of the running configuration).
+    /// Its URL (`[admin] listen` of the running configuration; `https://` when it serves
+    /// `[admin.tls]`).
     #[arg(
         long,
         env = "CONDUCTOR_ADMIN",
@@ -74,6 +75,19 @@ struct Admin {
         global = true
     )]
     admin: String,
+    /// A file holding the bearer token to send (`[admin] authorization = "sar"`); default: the
+    /// pod's service account token, when there is one.
+    #[arg(long, env = "CONDUCTOR_ADMIN_TOKEN_FILE", global = true)]
+    token_file: Option<PathBuf>,
+    /// The CA (PEM) an `https://` endpoint's certificate is signed by.
+    #[arg(long, env = "CONDUCTOR_ADMIN_CA_FILE", global = true)]
+    ca_file: Option<PathBuf>,
+}
+
+impl Admin {
+    fn endpoint(&self) -> conductor::admin_client::client::Endpoint {
+        conductor::admin_client::client::Endpoint::new(&self.admin, self.token_file.clone(), self.ca_file.clone())
+    }
 }
 
 #[derive(Subcommand, Clone, Copy)]
@@ -140,8 +154,8 @@ fn main() -> std::process::ExitCode {
         Command::Plugins {
             command: PluginsCommand::Inspect { file, kind },
         } => inspect(file, kind),
-        Command::Inspect { what, admin, output } => inspect_running(what, &admin.admin, output),
-        Command::Reload { admin } => reload(&admin.admin),
+        Command::Inspect { what, admin, output } => inspect_running(what, &admin.endpoint(), output),
+        Command::Reload { admin } => reload(&admin.endpoint()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -236,7 +250,11 @@ fn inspect(file: PathBuf, kind: Option<FileKind>) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn inspect_running(what: InspectWhat, admin: &str, output: Output) -> anyhow::Result<()> {
+fn inspect_running(
+    what: InspectWhat,
+    admin: &conductor::admin_client::client::Endpoint,
+    output: Output,
+) -> anyhow::Result<()> {
     use conductor::admin::views as inspect;
     use conductor::admin_client::{client, table};
     let path = match what {
@@ -246,7 +264,7 @@ fn inspect_running(what: InspectWhat, admin: &str, output: Output) -> anyhow::Re
     };
     let body = runtime()?.block_on(client::request(admin, hyper::Method::GET, path))?;
     let now = chrono::Utc::now();
-    let bad = |e: serde_json::Error| anyhow::anyhow!("{admin}{path} answered something else than expected: {e}");
+    let bad = |e: serde_json::Error| anyhow::anyhow!("{}{path} answered something else than expected: {e}", admin.url);
     let text = match (output, what) {
         (Output::Json, _) => {
             let value: serde_json::Value = serde_json::from_str(&body).map_err(bad)?;
@@ -266,7 +284,7 @@ fn inspect_running(what: InspectWhat, admin: &str, output: Output) -> anyhow::Re
     Ok(())
 }
 
-fn reload(admin: &str) -> anyhow::Result<()> {
+fn reload(admin: &conductor::admin_client::client::Endpoint) -> anyhow::Result<()> {
     let body = runtime()?.block_on(conductor::admin_client::client::request(
         admin,
         hyper::Method::POST,

@@ -4,7 +4,8 @@
 //! server would refuse is answered 400 and recorded as such) and kept for the tests to read.
 //!
 //! Its RBAC is OCM's in miniature: a subject may act in namespace `<cluster>` when one of its
-//! groups is `system:open-cluster-management:<cluster>`.
+//! groups is `system:open-cluster-management:<cluster>`. On non-resource URLs (the admin
+//! endpoint's), group [`ADMINS`] may do anything and group [`METRICS_READERS`] may `get /metrics`.
 
 #![allow(dead_code)]
 
@@ -16,6 +17,11 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
+
+/// The group allowed every verb on every non-resource URL.
+pub const ADMINS: &str = "conductor:admins";
+/// The group allowed `get /metrics` (a Prometheus scraper's).
+pub const METRICS_READERS: &str = "conductor:metrics-readers";
 
 /// A token the double knows: the token, its user and groups.
 pub struct KnownToken {
@@ -137,6 +143,33 @@ async fn access_review(
         );
     }
     let spec = &review["spec"];
+    if !spec["nonResourceAttributes"].is_null() {
+        // A non-resource URL (the admin endpoint's): path and verb only.
+        let attributes = &spec["nonResourceAttributes"];
+        if keys(spec) != ["groups", "nonResourceAttributes", "user"]
+            || spec["user"].as_str().is_none_or(str::is_empty)
+            || keys(attributes) != ["path", "verb"]
+        {
+            return bad_request(&state, format!("SubjectAccessReview spec: {spec}"));
+        }
+        state.recorded.lock().unwrap().access_reviews.push(review.clone());
+        let in_group = |group: &str| {
+            spec["groups"]
+                .as_array()
+                .is_some_and(|groups| groups.iter().any(|g| g.as_str() == Some(group)))
+        };
+        let allowed = in_group(ADMINS)
+            || (in_group(METRICS_READERS) && attributes["verb"] == "get" && attributes["path"] == "/metrics");
+        let status = if allowed {
+            json!({"allowed": true, "reason": "RBAC: allowed by a ClusterRoleBinding"})
+        } else {
+            json!({"allowed": false, "reason": format!("no ClusterRole grants {} on {}", attributes["verb"], attributes["path"])})
+        };
+        return created(
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "metadata": {"creationTimestamp": null}, "spec": spec, "status": status}),
+        );
+    }
     let attributes = &spec["resourceAttributes"];
     let allowed_keys = ["group", "name", "namespace", "resource", "subresource", "verb"];
     if keys(spec) != ["groups", "resourceAttributes", "user"]

@@ -2,12 +2,15 @@
 //! `/readyz` (the gRPC listener is serving and not shutting down, and no database LISTEN connection
 //! is down) and `POST /reload` (re-read `conductor.toml` and apply what changed, as SIGHUP does;
 //! answers with what changed, or why the new configuration was refused); and the inspector's
-//! JSON views, `/inspect/subscribers`, `/inspect/plugins` and `/inspect/routes`.
+//! JSON views, `/inspect/subscribers`, `/inspect/plugins` and `/inspect/routes`. Over HTTP or
+//! HTTPS ([`https`]), open or guarded by token and SubjectAccessReview ([`authorize`]).
 
+pub mod authorize;
+pub mod https;
 pub mod inspector;
 pub mod views;
 
-use std::{net::SocketAddr, sync::Arc};
+use std::sync::Arc;
 
 use axum::{
     Json, Router,
@@ -15,13 +18,16 @@ use axum::{
     http::StatusCode,
     routing::{get, post},
 };
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+pub use authorize::AdminAuth;
 pub use inspector::Inspector;
 pub use views::ReloadSummary;
 
 use crate::telemetry::{Metrics, Readiness};
+use crate::tls::ReloadingTls;
 
 /// A request to re-read the configuration, with where to send the outcome (none for SIGHUP).
 pub struct ReloadRequest {
@@ -37,13 +43,39 @@ pub struct AdminState {
     pub inspector: Arc<Inspector>,
 }
 
-/// Binds the admin listener; the returned future serves until `shutdown` is cancelled.
+/// How the admin endpoint is reached: TLS when configured, and who may use it.
+#[derive(Default)]
+pub struct Access {
+    pub tls: Option<Arc<ReloadingTls>>,
+    /// None: anyone who reaches the port.
+    pub auth: Option<Arc<AdminAuth>>,
+}
+
+/// Serves the admin endpoint on `listener` until `shutdown` is cancelled.
 pub async fn serve(
-    addr: SocketAddr,
+    listener: TcpListener,
     state: AdminState,
+    access: Access,
     shutdown: CancellationToken,
-) -> std::io::Result<impl Future<Output = std::io::Result<()>>> {
-    let app = Router::new()
+) -> std::io::Result<()> {
+    let security = state.metrics.security.clone();
+    let mut app = routes(state);
+    if let Some(auth) = access.auth {
+        app = app.layer(axum::middleware::from_fn_with_state(auth, authorize::guard));
+    }
+    let shutdown = async move { shutdown.cancelled().await };
+    match access.tls {
+        Some(tls) => {
+            axum::serve(https::HttpsListener::new(listener, tls, security)?, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        None => axum::serve(listener, app).with_graceful_shutdown(shutdown).await,
+    }
+}
+
+fn routes(state: AdminState) -> Router {
+    Router::new()
         .route("/metrics", get(render_metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
@@ -60,14 +92,7 @@ pub async fn serve(
             "/inspect/routes",
             get(|State(s): State<AdminState>| async move { Json(s.inspector.routes()) }),
         )
-        .with_state(state);
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(addr = %listener.local_addr()?, "admin endpoint listening (/metrics, /healthz, /readyz, /reload, /inspect/…)");
-    Ok(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await
-    })
+        .with_state(state)
 }
 
 async fn render_metrics(State(state): State<AdminState>) -> ([(&'static str, &'static str); 1], String) {

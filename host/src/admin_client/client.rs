@@ -1,24 +1,61 @@
-//! The command line's side of the admin endpoint: one HTTP/1.1 request, the body back.
+//! The command line's side of the admin endpoint: one HTTP/1.1 request (over TLS for an
+//! `https://` endpoint), with a bearer token when one is given, and the body back.
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+
+/// Where the token of a pod's service account is mounted.
+pub const IN_CLUSTER_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/// A running conductor's admin endpoint, and how to reach it.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// `http://host:port` or `https://host:port`.
+    pub url: String,
+    /// A file holding the bearer token sent with every request.
+    pub token_file: Option<PathBuf>,
+    /// The CA (PEM) an `https` endpoint's certificate is checked against.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Endpoint {
+    /// `url`, with `token_file` or else the in-cluster service account's token when there is one.
+    pub fn new(url: &str, token_file: Option<PathBuf>, ca_file: Option<PathBuf>) -> Self {
+        let token_file = token_file.or_else(|| {
+            let in_cluster = Path::new(IN_CLUSTER_TOKEN);
+            in_cluster.exists().then(|| in_cluster.to_owned())
+        });
+        Self {
+            url: url.to_owned(),
+            token_file,
+            ca_file,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("invalid admin URL {url:?}: {reason} (expected http://host:port)")]
+    #[error("invalid admin URL {url:?}: {reason} (expected http://host:port or https://host:port)")]
     Url { url: String, reason: String },
+    #[error("{0}")]
+    Credentials(String),
     #[error("cannot reach the admin endpoint at {authority}: {reason}")]
     Connect { authority: String, reason: String },
     #[error("the admin endpoint answered {status}: {body}")]
     Status { status: u16, body: String },
 }
 
-/// The answer to `method` `path` at the admin endpoint `admin` (`http://host:port`); a status
-/// other than 2xx is an error carrying the body.
-pub async fn request(admin: &str, method: hyper::Method, path: &str) -> Result<String, ClientError> {
+/// The answer to `method` `path` at `endpoint`; a status other than 2xx is an error carrying the
+/// body.
+pub async fn request(endpoint: &Endpoint, method: hyper::Method, path: &str) -> Result<String, ClientError> {
+    let admin = endpoint.url.as_str();
     let url_error = |reason: &str| ClientError::Url {
         url: admin.to_owned(),
         reason: reason.to_owned(),
@@ -26,29 +63,55 @@ pub async fn request(admin: &str, method: hyper::Method, path: &str) -> Result<S
     let uri: hyper::Uri = admin
         .parse()
         .map_err(|e: hyper::http::uri::InvalidUri| url_error(&e.to_string()))?;
-    if uri.scheme_str().is_some_and(|s| s != "http") {
-        return Err(url_error("only http is served"));
-    }
-    let authority = uri.authority().ok_or_else(|| url_error("no host:port"))?.to_string();
+    let https = match uri.scheme_str() {
+        None | Some("http") => false,
+        Some("https") => true,
+        Some(other) => return Err(url_error(&format!("unknown scheme {other:?}"))),
+    };
+    let authority = uri.authority().ok_or_else(|| url_error("no host:port"))?.clone();
+    let token = match &endpoint.token_file {
+        Some(file) => Some(
+            std::fs::read_to_string(file)
+                .map_err(|e| ClientError::Credentials(format!("cannot read the token file {}: {e}", file.display())))?
+                .trim()
+                .to_owned(),
+        ),
+        None => None,
+    };
+    let tls = match https {
+        true => Some(connector(endpoint.ca_file.as_deref())?),
+        false => None,
+    };
+    let authority_text = authority.to_string();
     let unreachable = |reason: String| ClientError::Connect {
-        authority: authority.clone(),
+        authority: authority_text.clone(),
         reason,
     };
     let exchange = async {
-        let tcp = tokio::net::TcpStream::connect(&authority)
+        let tcp = tokio::net::TcpStream::connect(authority.as_str())
             .await
             .map_err(|e| unreachable(e.to_string()))?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
-        tokio::spawn(connection);
-        let req = hyper::Request::builder()
+        let mut req = hyper::Request::builder()
             .method(method)
             .uri(path)
-            .header(hyper::header::HOST, &authority)
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| url_error(&e.to_string()))?;
-        let response = sender.send_request(req).await.map_err(|e| unreachable(e.to_string()))?;
+            .header(hyper::header::HOST, authority.as_str());
+        if let Some(token) = &token {
+            req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let req = req.body(Empty::<Bytes>::new()).map_err(|e| url_error(&e.to_string()))?;
+        let response = match tls {
+            Some(tls) => {
+                let name = ServerName::try_from(authority.host().to_owned())
+                    .map_err(|e| url_error(&format!("not a host name: {e}")))?;
+                let stream = tls
+                    .connect(name, tcp)
+                    .await
+                    .map_err(|e| unreachable(format!("TLS: {e}")))?;
+                send(TokioIo::new(stream), req).await
+            }
+            None => send(TokioIo::new(tcp), req).await,
+        }
+        .map_err(|e| unreachable(e.to_string()))?;
         let status = response.status();
         let body = response
             .into_body()
@@ -69,7 +132,44 @@ pub async fn request(admin: &str, method: hyper::Method, path: &str) -> Result<S
     tokio::time::timeout(Duration::from_secs(60), exchange)
         .await
         .map_err(|_| ClientError::Connect {
-            authority: authority.clone(),
+            authority: authority.to_string(),
             reason: "no answer within 60s".into(),
         })?
+}
+
+/// One request on a new HTTP/1.1 connection over `io`.
+async fn send<I>(
+    io: I,
+    req: hyper::Request<Empty<Bytes>>,
+) -> Result<hyper::Response<hyper::body::Incoming>, hyper::Error>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await?;
+    tokio::spawn(connection);
+    sender.send_request(req).await
+}
+
+/// A TLS client that trusts the CA in `ca_file`.
+fn connector(ca_file: Option<&Path>) -> Result<tokio_rustls::TlsConnector, ClientError> {
+    let ca_file = ca_file.ok_or_else(|| {
+        ClientError::Credentials("an https admin endpoint needs --ca-file: the CA its certificate is signed by".into())
+    })?;
+    let pem = std::fs::read(ca_file)
+        .map_err(|e| ClientError::Credentials(format!("cannot read the CA file {}: {e}", ca_file.display())))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert =
+            cert.map_err(|e| ClientError::Credentials(format!("{}: not PEM certificates: {e}", ca_file.display())))?;
+        roots
+            .add(cert)
+            .map_err(|e| ClientError::Credentials(format!("{}: not a CA certificate: {e}", ca_file.display())))?;
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ClientError::Credentials(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
 }

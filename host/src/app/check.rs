@@ -19,11 +19,11 @@ use conductor_plugin_sdk::{CloudEvent, Error, Identity, ListOptions};
 use super::backends;
 use super::plugin_set::error_chain;
 use crate::broker::Fanout;
-use crate::config::{Authorization, ConfigError, LoadedConfig, PluginKind};
-use crate::grpc::tls::TlsFiles;
+use crate::config::{AdminAuthorization, Authorization, ConfigError, LoadedConfig, PluginKind};
 use crate::plugins::{self, HostContext, Mode, PluginFile, PluginSource};
 use crate::registry::{Registry, Source};
 use crate::telemetry::Metrics;
+use crate::tls::TlsFiles;
 
 /// What one plugin entry would run.
 pub struct Checked {
@@ -199,8 +199,20 @@ pub async fn describe(loaded: &LoadedConfig, reach: bool) -> Result<String, Conf
         Authorization::Sar => "SubjectAccessReview",
         Authorization::AllowAll => "allow-all, development only",
     };
+    let admin = match (c.admin.enabled, &c.admin.tls, c.admin.authorization) {
+        (false, ..) => "disabled".to_owned(),
+        (true, tls, who) => format!(
+            "{} ({}, {})",
+            c.admin.listen,
+            if tls.is_some() { "HTTPS" } else { "HTTP" },
+            match who {
+                AdminAuthorization::None => "open to anyone who reaches it",
+                AdminAuthorization::Sar => "token and SubjectAccessReview",
+            }
+        ),
+    };
     let mut out = format!(
-        "{}: ok\n  gRPC: {} ({transport}), receive limit {} bytes\n  auth: authenticators {authenticators:?}, authorization {authorization}\n  heartbeat: {}\n",
+        "{}: ok\n  gRPC: {} ({transport}), receive limit {} bytes\n  auth: authenticators {authenticators:?}, authorization {authorization}\n  admin: {admin}\n  heartbeat: {}\n",
         loaded.path.display(),
         c.server.listen,
         c.server.max_receive_message_size.0,
@@ -208,19 +220,23 @@ pub async fn describe(loaded: &LoadedConfig, reach: bool) -> Result<String, Conf
             .heartbeat()
             .map_or("disabled".to_owned(), |d| format!("every {d:?}")),
     );
-    if let Some(tls) = &c.server.tls {
-        let files = TlsFiles::new(loaded, tls);
+    for warning in c.exposure_warnings() {
+        out += &format!("  warning: {warning}\n");
+    }
+    let server_tls = c.server.tls.as_ref().map(|tls| ("gRPC", TlsFiles::new(loaded, tls)));
+    let admin_tls = c.admin.tls.as_ref().map(|tls| ("admin", TlsFiles::admin(loaded, tls)));
+    for (listener, files) in server_tls.into_iter().chain(admin_tls) {
         match files.missing() {
             // Secrets are often mounted only where conductor runs, not where it is checked.
             Some(path) => {
                 out += &format!(
-                    "  TLS files: {} is not here, not checked (read at startup)\n",
+                    "  {listener} TLS files: {} is not here, not checked (read at startup)\n",
                     path.display()
                 )
             }
             None => {
                 files.check(loaded)?;
-                out += "  TLS files: certificate, key and client CA load\n";
+                out += &format!("  {listener} TLS files: certificate, key and client CA load\n");
             }
         }
     }

@@ -38,8 +38,23 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     } else {
         Metrics::new().without_consumer_label()
     };
+    // The ports first: a port that is taken stops conductor before anything has started (no
+    // database, LISTEN, watch or plugin to undo).
+    let listener = bind(config.server.listen, "server.listen").await?;
+    let admin_listener = match config.admin.enabled {
+        true => {
+            let listener = bind(config.admin.listen, "admin.listen").await?;
+            tracing::info!(addr = %listener.local_addr()?, "admin endpoint listening (/metrics, /healthz, /readyz, /reload, /inspect/…)");
+            Some(listener)
+        }
+        false => None,
+    };
     let kubernetes = backends::kubernetes(&loaded);
-    let (tls, auth) = security::start(&loaded, &kubernetes, &metrics, shutdown.clone()).await?;
+    let security::Security {
+        tls,
+        auth,
+        admin: admin_access,
+    } = security::start(&loaded, &kubernetes, &metrics, shutdown.clone()).await?;
     let embedded = backends::start_embedded(&loaded).await?;
     let readiness = Arc::new(Readiness::default());
     let fanout = Fanout::new(
@@ -82,9 +97,6 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         streams_end.clone(),
     ));
 
-    let listener = TcpListener::bind(config.server.listen)
-        .await
-        .with_context(|| format!("cannot listen on {} (server.listen)", config.server.listen))?;
     let grpc_addr = listener.local_addr()?;
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, tonic_health::ServingStatus::Serving).await;
@@ -96,20 +108,15 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         plugins.entries(),
     ));
     let admin_stopped = CancellationToken::new();
-    let admin_task = if config.admin.enabled {
+    let admin_task = admin_listener.map(|listener| {
         let state = admin::AdminState {
             metrics: metrics.clone(),
             readiness: Arc::clone(&readiness),
             reload: reload_tx,
             inspector: Arc::clone(&inspector),
         };
-        let server = admin::serve(config.admin.listen, state, admin_stopped.clone())
-            .await
-            .with_context(|| format!("cannot listen on {} (admin.listen)", config.admin.listen))?;
-        Some(tokio::spawn(server))
-    } else {
-        None
-    };
+        tokio::spawn(admin::serve(listener, state, admin_access, admin_stopped.clone()))
+    });
 
     // The listener is bound: connections queue until the server polls it just below.
     readiness.set_serving(true);
@@ -172,6 +179,13 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     backends::stop_embedded(embedded).await;
     tracing::info!("stopped");
     result
+}
+
+/// Binds `addr`; the error names the address and the key it comes from.
+async fn bind(addr: std::net::SocketAddr, key: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} ({key})"))
 }
 
 /// Runs `server` until it has drained, or until `grace` after `shutdown`: a client that never

@@ -6,25 +6,36 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::{self, AdminAuth};
 use crate::auth::Auth;
-use crate::config::{Authorization, ConfigError, LoadedConfig};
-use crate::grpc::tls::{ReloadingTls, TlsFiles};
+use crate::auth::sar::SarAuthorizer;
+use crate::auth::token::TokenAuthenticator;
+use crate::config::{AdminAuthorization, Authorization, ConfigError, LoadedConfig};
 use crate::kube::Kubernetes;
 use crate::telemetry::Metrics;
+use crate::tls::{ReloadingTls, TlsFiles};
 
-/// The TLS configuration (watched for changes until `stop`) and the auth layer.
+/// What the listeners need: the gRPC listener's TLS (watched for changes until `stop`) and auth
+/// layer, and how the admin endpoint is reached.
+pub struct Security {
+    pub tls: Option<Arc<ReloadingTls>>,
+    pub auth: Arc<Auth>,
+    pub admin: admin::Access,
+}
+
+/// Sets up TLS and the auth layers of both listeners.
 pub async fn start(
     loaded: &LoadedConfig,
     kubernetes: &Kubernetes,
     metrics: &Metrics,
     stop: CancellationToken,
-) -> Result<(Option<Arc<ReloadingTls>>, Arc<Auth>), ConfigError> {
+) -> Result<Security, ConfigError> {
     let config = &loaded.config;
+    let reloading = |files: TlsFiles| {
+        ReloadingTls::start(files, metrics.security.clone(), stop.clone()).map_err(|e| loaded.error(e.key, e.reason))
+    };
     let tls = match &config.server.tls {
-        Some(tls) => Some(
-            ReloadingTls::start(TlsFiles::new(loaded, tls), metrics.security.clone(), stop)
-                .map_err(|e| loaded.error(e.key, e.reason))?,
-        ),
+        Some(tls) => Some(reloading(TlsFiles::new(loaded, tls))?),
         None => {
             tracing::warn!(
                 "serving gRPC in plaintext (server.plaintext = true): for development only; agents' credentials cross the network in the clear"
@@ -32,7 +43,8 @@ pub async fn start(
             None
         }
     };
-    let client = if config.auth.needs_kubernetes(&config.server) {
+    let admin_reviews = config.admin.enabled && config.admin.authorization == AdminAuthorization::Sar;
+    let client = if config.auth.needs_kubernetes(&config.server) || admin_reviews {
         Some(kubernetes.client().await.map_err(|e| {
             loaded.error(
                 "kubernetes",
@@ -42,8 +54,8 @@ pub async fn start(
     } else {
         None
     };
-    let auth =
-        Auth::new(&config.auth, &config.server, client, &metrics.security).map_err(|e| loaded.error("auth", e))?;
+    let auth = Auth::new(&config.auth, &config.server, client.clone(), &metrics.security)
+        .map_err(|e| loaded.error("auth", e))?;
     let authenticators = config.auth.authenticators(&config.server);
     if config.auth.authorization == Authorization::AllowAll {
         tracing::warn!(
@@ -56,5 +68,38 @@ pub async fn start(
             "callers are authenticated and authorized with SubjectAccessReviews"
         );
     }
-    Ok((tls, Arc::new(auth)))
+    for warning in config.exposure_warnings() {
+        tracing::warn!("{warning}");
+    }
+    let admin = admin::Access {
+        tls: match &config.admin.tls {
+            Some(tls) if config.admin.enabled => Some(reloading(TlsFiles::admin(loaded, tls))?),
+            _ => None,
+        },
+        auth: match client {
+            Some(client) if admin_reviews => Some(Arc::new(AdminAuth::new(
+                TokenAuthenticator::new(
+                    client.clone(),
+                    config.auth.token_cache_ttl.0,
+                    config.auth.token_negative_cache_ttl.0,
+                    config.auth.max_concurrent_reviews,
+                    metrics.security.clone(),
+                ),
+                SarAuthorizer::new(
+                    client,
+                    Default::default(),
+                    config.auth.authorization_cache_ttl.0,
+                    config.auth.max_concurrent_reviews,
+                    metrics.security.clone(),
+                ),
+                metrics.security.clone(),
+            ))),
+            _ => None,
+        },
+    };
+    Ok(Security {
+        tls,
+        auth: Arc::new(auth),
+        admin,
+    })
 }

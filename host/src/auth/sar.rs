@@ -7,7 +7,7 @@ use std::time::Duration;
 use conductor_plugin_sdk::Identity;
 use conductor_plugin_sdk::ocm::{DataType, EventType, SubResource};
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
 };
 use kube::api::{Api, PostParams};
 
@@ -27,10 +27,13 @@ pub enum Access<'a> {
     Subscribe { cluster: &'a str, data_type: &'a str },
 }
 
-/// The resource attributes of a review; empty strings are left out, as Kubernetes' Go client
-/// leaves them out.
+/// The attributes of a review: of a resource, or (with `path`) of a non-resource URL such as the
+/// admin endpoint's `/metrics`. Empty strings are left out, as Kubernetes' Go client leaves them
+/// out.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Attributes {
+    /// A non-resource URL: the review names only it and the verb.
+    pub path: String,
     pub verb: String,
     pub namespace: String,
     pub group: String,
@@ -56,6 +59,9 @@ impl Attributes {
 
 impl std::fmt::Display for Attributes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.path.is_empty() {
+            return write!(f, "{} {}", self.verb, self.path);
+        }
         write!(f, "{} {}", self.verb, self.resource)?;
         if !self.group.is_empty() {
             write!(f, ".{}", self.group)?;
@@ -180,7 +186,11 @@ pub fn review(identity: &Identity, attributes: &Attributes) -> SubjectAccessRevi
         spec: SubjectAccessReviewSpec {
             user: Some(identity.user.clone()),
             groups: Some(identity.groups.clone()),
-            resource_attributes: Some(attributes.to_kube()),
+            resource_attributes: attributes.path.is_empty().then(|| attributes.to_kube()),
+            non_resource_attributes: (!attributes.path.is_empty()).then(|| NonResourceAttributes {
+                path: Some(attributes.path.clone()),
+                verb: Some(attributes.verb.clone()),
+            }),
             ..Default::default()
         },
         status: None,
@@ -226,6 +236,20 @@ impl SarAuthorizer {
 
     pub async fn authorize(&self, identity: &Identity, access: &Access<'_>) -> Result<(), Denied> {
         let attributes = attributes(access, &self.extra).map_err(Denied::Denied)?;
+        self.decide(identity, attributes).await
+    }
+
+    /// Whether `identity` may `verb` the non-resource URL `path` (the admin endpoint's).
+    pub async fn authorize_path(&self, identity: &Identity, verb: &str, path: &str) -> Result<(), Denied> {
+        let attributes = Attributes {
+            path: path.to_owned(),
+            verb: verb.to_owned(),
+            ..Default::default()
+        };
+        self.decide(identity, attributes).await
+    }
+
+    async fn decide(&self, identity: &Identity, attributes: Attributes) -> Result<(), Denied> {
         let key = (identity.user.clone(), identity.groups.clone(), attributes.clone());
         self.reviews
             .answer(key, || async {
@@ -281,6 +305,7 @@ mod tests {
 
     fn attrs(verb: &str, group: &str, resource: &str, subresource: &str, name: &str) -> Attributes {
         Attributes {
+            path: String::new(),
             verb: verb.into(),
             namespace: "cluster1".into(),
             group: group.into(),

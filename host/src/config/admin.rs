@@ -1,10 +1,13 @@
-//! `[admin]`: the admin HTTP endpoint.
+//! `[admin]`: the admin HTTP endpoint (metrics, health, reload, the inspector), its TLS and who
+//! may use it.
 
 use std::net::SocketAddr;
 
 use serde::Deserialize;
 
-/// The HTTP endpoint for `/metrics`, `/healthz` and `/readyz`.
+use super::{Invalid, TlsConfig, invalid};
+
+/// The HTTP endpoint for `/metrics`, `/healthz`, `/readyz`, `/reload` and `/inspect/*`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
@@ -12,6 +15,22 @@ pub struct AdminConfig {
     pub listen: SocketAddr,
     /// Label the broker series with each cluster's name (`consumer`, as upstream), or with `*`.
     pub consumer_label: bool,
+    /// Who may use the endpoint (`/healthz` and `/readyz` are always open).
+    pub authorization: AdminAuthorization,
+    /// Serve HTTPS with this certificate (reloaded when it changes on disk); plain HTTP without.
+    pub tls: Option<TlsConfig>,
+}
+
+/// Who may read `/metrics` and `/inspect/*` and `POST /reload`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdminAuthorization {
+    /// Anyone who can reach the port (keep it on loopback, or behind a network policy).
+    None,
+    /// A bearer token checked with a TokenReview, then a SubjectAccessReview on the request's
+    /// non-resource URL: `get` for `GET`, `create` for `POST /reload`, as Kubernetes controllers
+    /// protect their metrics.
+    Sar,
 }
 
 impl Default for AdminConfig {
@@ -20,6 +39,23 @@ impl Default for AdminConfig {
             enabled: true,
             listen: SocketAddr::from(([0, 0, 0, 0], 9090)),
             consumer_label: true,
+            authorization: AdminAuthorization::None,
+            tls: None,
         }
+    }
+}
+
+impl AdminConfig {
+    pub(crate) fn validate(&self) -> Result<(), Invalid> {
+        if let Some(tls) = &self.tls {
+            if tls.client_ca_file.is_some() {
+                return invalid(
+                    "admin.tls.client_ca_file",
+                    "the admin endpoint identifies callers by token ([admin] authorization = \"sar\"), not by client certificate",
+                );
+            }
+            tls.validate("admin.tls")?;
+        }
+        Ok(())
     }
 }

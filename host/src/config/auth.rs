@@ -55,7 +55,8 @@ impl AuthConfig {
         }
     }
 
-    /// Whether the Kubernetes API server is needed (TokenReview, SubjectAccessReview).
+    /// Whether the Kubernetes API server is needed (TokenReview, SubjectAccessReview) for the
+    /// gRPC calls.
     pub fn needs_kubernetes(&self, server: &ServerConfig) -> bool {
         self.authorization == Authorization::Sar || self.authenticators(server).contains(&Authenticator::Token)
     }

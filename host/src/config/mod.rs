@@ -23,7 +23,7 @@ use std::{
 
 use serde::Deserialize;
 
-pub use admin::AdminConfig;
+pub use admin::{AdminAuthorization, AdminConfig};
 pub use auth::{AuthConfig, Authenticator, Authorization};
 pub use broker::BrokerConfig;
 pub use databases::{DatabaseConfig, EmbeddedDatabase, TlsMode};
@@ -208,7 +208,35 @@ impl Config {
         }
         self.validate_routes()?;
         self.server.validate_tls()?;
+        self.admin.validate()?;
         self.auth.validate(&self.server)
+    }
+
+    /// What in this configuration lets other hosts do more than a hub should allow: plaintext or
+    /// `allow-all` gRPC, or an admin endpoint anyone may use, on an address other hosts reach.
+    /// Each warning names its key.
+    pub fn exposure_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let grpc = self.server.listen;
+        if !grpc.ip().is_loopback() {
+            if self.server.plaintext {
+                warnings.push(format!(
+                    "server.plaintext: gRPC without TLS on {grpc}, which other hosts reach: agents' credentials cross the network in the clear"
+                ));
+            }
+            if self.auth.authorization == Authorization::AllowAll {
+                warnings.push(format!(
+                    "auth.authorization: \"allow-all\" on {grpc}, which other hosts reach: any of them may read and write every cluster's resources"
+                ));
+            }
+        }
+        let admin = self.admin.listen;
+        if self.admin.enabled && !admin.ip().is_loopback() && self.admin.authorization == AdminAuthorization::None {
+            warnings.push(format!(
+                "admin.authorization: the admin endpoint on {admin}, which other hosts reach, lets anyone read /metrics and /inspect/* and POST /reload; set authorization = \"sar\""
+            ));
+        }
+        warnings
     }
 
     fn validate_routes(&self) -> Result<(), Invalid> {

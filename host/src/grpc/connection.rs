@@ -17,9 +17,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 
 use super::keepalive::{FrameCursor, PingPolicy, too_many_pings_goaway};
-use super::tls::ReloadingTls;
 use crate::net::{ConnectionInfo, PeerCertificate};
 use crate::telemetry::SecurityMetrics;
+use crate::tls::ReloadingTls;
 
 /// How connections are accepted.
 pub struct AcceptOptions {

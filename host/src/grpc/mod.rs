@@ -6,7 +6,6 @@ pub mod keepalive;
 pub mod limits;
 pub mod server;
 pub mod service;
-pub mod tls;
 
 pub use server::{ServerParts, serve};
 pub use service::CloudEventService;

@@ -10,12 +10,12 @@ use tonic_health::pb::health_server::{Health, HealthServer};
 
 use super::CloudEventService;
 use super::connection::{AcceptOptions, incoming};
-use super::tls::ReloadingTls;
 use crate::auth::Auth;
 use crate::broker::Broker;
 use crate::config::ServerConfig;
 use crate::proto::{self, server::cloud_event_service_server::CloudEventServiceServer};
 use crate::telemetry::Metrics;
+use crate::tls::ReloadingTls;
 
 /// What the server needs besides its configuration.
 pub struct ServerParts<H> {

@@ -21,6 +21,7 @@ pub struct SecurityMetrics {
     review_duration: HistogramVec,
     connections_closed: IntCounterVec,
     admin_refused: IntCounterVec,
+    certificate_expiry: IntGaugeVec,
 }
 
 /// Counts a review in flight until dropped.
@@ -114,6 +115,14 @@ impl SecurityMetrics {
                 "Connections the server closed, by reason (unauthenticated: no authenticated call within server.unauthenticated_timeout).",
                 &["reason"],
             ),
+            certificate_expiry: IntGaugeVec::new(
+                Opts::new(
+                    "conductor_tls_certificate_expiry_timestamp_seconds",
+                    "When the serving certificate in use expires (its notAfter, seconds since the Unix epoch), by listener: server.tls or admin.tls.",
+                ),
+                &["listener"],
+            )
+            .expect("valid metric"),
             admin_refused: counter_vec(
                 "conductor_admin_refused_total",
                 "Requests to the admin endpoint refused: no valid token (401), not allowed (403), or the review failed (503).",
@@ -135,6 +144,7 @@ impl SecurityMetrics {
             Box::new(m.review_duration.clone()),
             Box::new(m.connections_closed.clone()),
             Box::new(m.admin_refused.clone()),
+            Box::new(m.certificate_expiry.clone()),
         ] {
             registry.register(c).expect("metric registered once");
         }
@@ -209,6 +219,14 @@ impl SecurityMetrics {
     /// The server closed a connection for `reason`.
     pub fn connection_closed_for(&self, reason: &str) {
         self.connections_closed.with_label_values(&[reason]).inc();
+    }
+
+    /// The serving certificate of `listener` expires at `expiry` (seconds since the epoch), if
+    /// it could be read.
+    pub fn certificate_expires(&self, listener: &str, expiry: Option<i64>) {
+        if let Some(expiry) = expiry {
+            self.certificate_expiry.with_label_values(&[listener]).set(expiry);
+        }
     }
 
     /// The admin endpoint refused a request with HTTP status `code`.

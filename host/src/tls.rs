@@ -1,8 +1,9 @@
-//! TLS serving (`docs/protocol.md` §9.3): the serving certificate and key, an optional
-//! client CA checked when a client presents a certificate (token agents present none), the
-//! oldest TLS version and the TLS 1.2 cipher suites, ALPN `h2`. The files are watched: when one
-//! changes (a mounted Secret is swapped through a symlink), the next connections get the new
-//! ones; open connections keep theirs.
+//! TLS serving, for the gRPC listener (`[server.tls]`, `docs/protocol.md` §9.3: ALPN `h2`, an
+//! optional client CA checked when a client presents a certificate; token agents present none)
+//! and the admin endpoint (`[admin.tls]`: ALPN `http/1.1`): the serving certificate and key, the
+//! oldest TLS version and the TLS 1.2 cipher suites. The files are watched: when one changes (a
+//! mounted Secret is swapped through a symlink), the next connections get the new ones; open
+//! connections keep theirs. The serving certificate's expiry is a metric.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,6 +23,11 @@ use crate::telemetry::SecurityMetrics;
 /// The TLS settings with their files resolved against the configuration file's folder.
 #[derive(Debug, Clone)]
 pub struct TlsFiles {
+    /// The configuration table they come from (`server.tls`, `admin.tls`): errors name its keys,
+    /// and the expiry metric its listener.
+    table: &'static str,
+    /// The application protocol offered in ALPN.
+    alpn: &'static [u8],
     cert: PathBuf,
     key: PathBuf,
     client_ca: Option<PathBuf>,
@@ -42,20 +48,32 @@ struct Contents {
 #[derive(Debug, thiserror::Error)]
 #[error("{key}: {reason}")]
 pub struct TlsError {
-    pub key: &'static str,
+    pub key: String,
     pub reason: String,
 }
 
-fn fail(key: &'static str, reason: impl Into<String>) -> TlsError {
+fn fail(table: &str, field: &str, reason: impl Into<String>) -> TlsError {
     TlsError {
-        key,
+        key: format!("{table}.{field}"),
         reason: reason.into(),
     }
 }
 
 impl TlsFiles {
+    /// The gRPC listener's (`[server.tls]`, ALPN `h2`).
     pub fn new(loaded: &LoadedConfig, tls: &TlsConfig) -> Self {
+        Self::of("server.tls", b"h2", loaded, tls)
+    }
+
+    /// The admin endpoint's (`[admin.tls]`, ALPN `http/1.1`).
+    pub fn admin(loaded: &LoadedConfig, tls: &TlsConfig) -> Self {
+        Self::of("admin.tls", b"http/1.1", loaded, tls)
+    }
+
+    fn of(table: &'static str, alpn: &'static [u8], loaded: &LoadedConfig, tls: &TlsConfig) -> Self {
         Self {
+            table,
+            alpn,
             cert: loaded.resolve(&tls.cert_file),
             key: loaded.resolve(&tls.key_file),
             client_ca: tls.client_ca_file.as_deref().map(|f| loaded.resolve(f)),
@@ -75,16 +93,16 @@ impl TlsFiles {
     }
 
     fn read(&self) -> Result<Contents, TlsError> {
-        let read = |key, path: &Path| {
-            std::fs::read(path).map_err(|e| fail(key, format!("cannot read {}: {e}", path.display())))
+        let read = |field, path: &Path| {
+            std::fs::read(path).map_err(|e| fail(self.table, field, format!("cannot read {}: {e}", path.display())))
         };
         Ok(Contents {
-            cert: read("server.tls.cert_file", &self.cert)?,
-            key: read("server.tls.key_file", &self.key)?,
+            cert: read("cert_file", &self.cert)?,
+            key: read("key_file", &self.key)?,
             client_ca: self
                 .client_ca
                 .as_deref()
-                .map(|p| read("server.tls.client_ca_file", p))
+                .map(|p| read("client_ca_file", p))
                 .transpose()?,
         })
     }
@@ -99,57 +117,66 @@ impl TlsFiles {
         self.load().map(drop).map_err(|e| loaded.error(e.key, e.reason))
     }
 
+    /// When the serving certificate (the first of `cert_file`) expires, as seconds since the
+    /// Unix epoch.
+    fn expiry(&self, contents: &Contents) -> Option<i64> {
+        let leaf = CertificateDer::pem_slice_iter(&contents.cert).next()?.ok()?;
+        let (_, cert) = x509_parser::parse_x509_certificate(&leaf).ok()?;
+        Some(cert.validity().not_after.timestamp())
+    }
+
     fn build(&self, contents: &Contents) -> Result<Arc<ServerConfig>, TlsError> {
-        let provider = Arc::new(provider(&self.cipher_suites)?);
+        let table = self.table;
+        let provider = Arc::new(provider(&self.cipher_suites).map_err(|reason| fail(table, "cipher_suites", reason))?);
         let versions: &[&rustls::SupportedProtocolVersion] = match self.min_version.as_str() {
             "1.2" => &[&rustls::version::TLS13, &rustls::version::TLS12],
             _ => &[&rustls::version::TLS13],
         };
         let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_protocol_versions(versions)
-            .map_err(|e| fail("server.tls.min_version", e.to_string()))?;
+            .map_err(|e| fail(table, "min_version", e.to_string()))?;
         let builder = match &contents.client_ca {
             None => builder.with_no_client_auth(),
             Some(pem) => {
                 let mut roots = RootCertStore::empty();
-                for cert in certificates(pem, "server.tls.client_ca_file")? {
+                for cert in certificates(pem).map_err(|reason| fail(table, "client_ca_file", reason))? {
                     roots
                         .add(cert)
-                        .map_err(|e| fail("server.tls.client_ca_file", format!("not a CA certificate: {e}")))?;
+                        .map_err(|e| fail(table, "client_ca_file", format!("not a CA certificate: {e}")))?;
                 }
                 // Verified when presented; a client without a certificate goes on to the
                 // token authenticator.
                 let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                     .allow_unauthenticated()
                     .build()
-                    .map_err(|e| fail("server.tls.client_ca_file", e.to_string()))?;
+                    .map_err(|e| fail(table, "client_ca_file", e.to_string()))?;
                 builder.with_client_cert_verifier(verifier)
             }
         };
-        let chain = certificates(&contents.cert, "server.tls.cert_file")?;
+        let chain = certificates(&contents.cert).map_err(|reason| fail(table, "cert_file", reason))?;
         let key = PrivateKeyDer::from_pem_slice(&contents.key)
-            .map_err(|e| fail("server.tls.key_file", format!("no PEM private key: {e}")))?;
+            .map_err(|e| fail(table, "key_file", format!("no PEM private key: {e}")))?;
         let mut config = builder
             .with_single_cert(chain, key)
-            .map_err(|e| fail("server.tls.key_file", format!("does not go with cert_file: {e}")))?;
-        config.alpn_protocols = vec![b"h2".to_vec()];
+            .map_err(|e| fail(table, "key_file", format!("does not go with cert_file: {e}")))?;
+        config.alpn_protocols = vec![self.alpn.to_vec()];
         Ok(Arc::new(config))
     }
 }
 
-fn certificates(pem: &[u8], key: &'static str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| fail(key, format!("not PEM certificates: {e}")))?;
+        .map_err(|e| format!("not PEM certificates: {e}"))?;
     if certs.is_empty() {
-        return Err(fail(key, "holds no PEM certificate"));
+        return Err("holds no PEM certificate".to_owned());
     }
     Ok(certs)
 }
 
 /// The ring provider with every TLS 1.3 suite and the TLS 1.2 suites named (all of ring's
 /// ECDHE AEAD suites when none are).
-fn provider(tls12_suites: &[String]) -> Result<CryptoProvider, TlsError> {
+fn provider(tls12_suites: &[String]) -> Result<CryptoProvider, String> {
     let mut provider = rustls::crypto::ring::default_provider();
     if tls12_suites.is_empty() {
         return Ok(provider);
@@ -167,9 +194,8 @@ fn provider(tls12_suites: &[String]) -> Result<CryptoProvider, TlsError> {
                 .filter(|s| s.version() == &rustls::version::TLS12)
                 .map(name)
                 .collect();
-            return Err(fail(
-                "server.tls.cipher_suites",
-                format!("{wanted:?} is not a TLS 1.2 suite this server offers: {offered:?}"),
+            return Err(format!(
+                "{wanted:?} is not a TLS 1.2 suite this server offers: {offered:?}"
             ));
         }
     }
@@ -191,6 +217,7 @@ impl ReloadingTls {
         let this = Arc::new(Self {
             current: RwLock::new(files.build(&contents)?),
         });
+        metrics.certificate_expires(files.table, files.expiry(&contents));
         let watcher = Arc::downgrade(&this);
         tokio::spawn(async move {
             let mut last = contents;
@@ -214,6 +241,7 @@ impl ReloadingTls {
                 match files_back.build(&contents) {
                     Ok(config) => {
                         *this.current.write() = config;
+                        metrics.certificate_expires(files_back.table, files_back.expiry(&contents));
                         last = contents;
                         metrics.tls_reloaded(true);
                         tracing::info!("TLS certificate, key or client CA changed on disk: new connections use them");
