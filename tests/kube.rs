@@ -803,3 +803,106 @@ async fn the_load_tool_drives_manifestworks_through_the_kube_source() {
     let work = hub.work("load-0", "load-0").expect("the tool's work");
     assert_eq!(work["metadata"]["generation"], 3, "{work:#}");
 }
+
+/// A plugin whose `on-events` calls fail still gets every change of what it watches: the events
+/// go back into its queue with backoff (its first two calls fail here); a work it fails every
+/// time (`poison`) is tried alone, then its watch lists everything again once, and then it is
+/// dropped, without holding up the other works.
+#[tokio::test(flavor = "multi_thread")]
+async fn host_events_of_failed_calls_are_delivered_again() {
+    let hub = hub().await;
+    let c = Conductor::start(&format!(
+        r#"
+[kubernetes]
+kubeconfig = "{kubeconfig}"
+[plugins.flaky]
+kind = "component"
+file = "{file}"
+grants = ["emit", "kv", "kube"]
+kube_resources = [{{ resource = "manifestworks.work.open-cluster-management.io", verbs = ["watch", "list", "get"] }}]
+config = {{ watch_works = true, fail_first_events = 2, poison = "poison" }}
+[routes]
+flaky = "flaky"
+"#,
+        kubeconfig = hub.front.kubeconfig.display(),
+        file = conductor_blackbox_tests::plugin_artifact("flaky-plugin", Form::Component).display(),
+    ))
+    .unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let is = |name: &'static str, action: &'static str, generation: i32| {
+        move |e: &proto::CloudEvent| {
+            e.r#type.ends_with(action)
+                && attr_str(e, "ce-resourceid") == Some(name)
+                && (action.ends_with("delete_request") || version(e) == Some(generation))
+        }
+    };
+    hub.create_work("cluster1", "a", 1);
+    hub.create_work("cluster1", "b", 1);
+    next_where(
+        &mut sub,
+        "work a despite the failed calls",
+        is("a", "spec.create_request", 1),
+    )
+    .await;
+    hub.patch_work(
+        "cluster1",
+        "a",
+        json!({"spec": {"deleteOption": {"propagationPolicy": "Orphan"}}}),
+        "",
+    );
+    next_where(&mut sub, "a's change", is("a", "spec.create_request", 2)).await;
+    hub.create_work("cluster1", "poison", 1);
+    hub.delete_work("cluster1", "b");
+    next_where(
+        &mut sub,
+        "b's deletion beside the poison",
+        is("b", "spec.delete_request", 0),
+    )
+    .await;
+    // The poison is given up: listed again once (a and b's state come again), then dropped.
+    let metric = |text: &str, series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+        let dropped = metric(
+            &metrics,
+            "conductor_plugin_events_dropped_total{kind=\"watch\",plugin=\"flaky\"}",
+        );
+        let relists = metric(
+            &metrics,
+            "conductor_kube_watch_relists_total{plugin=\"flaky\",resource=\"manifestworks.work.open-cluster-management.io\"}",
+        );
+        if dropped >= 2.0 {
+            assert!(
+                relists >= 2.0,
+                "listed at start and once more for the poison\n{metrics}"
+            );
+            assert!(
+                metric(
+                    &metrics,
+                    "conductor_plugin_events_retried_total{kind=\"watch\",plugin=\"flaky\"}"
+                ) > 0.0,
+                "{metrics}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the poison is given up\n{metrics}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let logs = c.logs();
+    assert!(logs.contains("listing them all again"), "{logs}");
+    assert!(logs.contains("dropped"), "{logs}");
+    // Still serving: a change after all that arrives.
+    hub.patch_work(
+        "cluster1",
+        "a",
+        json!({"spec": {"deleteOption": {"propagationPolicy": "Foreground"}}}),
+        "",
+    );
+    next_where(&mut sub, "a's later change", is("a", "spec.create_request", 3)).await;
+}

@@ -80,10 +80,29 @@ fn coalesce(older: &mut HostEvent, newer: HostEvent) {
     }
 }
 
+/// An event taken from the queue, with what it takes to put it back after a failed call.
+#[derive(Debug, Clone)]
+pub struct Taken {
+    pub key: EventKey,
+    pub event: HostEvent,
+    /// How many calls carrying this event (in this state) failed before.
+    pub failures: u32,
+    /// Deliver it in a call of its own: its batch failed every delivery, and this tells whether
+    /// it was this event.
+    pub alone: bool,
+}
+
+impl std::borrow::Borrow<HostEvent> for Taken {
+    fn borrow(&self) -> &HostEvent {
+        &self.event
+    }
+}
+
 #[derive(Default)]
 struct State {
     order: VecDeque<EventKey>,
-    pending: HashMap<EventKey, HostEvent>,
+    /// Each waiting event, how many calls carrying it failed, and whether it goes alone.
+    pending: HashMap<EventKey, (HostEvent, u32, bool)>,
     closed: bool,
 }
 
@@ -121,15 +140,17 @@ impl EventQueue {
                     return false;
                 }
                 let Some(e) = event.take() else { return true };
-                if let Some(queued) = state.pending.get_mut(&key) {
+                if let Some((queued, failures, alone)) = state.pending.get_mut(&key) {
                     coalesce(queued, e);
+                    // A newer state gets attempts of its own.
+                    (*failures, *alone) = (0, false);
                     self.metrics.coalesced(key.kind());
                     return true;
                 }
                 if state.order.len() < self.capacity {
                     self.metrics.queued(key.kind());
                     state.order.push_back(key.clone());
-                    state.pending.insert(key, e);
+                    state.pending.insert(key, (e, 0, false));
                     self.metrics.set_depth(state.order.len());
                     drop(state);
                     self.arrived.notify_one();
@@ -143,13 +164,40 @@ impl EventQueue {
     }
 
     /// Up to `max` of the oldest events, waiting for one if none is queued; `None` once closed.
-    pub async fn next_batch(&self, max: usize) -> Option<Vec<HostEvent>> {
+    pub async fn next_batch(&self, max: usize) -> Option<Vec<Taken>> {
         self.next_batch_of(1, max).await
+    }
+
+    /// Puts events a failed call carried back at the front of the queue, in their order, each
+    /// unless a newer state of it is already waiting (which supersedes it). Room is not waited
+    /// for: they held their places a moment ago.
+    pub fn requeue(&self, taken: Vec<Taken>) {
+        let mut state = self.state.lock();
+        if state.closed {
+            return;
+        }
+        for Taken {
+            key,
+            event,
+            failures,
+            alone,
+        } in taken.into_iter().rev()
+        {
+            if state.pending.contains_key(&key) {
+                continue;
+            }
+            self.metrics.retried(key.kind());
+            state.order.push_front(key.clone());
+            state.pending.insert(key, (event, failures, alone));
+        }
+        self.metrics.set_depth(state.order.len());
+        drop(state);
+        self.arrived.notify_one();
     }
 
     /// Up to `max` of the oldest events once at least `min` are queued (fewer once closed: none).
     /// Cancel-safe: nothing is taken unless it returns.
-    pub async fn next_batch_of(&self, min: usize, max: usize) -> Option<Vec<HostEvent>> {
+    pub async fn next_batch_of(&self, min: usize, max: usize) -> Option<Vec<Taken>> {
         loop {
             let arrived = self.arrived.notified();
             tokio::pin!(arrived);
@@ -164,8 +212,13 @@ impl EventQueue {
                     let mut batch = Vec::with_capacity(n);
                     for _ in 0..n {
                         let key = state.order.pop_front().expect("n <= len");
-                        if let Some(event) = state.pending.remove(&key) {
-                            batch.push(event);
+                        if let Some((event, failures, alone)) = state.pending.remove(&key) {
+                            batch.push(Taken {
+                                key,
+                                event,
+                                failures,
+                                alone,
+                            });
                         }
                     }
                     self.metrics.set_depth(state.order.len());
@@ -176,6 +229,11 @@ impl EventQueue {
             }
             arrived.await;
         }
+    }
+
+    /// The metrics of the plugin whose queue this is.
+    pub fn metrics(&self) -> &PluginMetrics {
+        &self.metrics
     }
 
     /// How many events wait.
@@ -253,6 +311,10 @@ mod tests {
         assert_eq!(waiting.await.unwrap().unwrap().len(), 3);
     }
 
+    fn events(batch: Option<Vec<Taken>>) -> Vec<HostEvent> {
+        batch.unwrap().into_iter().map(|t| t.event).collect()
+    }
+
     async fn push(q: &EventQueue, event: HostEvent) {
         assert!(q.push(EventKey::of(&event).unwrap(), event).await);
     }
@@ -268,7 +330,7 @@ mod tests {
         push(&q, n("b")).await;
         push(&q, n("a")).await;
         assert_eq!(q.len(), 3);
-        let batch = q.next_batch(10).await.unwrap();
+        let batch = events(q.next_batch(10).await);
         assert_eq!(batch, [HostEvent::Timer("t".into()), n("a"), n("b")]);
         // Once delivered, a new firing queues again.
         push(&q, HostEvent::Timer("t".into())).await;
@@ -286,7 +348,7 @@ mod tests {
         ] {
             assert!(q.push(k, e).await);
         }
-        let batch = q.next_batch(10).await.unwrap();
+        let batch = events(q.next_batch(10).await);
         assert_eq!(
             batch,
             [watch("a", "4", Change::Deleted).1, watch("b", "2", Change::Applied).1]
@@ -305,7 +367,7 @@ mod tests {
         };
         push(&q, l(false)).await;
         push(&q, l(true)).await;
-        assert_eq!(q.next_batch(10).await.unwrap(), [l(false)]);
+        assert_eq!(events(q.next_batch(10).await), [l(false)]);
     }
 
     #[tokio::test(start_paused = true)]
@@ -325,7 +387,7 @@ mod tests {
         assert!(!producer.is_finished(), "the producer waits for room");
         let mut seen = Vec::new();
         while seen.len() < 100 {
-            let batch = q.next_batch(3).await.unwrap();
+            let batch = events(q.next_batch(3).await);
             assert!(batch.len() <= 3);
             seen.extend(batch);
             assert!(q.len() <= 4);
@@ -341,6 +403,40 @@ mod tests {
         for (i, n) in names.iter().enumerate() {
             assert!(n.contains(&format!("\"o{i}\"")), "in order: {n} at {i}");
         }
+    }
+
+    /// Events of a failed call go back to the front, in order and counted as failed once more,
+    /// unless a newer state of the same object arrived meanwhile.
+    #[tokio::test]
+    async fn requeued_events_go_first_unless_superseded() {
+        let q = queue(10);
+        for (k, e) in [watch("a", "1", Change::Applied), watch("b", "1", Change::Applied)] {
+            assert!(q.push(k, e).await);
+        }
+        let failed = q.next_batch(10).await.unwrap();
+        let (k, e) = watch("a", "2", Change::Applied);
+        assert!(q.push(k, e).await);
+        push(&q, notification("n")).await;
+        q.requeue(
+            failed
+                .into_iter()
+                .map(|t| Taken {
+                    failures: t.failures + 1,
+                    ..t
+                })
+                .collect(),
+        );
+        let again = q.next_batch(10).await.unwrap();
+        let seen: Vec<(HostEvent, u32)> = again.into_iter().map(|t| (t.event, t.failures)).collect();
+        assert_eq!(
+            seen,
+            [
+                (watch("b", "1", Change::Applied).1, 1),
+                (watch("a", "2", Change::Applied).1, 0),
+                (notification("n"), 0),
+            ],
+            "b back first with its failure; a's newer state (in its own place) supersedes the failed one"
+        );
     }
 
     #[tokio::test]

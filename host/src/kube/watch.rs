@@ -1,11 +1,15 @@
 //! A plugin's watch: kube-runtime's watcher (list, then watch, listing again when the server says
 //! the position is gone, with backoff on errors) feeding a reflector cache and the plugin's event
 //! queue. When the watcher lists again, objects that vanished meanwhile are delivered as deleted,
-//! so a restart of the API server or a `410 Gone` never leaves a silent gap.
+//! so a restart of the API server or a `410 Gone` never leaves a silent gap. The host may also
+//! ask for a list ([`Watch::relist`]) when the plugin could not take events it was given: every
+//! object then arrives again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::Notify;
 
 use conductor_plugin_sdk::HostEvent;
 use conductor_plugin_sdk::kube::{ApiResource, Change, WatchEvent};
@@ -19,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::api::api_resource;
 use super::selector::{FieldSelector, LabelSelector};
 use crate::host_events::{EventKey, EventQueue};
+use crate::telemetry::PluginMetrics;
 
 /// What a watch was asked for (one watch per distinct key and plugin).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -37,9 +42,22 @@ pub struct Watch {
     store: Store<DynamicObject>,
     /// The cache holds a complete list (the first list finished).
     ready: AtomicBool,
+    /// Asks the watch to list every object again.
+    relist: Notify,
 }
 
 impl Watch {
+    /// The resource watched, `<plural>.<group>` (what its events name).
+    pub fn resource(&self) -> String {
+        self.key.resource.name()
+    }
+
+    /// Lists every object again and delivers each (and, as deleted, what vanished since the
+    /// last list), as at start.
+    pub fn relist(&self) {
+        self.relist.notify_one();
+    }
+
     /// Whether this watch's cache holds every object a list of `resource` in `namespace` with
     /// these selectors would return.
     pub fn covers(
@@ -87,7 +105,7 @@ impl Watch {
 pub fn start(
     client: Client,
     key: WatchKey,
-    plugin: &str,
+    plugin: PluginMetrics,
     queue: Arc<EventQueue>,
     stop: CancellationToken,
 ) -> Result<(Arc<Watch>, impl Future<Output = ()> + Send + 'static), conductor_plugin_sdk::Error> {
@@ -112,8 +130,9 @@ pub fn start(
         dyntype: ar,
         store: writer.as_reader(),
         ready: AtomicBool::new(false),
+        relist: Notify::new(),
     });
-    let task = forward(Arc::clone(&watch), api, config, writer, plugin.to_owned(), queue, stop);
+    let task = forward(Arc::clone(&watch), api, config, writer, plugin, queue, stop);
     Ok((watch, task))
 }
 
@@ -121,89 +140,98 @@ async fn forward(
     watch: Arc<Watch>,
     api: Api<DynamicObject>,
     config: watcher::Config,
-    writer: reflector::store::Writer<DynamicObject>,
-    plugin: String,
+    mut writer: reflector::store::Writer<DynamicObject>,
+    metrics: PluginMetrics,
     queue: Arc<EventQueue>,
     stop: CancellationToken,
 ) {
     let resource = watch.key.resource.name();
     // Two watches of one kind at two versions deliver the same objects: keep them apart.
     let queue_key = format!("{resource}@{}", watch.key.resource.version);
-    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
-    let mut stream = std::pin::pin!(stream);
-    // While the watcher lists again: what the cache held before, less what the new list showed.
+    // While the watcher lists: what the cache held before, less what the new list showed.
     let mut relisting: Option<HashMap<ObjectRef<DynamicObject>, Arc<DynamicObject>>> = None;
     let mut failing = false;
-    loop {
-        let next = tokio::select! {
-            _ = stop.cancelled() => return,
-            next = stream.next() => next,
-        };
-        let deliver: Vec<(Change, DynamicObject)> = match next {
-            None => return,
-            Some(Err(e)) => {
-                if !failing {
-                    tracing::warn!(%plugin, %resource, error = %e, "watch failed; resuming with backoff");
-                }
-                failing = true;
-                continue;
-            }
-            Some(Ok(event)) => {
-                if failing {
-                    tracing::info!(%plugin, %resource, "watch resumed");
-                    failing = false;
-                }
-                match event {
-                    watcher::Event::Init => {
-                        let before = watch.store.state();
-                        relisting = Some(
-                            before
-                                .into_iter()
-                                .map(|o| (ObjectRef::from_obj_with(&*o, watch.dyntype.clone()), o))
-                                .collect(),
-                        );
-                        continue;
-                    }
-                    watcher::Event::InitApply(o) => {
-                        if let Some(before) = relisting.as_mut() {
-                            before.remove(&ObjectRef::from_obj_with(&o, watch.dyntype.clone()));
-                        }
-                        vec![(Change::Applied, o)]
-                    }
-                    watcher::Event::InitDone => {
-                        watch.ready.store(true, Ordering::Release);
-                        relisting
-                            .take()
-                            .into_iter()
-                            .flatten()
-                            .map(|(_, gone)| (Change::Deleted, (*gone).clone()))
-                            .collect()
-                    }
-                    watcher::Event::Apply(o) => vec![(Change::Applied, o)],
-                    watcher::Event::Delete(o) => vec![(Change::Deleted, o)],
-                }
-            }
-        };
-        for (change, object) in deliver {
-            let key = EventKey::Object {
-                resource: queue_key.clone(),
-                namespace: object.metadata.namespace.clone().unwrap_or_default(),
-                name: object.metadata.name.clone().unwrap_or_default(),
-            };
-            let Ok(json) = serde_json::to_string(&object) else {
-                continue;
-            };
-            let event = HostEvent::Watch(WatchEvent {
-                resource: resource.clone(),
-                change,
-                object: json,
-            });
-            let pushed = tokio::select! {
+    // A new watcher lists first: at start, and each time a list is asked for.
+    'watcher: loop {
+        let stream = watcher(api.clone(), config.clone()).default_backoff();
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let next = tokio::select! {
                 _ = stop.cancelled() => return,
-                pushed = queue.push(key, event) => pushed,
+                () = watch.relist.notified() => {
+                    tracing::info!(plugin = metrics.plugin(), %resource, "listing every object again");
+                    continue 'watcher;
+                }
+                next = stream.next() => next,
             };
-            if !pushed {
-                return;
+            let event = match next {
+                None => return,
+                Some(Err(e)) => {
+                    if !failing {
+                        tracing::warn!(plugin = metrics.plugin(), %resource, error = %e, "watch failed; resuming with backoff");
+                        metrics.watch_restarted(&resource);
+                    }
+                    failing = true;
+                    continue;
+                }
+                Some(Ok(event)) => event,
+            };
+            if failing {
+                tracing::info!(plugin = metrics.plugin(), %resource, "watch resumed");
+                failing = false;
+            }
+            writer.apply_watcher_event(&event);
+            let deliver: Vec<(Change, DynamicObject)> = match event {
+                watcher::Event::Init => {
+                    metrics.watch_relisted(&resource);
+                    let before = watch.store.state();
+                    relisting = Some(
+                        before
+                            .into_iter()
+                            .map(|o| (ObjectRef::from_obj_with(&*o, watch.dyntype.clone()), o))
+                            .collect(),
+                    );
+                    continue;
+                }
+                watcher::Event::InitApply(o) => {
+                    if let Some(before) = relisting.as_mut() {
+                        before.remove(&ObjectRef::from_obj_with(&o, watch.dyntype.clone()));
+                    }
+                    vec![(Change::Applied, o)]
+                }
+                watcher::Event::InitDone => {
+                    watch.ready.store(true, Ordering::Release);
+                    relisting
+                        .take()
+                        .into_iter()
+                        .flatten()
+                        .map(|(_, gone)| (Change::Deleted, (*gone).clone()))
+                        .collect()
+                }
+                watcher::Event::Apply(o) => vec![(Change::Applied, o)],
+                watcher::Event::Delete(o) => vec![(Change::Deleted, o)],
+            };
+            for (change, object) in deliver {
+                let key = EventKey::Object {
+                    resource: queue_key.clone(),
+                    namespace: object.metadata.namespace.clone().unwrap_or_default(),
+                    name: object.metadata.name.clone().unwrap_or_default(),
+                };
+                let Ok(json) = serde_json::to_string(&object) else {
+                    continue;
+                };
+                let event = HostEvent::Watch(WatchEvent {
+                    resource: resource.clone(),
+                    change,
+                    object: json,
+                });
+                let pushed = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    pushed = queue.push(key, event) => pushed,
+                };
+                if !pushed {
+                    return;
+                }
             }
         }
     }

@@ -341,6 +341,18 @@ impl Capabilities {
             self.serving(&format!("{verb} of {granted_name}"))?;
         }
         let client = self.backends.kubernetes.client().await?;
+        if matches!(request, KubeRequest::Watch { .. }) {
+            return self.dispatch_kube(client, request).await;
+        }
+        let started = std::time::Instant::now();
+        let reply = self.dispatch_kube(client, request).await;
+        self.events
+            .metrics()
+            .kube_request(verb, http_code(&reply, verb), started.elapsed());
+        reply
+    }
+
+    async fn dispatch_kube(&self, client: kube::Client, request: KubeRequest) -> Result<KubeReply, Error> {
         match request {
             KubeRequest::Watch {
                 resource,
@@ -439,7 +451,7 @@ impl Capabilities {
         let (watch, task) = crate::kube::watch::start(
             client,
             key.clone(),
-            &self.plugin,
+            self.events.metrics().clone(),
             Arc::clone(&self.events),
             self.tasks.child(),
         )?;
@@ -447,6 +459,18 @@ impl Capabilities {
         watches.insert(key, watch);
         tracing::info!(plugin = %self.plugin, resource = %what.0, namespace = ?what.1, "watching");
         Ok(())
+    }
+
+    /// Lists every object of the plugin's watches of `resource` again (`<plural>.<group>`, as
+    /// watch events name it); returns whether there was such a watch.
+    pub async fn relist(&self, resource: &str) -> bool {
+        let watches = self.watches.lock().await;
+        let mut found = false;
+        for watch in watches.values().filter(|w| w.resource() == resource) {
+            watch.relist();
+            found = true;
+        }
+        found
     }
 
     /// The answer of a running watch's cache, if one covers the list.
@@ -465,6 +489,20 @@ impl Capabilities {
             }
         }
         Ok(None)
+    }
+}
+
+/// The HTTP code a `kube` call's outcome stands for (0: the API server was not reached).
+fn http_code(reply: &Result<KubeReply, Error>, verb: &str) -> u16 {
+    match reply {
+        Ok(_) if verb == "create" => 201,
+        Ok(_) => 200,
+        Err(Error::Status(status)) => u16::try_from(status.code).unwrap_or(0),
+        Err(Error::NotFound(_)) => 404,
+        Err(Error::AlreadyExists(_) | Error::Conflict(_)) => 409,
+        Err(Error::Invalid(_)) => 400,
+        Err(Error::Denied(_)) => 403,
+        Err(_) => 0,
     }
 }
 
@@ -505,7 +543,8 @@ mod tests {
         let mut fired = Vec::new();
         for _ in 0..12 {
             let batch = events.next_batch(10).await.unwrap();
-            assert_eq!(batch, [HostEvent::Timer("catch-up".into())]);
+            let events: Vec<HostEvent> = batch.into_iter().map(|t| t.event).collect();
+            assert_eq!(events, [HostEvent::Timer("catch-up".into())]);
             fired.push(start.elapsed());
         }
         let expected: Vec<Duration> = (1..=12).map(|i| Duration::from_secs(300 * i)).collect();

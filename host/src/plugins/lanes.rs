@@ -11,6 +11,7 @@
 //! backlog waits or a short while has passed, so calls stay large when one lane keeps up, and a
 //! lane that stalls (a lock wait, a slow statement) is overtaken.
 
+use std::borrow::Borrow;
 use std::sync::Arc;
 
 use conductor_plugin_sdk::HostEvent;
@@ -65,11 +66,11 @@ impl Lanes {
 
     /// A batch as the calls to make: the batch itself with one lane; with more, its runs of
     /// notifications and of other events, in order.
-    pub fn calls(&self, batch: Vec<HostEvent>) -> Vec<Vec<HostEvent>> {
+    pub fn calls<E: Borrow<HostEvent>>(&self, batch: Vec<E>) -> Vec<Vec<E>> {
         if self.lanes == 1 {
             return vec![batch];
         }
-        let mut calls: Vec<Vec<HostEvent>> = Vec::new();
+        let mut calls: Vec<Vec<E>> = Vec::new();
         for event in batch {
             match calls.last_mut() {
                 Some(call) if is_notification(&call[0]) == is_notification(&event) => call.push(event),
@@ -81,7 +82,11 @@ impl Lanes {
 
     /// The lanes a call with `events` runs on: the `held` lane (or a free one) for notifications
     /// only, every lane otherwise.
-    pub fn for_call(&self, held: Option<Lane>, events: &[HostEvent]) -> impl Future<Output = Lane> + use<'_> {
+    pub fn for_call<E: Borrow<HostEvent>>(
+        &self,
+        held: Option<Lane>,
+        events: &[E],
+    ) -> impl Future<Output = Lane> + use<'_, E> {
         let wanted = if events.iter().all(is_notification) {
             1
         } else {
@@ -121,8 +126,8 @@ impl Lane {
     }
 }
 
-fn is_notification(event: &HostEvent) -> bool {
-    matches!(event, HostEvent::Notification(_))
+fn is_notification(event: &impl Borrow<HostEvent>) -> bool {
+    matches!(event.borrow(), HostEvent::Notification(_))
 }
 
 #[cfg(test)]

@@ -17,14 +17,14 @@ pub mod wasm;
 use async_trait::async_trait;
 use conductor_plugin_sdk::native::{PluginReply, PluginRequest};
 use conductor_plugin_sdk::ocm::DataType;
-use conductor_plugin_sdk::{Capability, CloudEvent, Description, Error, Identity, ListOptions, SDK_VERSION};
+use conductor_plugin_sdk::{Capability, CloudEvent, Description, Error, HostEvent, Identity, ListOptions, SDK_VERSION};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::broker::EventSink;
 use crate::config::{PluginConfig, PluginKind, PluginLimits};
-use crate::host_events::EventQueue;
+use crate::host_events::{EventKey, EventQueue, Taken};
 use crate::registry::Source;
 use crate::telemetry::{Metrics, PluginCall};
 pub use capabilities::{Backends, KvStore, Mode};
@@ -73,6 +73,25 @@ pub enum LoadError {
     Start(#[source] Error),
     #[error("{0}")]
     Runtime(String),
+}
+
+/// The error of a call that ran past `limits.call_timeout`: agents retry it (`Unavailable`).
+pub(crate) fn call_timed_out(plugin: &str, timeout: std::time::Duration) -> Error {
+    Error::Unavailable(format!("plugin {plugin} {CALL_TIMED_OUT} of {timeout:?}"))
+}
+
+const CALL_TIMED_OUT: &str = "exceeded its call timeout";
+
+/// The limit a failed call ran into, if it failed for time.
+fn time_limit(error: &Error) -> Option<&'static str> {
+    let message = error.to_string();
+    if message.contains(CALL_TIMED_OUT) {
+        Some("call_timeout")
+    } else if message.contains(pool::BUSY) {
+        Some("acquire_timeout")
+    } else {
+        None
+    }
 }
 
 /// A loaded plugin's calls, whatever runs it.
@@ -245,12 +264,40 @@ pub struct PluginSource {
     file: PluginFile,
     config: PluginConfig,
     runtime: Arc<dyn Runtime>,
+    capabilities: Arc<Capabilities>,
     data_types: Vec<DataType>,
     events: Arc<EventQueue>,
     tasks: Tasks,
     limits: PluginLimits,
     stats: stats::CallStats,
     metrics: crate::telemetry::PluginMetrics,
+    /// Watched objects given up once (their watch was listed again); given up again, they are
+    /// dropped rather than listed in a loop.
+    abandoned: parking_lot::Mutex<std::collections::HashSet<EventKey>>,
+}
+
+/// Deliveries of a host event before it is given up: the first, and three more with backoff;
+/// then, if it was delivered with others, once more alone.
+const DELIVERIES: u32 = 4;
+
+/// A call's events with those to be delivered alone taken out, each into a call of its own.
+fn apart(call: Vec<Taken>) -> Vec<Vec<Taken>> {
+    if !call.iter().any(|t| t.alone) {
+        return vec![call];
+    }
+    let (alone, together): (Vec<Taken>, Vec<Taken>) = call.into_iter().partition(|t| t.alone);
+    let mut calls: Vec<Vec<Taken>> = alone.into_iter().map(|t| vec![t]).collect();
+    if !together.is_empty() {
+        calls.push(together);
+    }
+    calls
+}
+
+/// How long a failed call's events wait before they are queued again: 200 ms after the first
+/// failure, doubling, at most 5 s.
+fn redelivery_delay(failures: u32) -> std::time::Duration {
+    let ms = 200u64.saturating_mul(1 << failures.saturating_sub(1).min(5));
+    std::time::Duration::from_millis(ms.min(5_000))
 }
 
 impl PluginSource {
@@ -283,10 +330,24 @@ impl PluginSource {
         );
         let runtime: Arc<dyn Runtime> = match &file.runtime {
             FileRuntime::Native(api) => Arc::new(
-                native::NativeRuntime::load(api, capabilities, config.pool_size, &config.limits, config_json).await?,
+                native::NativeRuntime::load(
+                    api,
+                    Arc::clone(&capabilities),
+                    config.pool_size,
+                    &config.limits,
+                    config_json,
+                )
+                .await?,
             ),
             FileRuntime::Component(component) => Arc::new(
-                wasm::WasmRuntime::load(component, capabilities, config.pool_size, &config.limits, config_json).await?,
+                wasm::WasmRuntime::load(
+                    component,
+                    Arc::clone(&capabilities),
+                    config.pool_size,
+                    &config.limits,
+                    config_json,
+                )
+                .await?,
             ),
         };
         tracing::info!(
@@ -305,12 +366,14 @@ impl PluginSource {
             file,
             config: config.clone(),
             runtime,
+            capabilities,
             data_types,
             events,
             tasks,
             limits: config.limits.clone(),
             stats: stats::CallStats::default(),
             metrics,
+            abandoned: parking_lot::Mutex::default(),
         }))
     }
 
@@ -342,18 +405,81 @@ impl PluginSource {
             };
             let Some(batch) = batch else { return };
             let mut held = Some(lane);
-            for events in lanes.calls(batch) {
-                let lane = lanes.for_call(held.take(), &events).await;
+            for taken in lanes.calls(batch).into_iter().flat_map(apart) {
+                let lane = lanes.for_call(held.take(), &taken).await;
                 let plugin = Arc::clone(&self);
                 self.tasks.spawn(async move {
-                    let count = events.len();
+                    let events = taken.iter().map(|t| t.event.clone()).collect();
                     // A busy pool delays events; it never drops them.
-                    if let Err(e) = plugin.call(PluginRequest::OnEvents(events), Wait::Patient).await {
-                        tracing::warn!(plugin = %plugin.name, events = count, error = %e, "plugin failed to handle host events");
-                    }
+                    let outcome = plugin.call(PluginRequest::OnEvents(events), Wait::Patient).await;
                     drop(lane);
+                    match outcome {
+                        Ok(_) => plugin.delivered(&taken),
+                        Err(e) => plugin.failed(taken, &e).await,
+                    }
                 });
             }
+        }
+    }
+
+    /// Events the plugin took: watched objects given up before are no longer.
+    fn delivered(&self, taken: &[Taken]) {
+        let mut abandoned = self.abandoned.lock();
+        if !abandoned.is_empty() {
+            for t in taken {
+                abandoned.remove(&t.key);
+            }
+        }
+    }
+
+    /// Events a failed `on-events` call carried: queued again after a backoff, up to
+    /// [`DELIVERIES`] (and once more each alone, if they came with others); then given up: a
+    /// watched object's watch lists every object again (once; an object given up after that is
+    /// dropped), anything else is dropped. Either is logged and counted.
+    async fn failed(self: &Arc<Self>, taken: Vec<Taken>, error: &Error) {
+        let with_others = taken.len() > 1;
+        let (retry, give_up): (Vec<Taken>, Vec<Taken>) = taken
+            .into_iter()
+            .map(|t| match t.failures + 1 {
+                // Failed every delivery with others: once more alone, to find out whether it
+                // was this one.
+                DELIVERIES if with_others => Taken {
+                    failures: DELIVERIES - 1,
+                    alone: true,
+                    ..t
+                },
+                failures => Taken { failures, ..t },
+            })
+            .partition(|t| t.failures < DELIVERIES);
+        if let Some(most) = retry.iter().map(|t| t.failures).max() {
+            let delay = redelivery_delay(most);
+            tracing::warn!(plugin = %self.name, events = retry.len(), attempt = most, retry_in = ?delay, %error, "plugin failed to handle host events; delivering them again");
+            let plugin = Arc::clone(self);
+            self.tasks.spawn(async move {
+                tokio::time::sleep(delay).await;
+                plugin.events.requeue(retry);
+            });
+        }
+        let mut relist = std::collections::BTreeSet::new();
+        for t in give_up {
+            let watched = match &t.event {
+                HostEvent::Watch(w) if self.abandoned.lock().insert(t.key.clone()) => Some(w.resource.clone()),
+                _ => None,
+            };
+            match watched {
+                Some(resource) => {
+                    relist.insert(resource);
+                }
+                None => {
+                    self.metrics.dropped(t.key.kind());
+                    tracing::error!(plugin = %self.name, event = ?t.key, deliveries = DELIVERIES, %error, "plugin failed every delivery of a host event: dropped");
+                }
+            }
+        }
+        for resource in relist {
+            tracing::error!(plugin = %self.name, %resource, deliveries = DELIVERIES, %error, "plugin failed every delivery of watched objects: listing them all again");
+            self.metrics.dropped("watch");
+            self.capabilities.relist(&resource).await;
         }
     }
 
@@ -405,6 +531,11 @@ impl PluginSource {
         let error = reply.as_ref().err().map(|e| e as &dyn std::fmt::Display);
         self.stats.record(elapsed, error);
         self.metrics.called(call, elapsed.as_secs_f64(), reply.is_ok());
+        if let Some(limit) = reply.as_ref().err().and_then(time_limit) {
+            self.metrics.timed_out(call, limit);
+        }
+        self.metrics
+            .set_instances(self.runtime.instances(), self.config.pool_size);
         reply
     }
 }

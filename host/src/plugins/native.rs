@@ -333,10 +333,7 @@ impl Runtime for NativeRuntime {
                     Err(_elapsed) => {
                         tracing::warn!(plugin = %self.name, timeout = ?self.call_timeout, "native plugin call exceeded its timeout; its thread runs on until the plugin returns, and the instance is discarded");
                         (
-                            Err(Error::Unavailable(format!(
-                                "plugin {} exceeded its call timeout of {:?}",
-                                self.name, self.call_timeout
-                            ))),
+                            Err(crate::plugins::call_timed_out(&self.name, self.call_timeout)),
                             None,
                         )
                     }

@@ -12,6 +12,9 @@ use conductor_plugin_sdk::Error;
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 
+/// How an agent's call that found no free instance in time is told so.
+pub const BUSY: &str = "is busy: all";
+
 /// How long a call waits for a free instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -61,7 +64,7 @@ impl<T: Send + 'static> Pool<T> {
                 .await
                 .map_err(|_| {
                     Error::Unavailable(format!(
-                        "plugin {:?} is busy: all {} of its instances stayed in calls for {:?}",
+                        "plugin {:?} {BUSY} {} of its instances stayed in calls for {:?}",
                         self.plugin, self.size, self.wait
                     ))
                 })?,

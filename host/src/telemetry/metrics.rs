@@ -1,13 +1,9 @@
 //! Prometheus metrics with the upstream names and labels (`docs/protocol.md` §10).
 
-use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
-};
-
-use std::sync::Arc;
+use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
 use super::labels::code_name;
+use super::plugin_metrics::{Families, PluginMetrics};
 use super::security_metrics::SecurityMetrics;
 use super::series::{self, Series, SeriesVec};
 
@@ -27,12 +23,7 @@ pub struct Metrics {
     duration: series::HistogramVec,
     listener_up: IntGaugeVec,
     listener_lost: IntCounterVec,
-    plugin_queue_depth: IntGaugeVec,
-    plugin_events_queued: IntCounterVec,
-    plugin_events_coalesced: IntCounterVec,
-    plugin_queue_full: IntCounterVec,
-    plugin_calls: IntCounterVec,
-    plugin_call_duration: HistogramVec,
+    plugins: Families,
     /// Connections, limits, authentication and authorization.
     pub security: SecurityMetrics,
     /// Whether the broker series carry each cluster's name as `consumer` (upstream's labels), or
@@ -42,69 +33,6 @@ pub struct Metrics {
 
 /// The `consumer` label of every broker series when per-cluster labels are off.
 pub const ALL_CONSUMERS: &str = "*";
-
-/// The metrics of one plugin: its calls and its host-event queue.
-#[derive(Clone)]
-pub struct PluginMetrics {
-    plugin: String,
-    depth: IntGauge,
-    queued: IntCounterVec,
-    coalesced: IntCounterVec,
-    full: IntCounter,
-    /// Per kind of call: the ok and error counters, and the duration histogram — looked up once
-    /// here, not on every call.
-    calls: Arc<[(IntCounter, IntCounter, Histogram); PluginCall::ALL.len()]>,
-}
-
-/// The kinds of call into a plugin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PluginCall {
-    Start,
-    List,
-    Handle,
-    OnEvents,
-}
-
-impl PluginCall {
-    pub const ALL: [PluginCall; 4] = [Self::Start, Self::List, Self::Handle, Self::OnEvents];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Start => "start",
-            Self::List => "list",
-            Self::Handle => "handle",
-            Self::OnEvents => "on-events",
-        }
-    }
-}
-
-impl PluginMetrics {
-    pub fn set_depth(&self, depth: usize) {
-        self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
-    }
-
-    /// An event of `kind` joined the queue.
-    pub fn queued(&self, kind: &str) {
-        self.queued.with_label_values(&[self.plugin.as_str(), kind]).inc();
-    }
-
-    /// An event of `kind` was folded into one already queued.
-    pub fn coalesced(&self, kind: &str) {
-        self.coalesced.with_label_values(&[self.plugin.as_str(), kind]).inc();
-    }
-
-    /// A producer found the queue full and waited.
-    pub fn waited_for_room(&self) {
-        self.full.inc();
-    }
-
-    /// A call into the plugin took `seconds` and succeeded or failed.
-    pub fn called(&self, call: PluginCall, seconds: f64, ok: bool) {
-        let (succeeded, failed, duration) = &self.calls[call as usize];
-        if ok { succeeded } else { failed }.inc();
-        duration.observe(seconds);
-    }
-}
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -168,64 +96,9 @@ impl Metrics {
             &["database", "channel"],
         )
         .expect("valid metric");
-        let plugin_queue_depth = IntGaugeVec::new(
-            Opts::new(
-                "conductor_plugin_event_queue_depth",
-                "Host events (timers, notifications, watched objects) waiting for a plugin.",
-            ),
-            &["plugin"],
-        )
-        .expect("valid metric");
-        let plugin_events_queued = IntCounterVec::new(
-            Opts::new(
-                "conductor_plugin_events_queued_total",
-                "Host events queued for a plugin, by kind.",
-            ),
-            &["plugin", "kind"],
-        )
-        .expect("valid metric");
-        let plugin_events_coalesced = IntCounterVec::new(
-            Opts::new(
-                "conductor_plugin_events_coalesced_total",
-                "Host events folded into one already waiting (a timer firing again, the same notification, a newer state of a watched object).",
-            ),
-            &["plugin", "kind"],
-        )
-        .expect("valid metric");
-        let plugin_queue_full = IntCounterVec::new(
-            Opts::new(
-                "conductor_plugin_event_queue_full_total",
-                "Times a producer of host events found a plugin's queue full and waited (back-pressure).",
-            ),
-            &["plugin"],
-        )
-        .expect("valid metric");
-        let plugin_calls = IntCounterVec::new(
-            Opts::new(
-                "conductor_plugin_calls_total",
-                "Calls into a plugin (start, list, handle, on-events), by outcome (ok, error).",
-            ),
-            &["plugin", "call", "outcome"],
-        )
-        .expect("valid metric");
-        let plugin_call_duration = HistogramVec::new(
-            HistogramOpts::new(
-                "conductor_plugin_call_duration_seconds",
-                "How long calls into a plugin took, waiting for a free instance included.",
-            )
-            .buckets(prometheus::exponential_buckets(1e-5, 4.0, 10).expect("valid buckets")),
-            &["plugin", "call"],
-        )
-        .expect("valid metric");
         let registry = Registry::new();
         for c in [
-            Box::new(plugin_calls.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(plugin_call_duration.clone()),
-            Box::new(plugin_queue_depth.clone()),
-            Box::new(plugin_events_queued.clone()),
-            Box::new(plugin_events_coalesced.clone()),
-            Box::new(plugin_queue_full.clone()),
-            Box::new(listener_up.clone()),
+            Box::new(listener_up.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(listener_lost.clone()),
             Box::new(subscribers.clone()),
             Box::new(called.clone()),
@@ -238,6 +111,7 @@ impl Metrics {
         }
         Self {
             security: SecurityMetrics::new(&registry),
+            plugins: Families::new(&registry),
             registry,
             subscribers,
             called,
@@ -247,12 +121,6 @@ impl Metrics {
             duration,
             listener_up,
             listener_lost,
-            plugin_queue_depth,
-            plugin_events_queued,
-            plugin_events_coalesced,
-            plugin_queue_full,
-            plugin_calls,
-            plugin_call_duration,
             per_consumer: true,
         }
     }
@@ -268,23 +136,9 @@ impl Metrics {
         if self.per_consumer { cluster } else { ALL_CONSUMERS }
     }
 
-    /// The metrics of the plugin `name`: its calls and its host-event queue.
+    /// The metrics of the plugin `name`.
     pub fn plugin(&self, name: &str) -> PluginMetrics {
-        PluginMetrics {
-            plugin: name.to_owned(),
-            depth: self.plugin_queue_depth.with_label_values(&[name]),
-            queued: self.plugin_events_queued.clone(),
-            coalesced: self.plugin_events_coalesced.clone(),
-            full: self.plugin_queue_full.with_label_values(&[name]),
-            calls: Arc::new(PluginCall::ALL.map(|call| {
-                let (c, p) = (call.as_str(), name);
-                (
-                    self.plugin_calls.with_label_values(&[p, c, "ok"]),
-                    self.plugin_calls.with_label_values(&[p, c, "error"]),
-                    self.plugin_call_duration.with_label_values(&[p, c]),
-                )
-            })),
-        }
+        self.plugins.of(name)
     }
 
     /// A LISTEN connection came up (`true`) or was lost (`false`).

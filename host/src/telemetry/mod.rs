@@ -3,10 +3,12 @@
 mod labels;
 pub mod logging;
 pub mod metrics;
+pub mod plugin_metrics;
 pub mod readiness;
 pub mod security_metrics;
 pub mod series;
 
-pub use metrics::{Metrics, PluginCall, PluginMetrics};
+pub use metrics::Metrics;
+pub use plugin_metrics::{PluginCall, PluginMetrics};
 pub use readiness::Readiness;
 pub use security_metrics::SecurityMetrics;

@@ -278,10 +278,7 @@ impl Runtime for WasmRuntime {
                     Err(_elapsed) => {
                         tracing::warn!(plugin = %self.name, timeout = ?self.call_timeout, "plugin call timed out in a host call; replacing the instance");
                         (
-                            Err(Error::Unavailable(format!(
-                                "plugin {} exceeded its call timeout of {:?}",
-                                self.name, self.call_timeout
-                            ))),
+                            Err(crate::plugins::call_timed_out(&self.name, self.call_timeout)),
                             None,
                         )
                     }

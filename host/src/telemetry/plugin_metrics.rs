@@ -1,0 +1,352 @@
+//! The metrics of plugins: their calls, their host-event queues, their instances, and what they do
+//! through the host (API-server calls and watches, database statements, limits that bit), each
+//! labelled with the plugin's name.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+
+/// The kinds of call into a plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginCall {
+    Start,
+    List,
+    Handle,
+    OnEvents,
+}
+
+impl PluginCall {
+    pub const ALL: [PluginCall; 4] = [Self::Start, Self::List, Self::Handle, Self::OnEvents];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Start => "start",
+            Self::List => "list",
+            Self::Handle => "handle",
+            Self::OnEvents => "on-events",
+        }
+    }
+}
+
+/// Every plugin metric family, registered once.
+#[derive(Clone)]
+pub(super) struct Families {
+    queue_depth: IntGaugeVec,
+    events_queued: IntCounterVec,
+    events_coalesced: IntCounterVec,
+    queue_full: IntCounterVec,
+    events_retried: IntCounterVec,
+    events_dropped: IntCounterVec,
+    calls: IntCounterVec,
+    call_duration: HistogramVec,
+    call_timeouts: IntCounterVec,
+    instances: IntGaugeVec,
+    pool_size: IntGaugeVec,
+    limits_hit: IntCounterVec,
+    kube_requests: IntCounterVec,
+    kube_request_duration: HistogramVec,
+    watch_restarts: IntCounterVec,
+    watch_relists: IntCounterVec,
+    statements: IntCounterVec,
+    statement_duration: HistogramVec,
+}
+
+fn counters(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+fn gauges(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+fn histograms(name: &str, help: &str, labels: &[&str], buckets: Vec<f64>) -> HistogramVec {
+    HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).expect("valid metric")
+}
+
+/// Latencies of calls that cross a network: 0.5 ms to 10 s.
+fn network_buckets() -> Vec<f64> {
+    vec![
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ]
+}
+
+impl Families {
+    pub(super) fn new(registry: &Registry) -> Self {
+        let f = Self {
+            queue_depth: gauges(
+                "conductor_plugin_event_queue_depth",
+                "Host events (timers, notifications, watched objects) waiting for a plugin.",
+                &["plugin"],
+            ),
+            events_queued: counters(
+                "conductor_plugin_events_queued_total",
+                "Host events queued for a plugin, by kind.",
+                &["plugin", "kind"],
+            ),
+            events_coalesced: counters(
+                "conductor_plugin_events_coalesced_total",
+                "Host events folded into one already waiting (a timer firing again, the same notification, a newer state of a watched object).",
+                &["plugin", "kind"],
+            ),
+            queue_full: counters(
+                "conductor_plugin_event_queue_full_total",
+                "Times a producer of host events found a plugin's queue full and waited (back-pressure).",
+                &["plugin"],
+            ),
+            events_retried: counters(
+                "conductor_plugin_events_retried_total",
+                "Host events queued again, with backoff, because the on-events call carrying them failed.",
+                &["plugin", "kind"],
+            ),
+            events_dropped: counters(
+                "conductor_plugin_events_dropped_total",
+                "Host events given up after failing every attempt (watched objects are listed again instead, once).",
+                &["plugin", "kind"],
+            ),
+            calls: counters(
+                "conductor_plugin_calls_total",
+                "Calls into a plugin (start, list, handle, on-events), by outcome (ok, error).",
+                &["plugin", "call", "outcome"],
+            ),
+            call_duration: histograms(
+                "conductor_plugin_call_duration_seconds",
+                "How long calls into a plugin took, waiting for a free instance included.",
+                &["plugin", "call"],
+                prometheus::exponential_buckets(1e-5, 4.0, 10).expect("valid buckets"),
+            ),
+            call_timeouts: counters(
+                "conductor_plugin_call_timeouts_total",
+                "Calls into a plugin that failed for time: past limits.call_timeout (call_timeout), or no free instance within limits.acquire_timeout (acquire_timeout).",
+                &["plugin", "call", "limit"],
+            ),
+            instances: gauges(
+                "conductor_plugin_instances",
+                "Instances of a plugin alive now.",
+                &["plugin"],
+            ),
+            pool_size: gauges(
+                "conductor_plugin_pool_size",
+                "Instances a plugin may have (pool_size).",
+                &["plugin"],
+            ),
+            limits_hit: counters(
+                "conductor_plugin_limit_refusals_total",
+                "Host calls refused because a plugin reached one of its [plugins.<name>.limits] (kv_keys, kv_bytes, timers, log_lines_per_second).",
+                &["plugin", "limit"],
+            ),
+            kube_requests: counters(
+                "conductor_kube_requests_total",
+                "Calls a plugin made to the Kubernetes API server through the host, by verb and HTTP code (0: no answer).",
+                &["plugin", "verb", "code"],
+            ),
+            kube_request_duration: histograms(
+                "conductor_kube_request_duration_seconds",
+                "How long the API server took to answer a plugin's call.",
+                &["plugin", "verb"],
+                network_buckets(),
+            ),
+            watch_restarts: counters(
+                "conductor_kube_watch_restarts_total",
+                "Times a plugin's watch failed and resumed with backoff.",
+                &["plugin", "resource"],
+            ),
+            watch_relists: counters(
+                "conductor_kube_watch_relists_total",
+                "Times a plugin's watch listed every object again (at start, after the server's 410 Gone, or after the plugin failed events).",
+                &["plugin", "resource"],
+            ),
+            statements: counters(
+                "conductor_database_statements_total",
+                "Statements a plugin ran through the host's pg capability, by outcome (ok, error).",
+                &["plugin", "database", "outcome"],
+            ),
+            statement_duration: histograms(
+                "conductor_database_statement_duration_seconds",
+                "How long a plugin's statements took, a wait for a pooled connection included.",
+                &["plugin", "database"],
+                network_buckets(),
+            ),
+        };
+        for c in [
+            Box::new(f.queue_depth.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(f.events_queued.clone()),
+            Box::new(f.events_coalesced.clone()),
+            Box::new(f.queue_full.clone()),
+            Box::new(f.events_retried.clone()),
+            Box::new(f.events_dropped.clone()),
+            Box::new(f.calls.clone()),
+            Box::new(f.call_duration.clone()),
+            Box::new(f.call_timeouts.clone()),
+            Box::new(f.instances.clone()),
+            Box::new(f.pool_size.clone()),
+            Box::new(f.limits_hit.clone()),
+            Box::new(f.kube_requests.clone()),
+            Box::new(f.kube_request_duration.clone()),
+            Box::new(f.watch_restarts.clone()),
+            Box::new(f.watch_relists.clone()),
+            Box::new(f.statements.clone()),
+            Box::new(f.statement_duration.clone()),
+        ] {
+            registry.register(c).expect("metric registered once");
+        }
+        f
+    }
+
+    pub(super) fn of(&self, name: &str) -> PluginMetrics {
+        PluginMetrics {
+            plugin: name.to_owned(),
+            depth: self.queue_depth.with_label_values(&[name]),
+            full: self.queue_full.with_label_values(&[name]),
+            instances: self.instances.with_label_values(&[name]),
+            pool_size: self.pool_size.with_label_values(&[name]),
+            calls: Arc::new(PluginCall::ALL.map(|call| {
+                let (c, p) = (call.as_str(), name);
+                (
+                    self.calls.with_label_values(&[p, c, "ok"]),
+                    self.calls.with_label_values(&[p, c, "error"]),
+                    self.call_duration.with_label_values(&[p, c]),
+                )
+            })),
+            families: self.clone(),
+        }
+    }
+}
+
+/// The metrics of one plugin. The hot ones (calls, the queue's depth) are looked up once here,
+/// not on every call.
+#[derive(Clone)]
+pub struct PluginMetrics {
+    plugin: String,
+    depth: IntGauge,
+    full: IntCounter,
+    instances: IntGauge,
+    pool_size: IntGauge,
+    /// Per kind of call: the ok and error counters, and the duration histogram.
+    calls: Arc<[(IntCounter, IntCounter, Histogram); PluginCall::ALL.len()]>,
+    families: Families,
+}
+
+impl PluginMetrics {
+    /// The plugin's name.
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    fn label<'a>(&'a self, rest: &[&'a str]) -> Vec<&'a str> {
+        let mut labels = vec![self.plugin.as_str()];
+        labels.extend_from_slice(rest);
+        labels
+    }
+
+    pub fn set_depth(&self, depth: usize) {
+        self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// An event of `kind` joined the queue.
+    pub fn queued(&self, kind: &str) {
+        self.families
+            .events_queued
+            .with_label_values(&self.label(&[kind]))
+            .inc();
+    }
+
+    /// An event of `kind` was folded into one already queued.
+    pub fn coalesced(&self, kind: &str) {
+        self.families
+            .events_coalesced
+            .with_label_values(&self.label(&[kind]))
+            .inc();
+    }
+
+    /// A producer found the queue full and waited.
+    pub fn waited_for_room(&self) {
+        self.full.inc();
+    }
+
+    /// An event of `kind` goes back into the queue after a failed call.
+    pub fn retried(&self, kind: &str) {
+        self.families
+            .events_retried
+            .with_label_values(&self.label(&[kind]))
+            .inc();
+    }
+
+    /// An event of `kind` was given up.
+    pub fn dropped(&self, kind: &str) {
+        self.families
+            .events_dropped
+            .with_label_values(&self.label(&[kind]))
+            .inc();
+    }
+
+    /// A call into the plugin took `seconds` and succeeded or failed.
+    pub fn called(&self, call: PluginCall, seconds: f64, ok: bool) {
+        let (succeeded, failed, duration) = &self.calls[call as usize];
+        if ok { succeeded } else { failed }.inc();
+        duration.observe(seconds);
+    }
+
+    /// A call failed for time: past `limit` (`call_timeout` or `acquire_timeout`).
+    pub fn timed_out(&self, call: PluginCall, limit: &str) {
+        self.families
+            .call_timeouts
+            .with_label_values(&self.label(&[call.as_str(), limit]))
+            .inc();
+    }
+
+    /// How many instances the plugin has, and may have.
+    pub fn set_instances(&self, alive: usize, pool_size: usize) {
+        self.instances.set(i64::try_from(alive).unwrap_or(i64::MAX));
+        self.pool_size.set(i64::try_from(pool_size).unwrap_or(i64::MAX));
+    }
+
+    /// A host call was refused: the plugin reached `limit`.
+    pub fn limit_hit(&self, limit: &str) {
+        self.families.limits_hit.with_label_values(&self.label(&[limit])).inc();
+    }
+
+    /// A call to the API server: its verb, the HTTP code of the answer (0: none) and how long.
+    pub fn kube_request(&self, verb: &str, code: u16, took: Duration) {
+        let code = code.to_string();
+        self.families
+            .kube_requests
+            .with_label_values(&self.label(&[verb, &code]))
+            .inc();
+        self.families
+            .kube_request_duration
+            .with_label_values(&self.label(&[verb]))
+            .observe(took.as_secs_f64());
+    }
+
+    /// The watch of `resource` failed and resumes.
+    pub fn watch_restarted(&self, resource: &str) {
+        self.families
+            .watch_restarts
+            .with_label_values(&self.label(&[resource]))
+            .inc();
+    }
+
+    /// The watch of `resource` lists every object again.
+    pub fn watch_relisted(&self, resource: &str) {
+        self.families
+            .watch_relists
+            .with_label_values(&self.label(&[resource]))
+            .inc();
+    }
+
+    /// A statement on `database` succeeded or failed after `took`.
+    pub fn statement(&self, database: &str, ok: bool, took: Duration) {
+        let outcome = if ok { "ok" } else { "error" };
+        self.families
+            .statements
+            .with_label_values(&self.label(&[database, outcome]))
+            .inc();
+        self.families
+            .statement_duration
+            .with_label_values(&self.label(&[database]))
+            .observe(took.as_secs_f64());
+    }
+}
