@@ -17,7 +17,7 @@ python3 scripts/module-cycles.py host/src plugin-sdk/src plugins/*/src load/src
 # as native libraries (target/debug/lib*.so) and as WebAssembly components
 # (target/wasm32-wasip2/plugin/*.wasm; the default ones are also copied to plugins/dist/).
 cargo build --workspace --all-targets --locked
-scripts/build-plugins.sh -p static-works -p misbehaving-plugin -p wrong-version-plugin -p flaky-plugin
+scripts/build-plugins.sh -p static-works -p misbehaving-plugin -p wrong-version-plugin -p flaky-plugin -p greedy-plugin
 # The Python and JavaScript example plugins (their unit tests, then the components, into
 # target/polyglot/; componentize-py and componentize-js cached under ~/.cache/conductor/tools).
 scripts/build-polyglot-plugins.sh

@@ -278,7 +278,13 @@ fn plugins_inspect_and_list_say_what_would_load() {
         );
         assert!(text.contains("name:          static-works"), "{text}");
         assert!(text.contains("sources:       static"), "{text}");
-        assert!(text.contains("contract:      conductor:plugin@0.4."), "{text}");
+        assert!(
+            text.contains(&format!(
+                "contract:      conductor:plugin@{}",
+                conductor_plugin_sdk::SDK_VERSION
+            )),
+            "{text}"
+        );
         let from = match form {
             Form::Component => "read from its imports",
             Form::Native => "declared",
@@ -623,4 +629,72 @@ async fn a_call_finding_every_instance_busy_is_unavailable_within_the_acquire_ti
     busy.await.unwrap().unwrap_err();
     // Free again: served.
     status_update(&mut client, "ok", "chaos").await.unwrap();
+}
+
+/// What the host keeps for a plugin is bounded (`[plugins.<name>.limits]`): a plugin that keeps
+/// taking `kv` keys or bytes, timers or metric series gets an error naming the limit once it
+/// reaches it (and the agent the plugin's refusal), a flood of log lines is cut to the rate, and
+/// every refusal is counted. The same for a component and a native library.
+#[tokio::test]
+async fn a_greedy_plugin_meets_its_limits() {
+    for form in [Form::Component, Form::Native] {
+        let c = Conductor::start(&format!(
+            r#"
+[plugins.greedy]
+kind = "{kind}"
+file = "{file}"
+grants = ["log", "timer", "kv", "metrics"]
+limits = {{ kv_keys = 100, kv_bytes = "1MiB", timers = 10, log_lines_per_second = 50, metric_series = 20 }}
+[routes]
+greedy = "greedy"
+"#,
+            kind = form.kind(),
+            file = plugin_artifact("greedy-plugin", form).display(),
+        ))
+        .unwrap();
+        let mut client = c.client().await.unwrap();
+        for (what, took, limit) in [
+            // 64 KiB values and their keys: the 16th would pass 1 MiB.
+            ("kv-bytes", "took 15 kv values", "limits.kv_bytes = 1048576"),
+            // 15 keys are taken already.
+            ("kv-keys", "took 85 kv keys", "limits.kv_keys = 100"),
+            ("timers", "took 10 timers", "limits.timers"),
+            ("metrics", "took 20 metric series", "limits.metric_series"),
+        ] {
+            let refused = status_update(&mut client, what, "greedy").await.unwrap_err();
+            assert_eq!(refused.code(), Code::FailedPrecondition, "{form:?} {what}: {refused:?}");
+            for needle in [took, limit] {
+                assert!(
+                    refused.message().contains(needle),
+                    "{form:?} {what}: {needle:?} in {}",
+                    refused.message()
+                );
+            }
+        }
+        status_update(&mut client, "log", "greedy").await.unwrap();
+        let dropped = c.wait_for_log("dropping log lines of the plugin").await;
+        assert!(dropped.contains("\"limit\":50"), "{dropped}");
+        let written = c.logs().matches("greedy log line").count();
+        assert!(
+            (50..=60).contains(&written),
+            "{form:?}: a burst of one second's worth, not 10,000: {written}"
+        );
+
+        let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+        let refusals = |limit: &str| -> f64 {
+            let series = format!("conductor_plugin_limit_refusals_total{{limit=\"{limit}\",plugin=\"greedy\"}}");
+            metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        for limit in ["kv_keys", "kv_bytes", "timers", "metric_series"] {
+            assert!(refusals(limit) >= 1.0, "{form:?}: {limit} counted\n{metrics}");
+        }
+        assert!(refusals("log_lines_per_second") >= 9_000.0, "{form:?}\n{metrics}");
+        assert!(
+            metrics.contains("conductor_greedy_things{n=\"19\",plugin=\"greedy\"} 1"),
+            "{form:?}: the plugin's own metric is exported\n{metrics}"
+        );
+    }
 }

@@ -282,8 +282,9 @@ fn example_configuration_loads(lang: Lang) {
     assert!(ok, "{lang:?}: {err}");
     assert!(
         out.contains(&format!(
-            r#"{} 0.1.0 (Component, contract 0.4.0), data types ["{WORKS}"], capabilities ["emit", "log", "timer", "kv"]"#,
-            lang.plugin
+            r#"{} 0.1.0 (Component, contract {}), data types ["{WORKS}"], capabilities ["emit", "log", "timer", "kv"]"#,
+            lang.plugin,
+            conductor_plugin_sdk::SDK_VERSION
         )),
         "{lang:?}: {out}"
     );
@@ -307,7 +308,13 @@ fn a_build_importing_an_ungranted_capability_does_not_load(lang: Lang) {
     let (ok, out, err) = conductor(&["plugins", "inspect"], &file);
     assert!(ok, "{lang:?}: {err}");
     assert!(out.contains(&format!("name:          {}", lang.plugin)), "{out}");
-    assert!(out.contains("contract:      conductor:plugin@0.4."), "{out}");
+    assert!(
+        out.contains(&format!(
+            "contract:      conductor:plugin@{}",
+            conductor_plugin_sdk::SDK_VERSION
+        )),
+        "{out}"
+    );
     assert!(
         out.contains("capabilities:  emit, log, timer, kv, pg (read from its imports)"),
         "{lang:?}: {out}"

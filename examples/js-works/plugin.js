@@ -18,15 +18,15 @@
 // `conductor:plugin/…` imports below are bound at build time. plugin.test.js runs this module
 // under node:test against the SDK's JavaScript fakes.
 
-import { emit } from 'conductor:plugin/emit@0.4.0';
-import { log } from 'conductor:plugin/log@0.4.0';
-import { set as setTimer } from 'conductor:plugin/timer@0.4.0';
-import { get as kvGet, set as kvSet } from 'conductor:plugin/kv@0.4.0';
+import { emit } from 'conductor:plugin/emit@0.5.0';
+import { log } from 'conductor:plugin/log@0.5.0';
+import { set as setTimer } from 'conductor:plugin/timer@0.5.0';
+import { get as kvGet, set as kvSet } from 'conductor:plugin/kv@0.5.0';
 
 export const NAME = 'js-works';
 export const VERSION = '0.1.0';
 // The contract this module is written against (plugin.test.js checks it against plugin-sdk/wit).
-export const CONTRACT = '0.4.0';
+export const CONTRACT = '0.5.0';
 // The source name agents echo back as `originalsource`.
 export const SOURCE = 'js';
 export const MANIFEST_BUNDLES = 'io.open-cluster-management.works.v1alpha1.manifestbundles';
@@ -172,7 +172,7 @@ let announceAfter;
 
 export const plugin = {
   describe() {
-    return { name: NAME, version: VERSION, sdkVersion: CONTRACT, sources: [SOURCE], dataTypes: [MANIFEST_BUNDLES], concurrentNotifications: 0 };
+    return { name: NAME, version: VERSION, sdkVersion: CONTRACT, sources: [SOURCE], dataTypes: [MANIFEST_BUNDLES], concurrentNotifications: 0, metrics: [] };
   },
 
   checkConfig(config) {

@@ -39,7 +39,7 @@ from wit_world.imports.types import (
 NAME = "python-works"
 VERSION = "0.1.0"
 # The contract this module is written against (test_app.py checks it against plugin-sdk/wit).
-CONTRACT = "0.4.0"
+CONTRACT = "0.5.0"
 # The source name agents echo back as `originalsource`.
 SOURCE = "python"
 MANIFEST_BUNDLES = "io.open-cluster-management.works.v1alpha1.manifestbundles"
@@ -174,6 +174,7 @@ class Plugin(exports.Plugin):
             sources=[SOURCE],
             data_types=[MANIFEST_BUNDLES],
             concurrent_notifications=0,
+            metrics=[],
         )
 
     def check_config(self, config):

@@ -4,11 +4,12 @@
 //     node --import <sdk>/js/register.mjs --test
 //
 // register.mjs installs a module hook: the plugin's `conductor:plugin/<capability>@<version>`
-// imports load the fakes in fakes/ (emit, log, timer, kv), which record into `host` below. A
+// imports load the fakes in fakes/ (emit, log, timer, kv, metrics, blob), which record into `host` below. A
 // version other than the contract's (plugin-sdk/wit/plugin.wit) fails the import, as the host
 // refuses such a component. What it records, like the Rust SDK's `fakes::FakeHost`: `kv` (a Map
 // of Uint8Arrays), `logs` ([level, message] pairs), `timers` (name → [afterMs, repeat]),
-// `emitted` (the events; `takeEmitted()` empties it). `emit` answers `subscribers` (1 unless
+// `emitted` (the events; `takeEmitted()` empties it), `metrics` (`name{label,…}` → value) and
+// `blobs` (name → Uint8Array, for the plugin to read). `emit` answers `subscribers` (1 unless
 // set). `pg` and `kube` are not faked: test SQL against a real PostgreSQL, as tests/maestro.rs
 // does.
 //
@@ -22,6 +23,8 @@ export const host = {
   logs: [],
   timers: new Map(),
   emitted: [],
+  metrics: new Map(),
+  blobs: new Map(),
   subscribers: 1,
 };
 
@@ -31,6 +34,8 @@ export function reset() {
   host.logs.length = 0;
   host.timers.clear();
   host.emitted.length = 0;
+  host.metrics.clear();
+  host.blobs.clear();
   host.subscribers = 1;
 }
 

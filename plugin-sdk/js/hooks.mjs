@@ -15,7 +15,7 @@ export async function resolve(specifier, context, nextResolve) {
   }
   const fake = new URL(`./fakes/${iface}.mjs`, import.meta.url);
   if (!existsSync(fake)) {
-    throw new Error(`${specifier}: no fake for \`${iface}\` (the fakes are emit, log, timer and kv)`);
+    throw new Error(`${specifier}: no fake for \`${iface}\` (the fakes are emit, log, timer, kv, metrics and blob)`);
   }
   return { url: fake.href, shortCircuit: true };
 }

@@ -15,7 +15,8 @@ in-memory capabilities in their place:
 
 What it records, like the Rust SDK's `fakes::FakeHost`: `kv` (a dict), `logs` ((level, message)
 pairs), `timers` (name -> (after_ms, repeat)), `emitted` (the events, `take_emitted()` empties
-it). `emit` answers `subscribers` (1 unless set). A plugin calls capabilities through their
+it), `metrics` ((name, (label values)) -> value: counters summed, gauges as last set); `blobs`
+(name -> bytes) holds the files the plugin may read. `emit` answers `subscribers` (1 unless set). A plugin calls capabilities through their
 modules (`kv.get(...)`, not `from wit_world.imports.kv import get`), so the fake reaches every call.
 `pg` and `kube` are not faked: test SQL against a real PostgreSQL, as tests/maestro.rs does.
 """
@@ -29,6 +30,8 @@ class FakeHost:
         self.logs = []
         self.timers = {}
         self.emitted = []
+        self.metrics = {}
+        self.blobs = {}
         self.subscribers = subscribers
         self._patched = []
 
@@ -43,6 +46,8 @@ class FakeHost:
             "log": {"log": self._log},
             "timer": {"set": self._set_timer, "cancel": self._cancel_timer},
             "kv": {"get": self._kv_get, "set": self._kv_set, "delete": self._kv_delete},
+            "metrics": {"counter_add": self._counter_add, "gauge_set": self._gauge_set},
+            "blob": {"read": self._blob_read},
         }
         for interface, functions in fakes.items():
             try:
@@ -81,3 +86,17 @@ class FakeHost:
 
     def _kv_delete(self, key):
         return self.kv.pop(key, None) is not None
+
+    def _counter_add(self, name, labels, value):
+        if value < 0:
+            raise ValueError(f"counter {name}: {value} is negative")
+        key = (name, tuple(labels))
+        self.metrics[key] = self.metrics.get(key, 0.0) + value
+
+    def _gauge_set(self, name, labels, value):
+        self.metrics[(name, tuple(labels))] = value
+
+    def _blob_read(self, name):
+        if name not in self.blobs:
+            raise KeyError(f"no file named {name!r} (put it in FakeHost.blobs)")
+        return self.blobs[name]

@@ -4,6 +4,7 @@
 
 use crate::kube::{KubeReply, KubeRequest};
 use crate::pg::{PgReply, PgRequest};
+use crate::plugin::MetricKind;
 use crate::{CloudEvent, Error};
 
 /// Log levels.
@@ -20,11 +21,13 @@ pub enum Level {
 pub trait HostCalls: Send + Sync {
     fn emit(&self, event: &CloudEvent) -> Result<u32, Error>;
     fn log(&self, level: Level, message: &str);
-    fn set_timer(&self, name: &str, after_ms: u64, repeat: bool);
+    fn set_timer(&self, name: &str, after_ms: u64, repeat: bool) -> Result<(), Error>;
     fn cancel_timer(&self, name: &str);
     fn kv_get(&self, key: &str) -> Option<Vec<u8>>;
-    fn kv_set(&self, key: &str, value: &[u8]);
+    fn kv_set(&self, key: &str, value: &[u8]) -> Result<(), Error>;
     fn kv_delete(&self, key: &str) -> bool;
     fn pg(&self, request: PgRequest) -> Result<PgReply, Error>;
     fn kube(&self, request: KubeRequest) -> Result<KubeReply, Error>;
+    fn metric(&self, kind: MetricKind, name: &str, labels: &[&str], value: f64) -> Result<(), Error>;
+    fn blob(&self, name: &str) -> Result<Vec<u8>, Error>;
 }

@@ -16,6 +16,7 @@ use crate::calls::{HostCalls, Level};
 use crate::host::Host;
 use crate::kube::{ApiResource, KubeReply, KubeRequest, Selector};
 use crate::pg::{PgReply, PgRequest};
+use crate::plugin::MetricKind;
 use crate::{CloudEvent, Error, Status, StatusDetails};
 
 /// What a plugin did to its host.
@@ -36,6 +37,10 @@ pub struct Recorded {
     pub tokens: Vec<(String, String)>,
     /// LISTENs asked for: (database, channel).
     pub listens: Vec<(String, String)>,
+    /// The plugin's metrics: (name, label values) → value (counters summed, gauges as last set).
+    pub metrics: BTreeMap<(String, Vec<String>), f64>,
+    /// Files the plugin may read by name ([`FakeHost::put_blob`]).
+    pub blobs: BTreeMap<String, Vec<u8>>,
     revision: u64,
 }
 
@@ -44,6 +49,8 @@ pub struct Recorded {
 pub struct FakeHost {
     recorded: Mutex<Recorded>,
     subscribers: u32,
+    /// `kv_set` and `set_timer` are refused, as the host refuses them past a plugin's limits.
+    refusing: std::sync::atomic::AtomicBool,
 }
 
 impl FakeHost {
@@ -52,6 +59,7 @@ impl FakeHost {
         Arc::new(Self {
             recorded: Mutex::default(),
             subscribers: 1,
+            refusing: Default::default(),
         })
     }
 
@@ -63,6 +71,30 @@ impl FakeHost {
     /// What the plugin did so far.
     pub fn recorded(&self) -> MutexGuard<'_, Recorded> {
         self.recorded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// From now on `kv_set` and `set_timer` are refused (`refuse`) or not, as the host refuses them
+    /// once a plugin reaches its limits: for testing what a plugin does then.
+    pub fn refuse_writes(&self, refuse: bool) {
+        self.refusing.store(refuse, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn refused(&self, what: &str) -> Result<(), Error> {
+        match self.refusing.load(std::sync::atomic::Ordering::Relaxed) {
+            true => Err(Error::Unavailable(format!("{what} refused (FakeHost::refuse_writes)"))),
+            false => Ok(()),
+        }
+    }
+
+    /// Lets the plugin read `contents` as the file named `name`.
+    pub fn put_blob(&self, name: &str, contents: &[u8]) {
+        self.recorded().blobs.insert(name.to_owned(), contents.to_vec());
+    }
+
+    /// The value of the plugin's metric `name` with `labels`, if it was ever set.
+    pub fn metric(&self, name: &str, labels: &[&str]) -> Option<f64> {
+        let key = (name.to_owned(), labels.iter().map(|l| (*l).to_owned()).collect());
+        self.recorded().metrics.get(&key).copied()
     }
 
     /// Takes the events emitted so far.
@@ -349,8 +381,10 @@ impl HostCalls for Shared {
     fn log(&self, level: Level, message: &str) {
         self.0.recorded().logs.push((level, message.to_owned()));
     }
-    fn set_timer(&self, name: &str, after_ms: u64, repeat: bool) {
+    fn set_timer(&self, name: &str, after_ms: u64, repeat: bool) -> Result<(), Error> {
+        self.0.refused("set_timer")?;
         self.0.recorded().timers.insert(name.to_owned(), (after_ms, repeat));
+        Ok(())
     }
     fn cancel_timer(&self, name: &str) {
         self.0.recorded().timers.remove(name);
@@ -358,8 +392,10 @@ impl HostCalls for Shared {
     fn kv_get(&self, key: &str) -> Option<Vec<u8>> {
         self.0.recorded().kv.get(key).cloned()
     }
-    fn kv_set(&self, key: &str, value: &[u8]) {
+    fn kv_set(&self, key: &str, value: &[u8]) -> Result<(), Error> {
+        self.0.refused("kv_set")?;
         self.0.recorded().kv.insert(key.to_owned(), value.to_vec());
+        Ok(())
     }
     fn kv_delete(&self, key: &str) -> bool {
         self.0.recorded().kv.remove(key).is_some()
@@ -388,5 +424,26 @@ impl HostCalls for Shared {
             return Ok(KubeReply::Done);
         }
         recorded.call(request)
+    }
+    fn metric(&self, kind: MetricKind, name: &str, labels: &[&str], value: f64) -> Result<(), Error> {
+        let key = (name.to_owned(), labels.iter().map(|l| (*l).to_owned()).collect());
+        let mut recorded = self.0.recorded();
+        let slot = recorded.metrics.entry(key).or_insert(0.0);
+        match kind {
+            MetricKind::Counter if value < 0.0 => {
+                return Err(Error::Invalid(format!("counter {name}: {value} is negative")));
+            }
+            MetricKind::Counter => *slot += value,
+            MetricKind::Gauge => *slot = value,
+        }
+        Ok(())
+    }
+    fn blob(&self, name: &str) -> Result<Vec<u8>, Error> {
+        self.0
+            .recorded()
+            .blobs
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("no file named {name:?} (FakeHost::put_blob)")))
     }
 }

@@ -10,6 +10,7 @@ use crate::bindings::convert::*;
 use crate::calls::Level;
 use crate::kube::{KubeReply, KubeRequest};
 use crate::pg::{PgReply, PgRequest, TransactionId};
+use crate::plugin::MetricKind;
 use crate::{CloudEvent, Error};
 
 thread_local! {
@@ -47,8 +48,8 @@ pub fn log(level: Level, message: &str) {
     };
     wit::log::log(level, message)
 }
-pub fn set_timer(name: &str, after_ms: u64, repeat: bool) {
-    wit::timer::set(name, after_ms, repeat)
+pub fn set_timer(name: &str, after_ms: u64, repeat: bool) -> Result<(), Error> {
+    wit::timer::set(name, after_ms, repeat).map_err(from_wit_error)
 }
 pub fn cancel_timer(name: &str) {
     wit::timer::cancel(name)
@@ -56,11 +57,23 @@ pub fn cancel_timer(name: &str) {
 pub fn kv_get(key: &str) -> Option<Vec<u8>> {
     wit::kv::get(key)
 }
-pub fn kv_set(key: &str, value: &[u8]) {
-    wit::kv::set(key, value)
+pub fn kv_set(key: &str, value: &[u8]) -> Result<(), Error> {
+    wit::kv::set(key, value).map_err(from_wit_error)
 }
 pub fn kv_delete(key: &str) -> bool {
     wit::kv::delete(key)
+}
+
+pub fn metric(kind: MetricKind, name: &str, labels: &[&str], value: f64) -> Result<(), Error> {
+    let labels: Vec<String> = labels.iter().map(|l| (*l).to_owned()).collect();
+    match kind {
+        MetricKind::Counter => wit::metrics::counter_add(name, &labels, value),
+        MetricKind::Gauge => wit::metrics::gauge_set(name, &labels, value),
+    }
+    .map_err(from_wit_error)
+}
+pub fn blob(name: &str) -> Result<Vec<u8>, Error> {
+    wit::blob::read(name).map_err(from_wit_error)
 }
 
 pub fn pg(request: PgRequest) -> Result<PgReply, Error> {

@@ -51,7 +51,9 @@ pub use event::{CloudEvent, ExtensionError, ExtensionValue, SPEC_VERSION, Timest
 pub use host::{Database, Host, Kube, KvKey, Transaction};
 pub use identity::Identity;
 pub use pg::{PgRow, PgRows, PgValue};
-pub use plugin::{Capability, Description, HostEvent, ListOptions, NoConfig, Plugin, SDK_VERSION};
+pub use plugin::{
+    Capability, Description, HostEvent, ListOptions, MetricDescription, MetricKind, NoConfig, Plugin, SDK_VERSION,
+};
 pub use retry::Retry;
 
 /// Exports a [`Plugin`] implementation: as the component's `plugin` interface when built for

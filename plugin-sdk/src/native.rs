@@ -19,15 +19,15 @@ use crate::calls::{HostCalls, Level};
 use crate::host::Host;
 use crate::kube::{KubeReply, KubeRequest};
 use crate::pg::{PgReply, PgRequest};
-use crate::plugin::{Description, HostEvent, ListOptions, Plugin, parse_config};
+use crate::plugin::{Description, HostEvent, ListOptions, MetricKind, Plugin, parse_config};
 use crate::{CloudEvent, Error, Identity};
 
 /// The version of this ABI; the host refuses libraries with another. It moves whenever the table
 /// below or a message changes (`tests::the_abi_version_moves_with_its_messages` holds the
 /// messages' fingerprint).
-pub const ABI_VERSION: u32 = 3;
+pub const ABI_VERSION: u32 = 4;
 /// The contract version this ABI carries (`SDK_VERSION`'s major.minor).
-pub const ABI_CONTRACT: &str = "0.4";
+pub const ABI_CONTRACT: &str = "0.5";
 /// The symbol every native plugin exports.
 pub const ENTRY_SYMBOL: &[u8] = b"conductor_plugin_v1\0";
 /// `SDK_VERSION` as a C string, for [`PluginApi::sdk_version`].
@@ -140,6 +140,8 @@ pub enum HostRequest {
     KvDelete(String),
     Pg(PgRequest),
     Kube(KubeRequest),
+    Metric(MetricKind, String, Vec<String>, f64),
+    Blob(String),
 }
 
 /// Host → plugin answers.
@@ -151,6 +153,9 @@ pub enum HostResponse {
     Pg(Result<PgReply, Error>),
     Kube(Result<KubeReply, Error>),
     Done,
+    /// A call that returns nothing else was refused (a limit, an undeclared metric).
+    Refused(Error),
+    Blob(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// Encodes an ABI message.
@@ -204,8 +209,11 @@ impl HostCalls for NativeHost {
     fn log(&self, level: Level, message: &str) {
         self.call(&HostRequest::Log(level, message.to_owned()));
     }
-    fn set_timer(&self, name: &str, after_ms: u64, repeat: bool) {
-        self.call(&HostRequest::SetTimer(name.to_owned(), after_ms, repeat));
+    fn set_timer(&self, name: &str, after_ms: u64, repeat: bool) -> Result<(), Error> {
+        done(
+            self.call(&HostRequest::SetTimer(name.to_owned(), after_ms, repeat)),
+            "set_timer",
+        )
     }
     fn cancel_timer(&self, name: &str) {
         self.call(&HostRequest::CancelTimer(name.to_owned()));
@@ -216,8 +224,8 @@ impl HostCalls for NativeHost {
             _ => None,
         }
     }
-    fn kv_set(&self, key: &str, value: &[u8]) {
-        self.call(&HostRequest::KvSet(key.to_owned(), value.to_vec()));
+    fn kv_set(&self, key: &str, value: &[u8]) -> Result<(), Error> {
+        done(self.call(&HostRequest::KvSet(key.to_owned(), value.to_vec())), "kv_set")
     }
     fn kv_delete(&self, key: &str) -> bool {
         matches!(
@@ -236,6 +244,29 @@ impl HostCalls for NativeHost {
             HostResponse::Kube(r) => r,
             _ => Err(Error::Internal("the host gave no answer to a kube call".to_owned())),
         }
+    }
+    fn metric(&self, kind: MetricKind, name: &str, labels: &[&str], value: f64) -> Result<(), Error> {
+        let labels = labels.iter().map(|l| (*l).to_owned()).collect();
+        done(
+            self.call(&HostRequest::Metric(kind, name.to_owned(), labels, value)),
+            "metric",
+        )
+    }
+    fn blob(&self, name: &str) -> Result<Vec<u8>, Error> {
+        match self.call(&HostRequest::Blob(name.to_owned())) {
+            HostResponse::Blob(contents) => Ok(contents),
+            HostResponse::Refused(e) => Err(e),
+            _ => Err(Error::Internal("the host gave no answer to a blob read".to_owned())),
+        }
+    }
+}
+
+/// The answer of a call that returns nothing: done, or refused with the host's error.
+fn done(response: HostResponse, call: &str) -> Result<(), Error> {
+    match response {
+        HostResponse::Done => Ok(()),
+        HostResponse::Refused(e) => Err(e),
+        _ => Err(Error::Internal(format!("the host gave no answer to {call}"))),
     }
 }
 
@@ -363,7 +394,11 @@ mod tests {
     use crate::{Capability, DatabaseError, ExtensionValue, PgRows, PgValue, SDK_VERSION, Status, StatusDetails};
 
     /// The fingerprint of the ABI messages recorded for each ABI version.
-    const FINGERPRINTS: &[(u32, u64)] = &[(2, 0x0103_d9f0_5cea_cba7), (3, 0x6852_9242_ed46_41a8)];
+    const FINGERPRINTS: &[(u32, u64)] = &[
+        (2, 0x0103_d9f0_5cea_cba7),
+        (3, 0x6852_9242_ed46_41a8),
+        (4, 0x6cb1_c2aa_eba2_ba58),
+    ];
 
     fn fnv1a64(bytes: &[u8], mut hash: u64) -> u64 {
         for b in bytes {
@@ -691,6 +726,12 @@ mod tests {
             data_types: vec!["a.v1.b".into()],
             capabilities: Capability::ALL.to_vec(),
             concurrent_notifications: 2,
+            metrics: vec![crate::plugin::MetricDescription {
+                name: "p_things".into(),
+                kind: MetricKind::Gauge,
+                help: "h".into(),
+                labels: vec!["l".into()],
+            }],
         };
         out.push(encode(&description));
         let plugin_requests = vec![
@@ -731,6 +772,8 @@ mod tests {
             HostRequest::KvGet("k".into()),
             HostRequest::KvSet("k".into(), vec![1]),
             HostRequest::KvDelete("k".into()),
+            HostRequest::Metric(MetricKind::Counter, "p_things".into(), vec!["v".into()], 1.5),
+            HostRequest::Blob("b".into()),
         ]
         .into_iter()
         .chain(pg_requests().into_iter().map(HostRequest::Pg))
@@ -746,7 +789,9 @@ mod tests {
                 | HostRequest::KvSet(..)
                 | HostRequest::KvDelete(_)
                 | HostRequest::Pg(_)
-                | HostRequest::Kube(_) => {}
+                | HostRequest::Kube(_)
+                | HostRequest::Metric(..)
+                | HostRequest::Blob(_) => {}
             }
         }
         out.extend(host_requests.iter().map(encode));
@@ -756,6 +801,8 @@ mod tests {
             HostResponse::Value(Some(vec![1])),
             HostResponse::Deleted(true),
             HostResponse::Done,
+            HostResponse::Refused(Error::Unavailable("limit".into())),
+            HostResponse::Blob(vec![1, 2]),
         ]
         .into_iter()
         .chain(pg_replies().into_iter().map(HostResponse::Pg))
@@ -768,7 +815,9 @@ mod tests {
                 | HostResponse::Deleted(_)
                 | HostResponse::Pg(_)
                 | HostResponse::Kube(_)
-                | HostResponse::Done => {}
+                | HostResponse::Done
+                | HostResponse::Refused(_)
+                | HostResponse::Blob(_) => {}
             }
         }
         out.extend(host_responses.iter().map(encode));

@@ -32,6 +32,28 @@ pub struct Description {
     /// [`Description::concurrent_notifications`].
     #[serde(default)]
     pub concurrent_notifications: u32,
+    /// The metrics it exports through the host ([`Host::counter_add`], [`Host::gauge_set`]).
+    #[serde(default)]
+    pub metrics: Vec<MetricDescription>,
+}
+
+/// Whether a metric only goes up or is set to what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MetricKind {
+    Counter,
+    Gauge,
+}
+
+/// A metric a plugin exports: exported as `conductor_<name>`, labelled `plugin` (the plugin's
+/// configured name) and `labels`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetricDescription {
+    /// `<the plugin's name>_<what>`: lowercase letters, digits and `_`.
+    pub name: String,
+    pub kind: MetricKind,
+    pub help: String,
+    /// Its labels besides `plugin`; values are given in this order.
+    pub labels: Vec<String>,
 }
 
 impl Description {
@@ -46,7 +68,19 @@ impl Description {
             data_types: vec![],
             capabilities: vec![],
             concurrent_notifications: 0,
+            metrics: vec![],
         }
+    }
+
+    /// Declares a metric the plugin exports (see [`MetricDescription`]).
+    pub fn metric(mut self, name: &str, kind: MetricKind, help: &str, labels: &[&str]) -> Self {
+        self.metrics.push(MetricDescription {
+            name: name.to_owned(),
+            kind,
+            help: help.to_owned(),
+            labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+        });
+        self
     }
 
     pub fn sources<S: Into<String>>(mut self, sources: impl IntoIterator<Item = S>) -> Self {
@@ -92,10 +126,23 @@ pub enum Capability {
     Pg,
     /// Kubernetes: watches, reads and writes of the granted resources.
     Kube,
+    /// Metrics of the plugin's own, exported with the host's.
+    Metrics,
+    /// Files the operator names for the plugin, read-only.
+    Blob,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 6] = [Self::Emit, Self::Log, Self::Timer, Self::Kv, Self::Pg, Self::Kube];
+    pub const ALL: [Capability; 8] = [
+        Self::Emit,
+        Self::Log,
+        Self::Timer,
+        Self::Kv,
+        Self::Pg,
+        Self::Kube,
+        Self::Metrics,
+        Self::Blob,
+    ];
 
     /// The name used in grants and as the WIT interface name.
     pub fn name(self) -> &'static str {
@@ -106,6 +153,8 @@ impl Capability {
             Self::Kv => "kv",
             Self::Pg => "pg",
             Self::Kube => "kube",
+            Self::Metrics => "metrics",
+            Self::Blob => "blob",
         }
     }
 

@@ -14,9 +14,9 @@
 //!
 //! fn on_event(host: &Host, event: HostEvent) -> Result<(), Error> {
 //!     if RETRY.is_due(&event) {
-//!         RETRY.run(host, |name| ensure(name));
+//!         RETRY.run(host, |name| ensure(name))?;
 //!     } else if let Err(e) = ensure("cluster1") {
-//!         RETRY.schedule(host, ["cluster1".to_owned()]);
+//!         RETRY.schedule(host, ["cluster1".to_owned()])?;
 //!     }
 //!     Ok(())
 //! }
@@ -71,7 +71,9 @@ impl<T: Serialize + DeserializeOwned + PartialEq> Retry<T> {
     }
 
     /// Queues `items` (each once) and arms the timer with the current delay, which then doubles.
-    pub fn schedule(&self, host: &Host, items: impl IntoIterator<Item = T>) {
+    /// An error (`kv` or the timer refused by the plugin's limits) leaves the queued items as they
+    /// were.
+    pub fn schedule(&self, host: &Host, items: impl IntoIterator<Item = T>) -> Result<(), Error> {
         let mut queued = self.queued(host);
         let before = queued.len();
         for item in items {
@@ -80,10 +82,7 @@ impl<T: Serialize + DeserializeOwned + PartialEq> Retry<T> {
             }
         }
         if queued.len() == before && before > 0 {
-            return; // nothing new, and the timer is armed already
-        }
-        if let Ok(bytes) = serde_json::to_vec(&queued) {
-            host.kv_set(&self.items_key(), &bytes);
+            return Ok(()); // nothing new, and the timer is armed already
         }
         let first = u64::try_from(self.first.as_millis()).unwrap_or(u64::MAX).max(1);
         let max = u64::try_from(self.max.as_millis()).unwrap_or(u64::MAX).max(first);
@@ -92,10 +91,11 @@ impl<T: Serialize + DeserializeOwned + PartialEq> Retry<T> {
             .and_then(|b| serde_json::from_slice::<u64>(&b).ok())
             .unwrap_or(first)
             .clamp(first, max);
-        if let Ok(bytes) = serde_json::to_vec(&delay.saturating_mul(2).min(max)) {
-            host.kv_set(&self.backoff_key(), &bytes);
-        }
-        host.set_timer(self.name, Duration::from_millis(delay), false);
+        // The timer first: a timer with no new items costs a round; items with no timer would
+        // wait for the next failure.
+        host.set_timer(self.name, Duration::from_millis(delay), false)?;
+        host.kv_set(&self.items_key(), &encode(&queued)?)?;
+        host.kv_set(&self.backoff_key(), &encode(&delay.saturating_mul(2).min(max))?)
     }
 
     /// Queues `items` from a call that may overlap other calls (the notification calls of a plugin
@@ -103,16 +103,16 @@ impl<T: Serialize + DeserializeOwned + PartialEq> Retry<T> {
     /// writes one queue, would race. The items wait under a `kv` key and a one-shot timer of their
     /// own, going off after the first delay; when it goes off, in a call that overlaps no other,
     /// [`Retry::take_handed_off`] gives them back to be tried.
-    pub fn hand_off(&self, host: &Host, items: impl IntoIterator<Item = T>) {
+    pub fn hand_off(&self, host: &Host, items: impl IntoIterator<Item = T>) -> Result<(), Error> {
         let items: Vec<T> = items.into_iter().collect();
         if items.is_empty() {
-            return;
+            return Ok(());
         }
         let name = format!("{}{}", self.hand_off_prefix(), uuid::Uuid::new_v4());
-        if let Ok(bytes) = serde_json::to_vec(&items) {
-            host.kv_set(&name, &bytes);
-            host.set_timer(&name, self.first, false);
-        }
+        host.kv_set(&name, &encode(&items)?)?;
+        host.set_timer(&name, self.first, false).inspect_err(|_| {
+            host.kv_delete(&name);
+        })
     }
 
     /// If `event` is the timer of a [`Retry::hand_off`], its items (taken out of `kv`), to try now
@@ -153,8 +153,9 @@ impl<T: Serialize + DeserializeOwned + PartialEq> Retry<T> {
     }
 
     /// Takes the queued items and tries each with `attempt`; the failures are queued again with
-    /// a longer delay, and once a round has no failure the delay starts over. Returns the failures.
-    pub fn run(&self, host: &Host, mut attempt: impl FnMut(&T) -> Result<(), Error>) -> Vec<Error> {
+    /// a longer delay, and once a round has no failure the delay starts over. Returns the failures
+    /// (an error if they could not be queued again).
+    pub fn run(&self, host: &Host, mut attempt: impl FnMut(&T) -> Result<(), Error>) -> Result<Vec<Error>, Error> {
         let mut again = Vec::new();
         let mut failed = Vec::new();
         for item in self.take(host) {
@@ -166,10 +167,14 @@ impl<T: Serialize + DeserializeOwned + PartialEq> Retry<T> {
         if again.is_empty() {
             self.succeeded(host);
         } else {
-            self.schedule(host, again);
+            self.schedule(host, again)?;
         }
-        failed
+        Ok(failed)
     }
+}
+
+fn encode(value: &impl Serialize) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec(value).map_err(|e| Error::Internal(format!("cannot encode retry state: {e}")))
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
@@ -183,27 +188,31 @@ mod tests {
     fn failures_come_back_with_a_doubling_delay_that_resets_on_success() {
         let fake = FakeHost::new();
         let host = fake.host();
-        RETRY.schedule(&host, ["a".to_owned(), "b".to_owned(), "a".to_owned()]);
+        RETRY
+            .schedule(&host, ["a".to_owned(), "b".to_owned(), "a".to_owned()])
+            .unwrap();
         assert_eq!(RETRY.pending(&host), ["a", "b"]);
         assert_eq!(fake.recorded().timers.get("r"), Some(&(100, false)));
 
-        let failed = RETRY.run(&host, |item| {
-            if item == "a" {
-                Err(Error::Unavailable("down".into()))
-            } else {
-                Ok(())
-            }
-        });
+        let failed = RETRY
+            .run(&host, |item| {
+                if item == "a" {
+                    Err(Error::Unavailable("down".into()))
+                } else {
+                    Ok(())
+                }
+            })
+            .unwrap();
         assert_eq!(failed.len(), 1);
         assert_eq!(RETRY.pending(&host), ["a"]);
         assert_eq!(fake.recorded().timers.get("r"), Some(&(200, false)));
-        RETRY.run(&host, |_| Err(Error::Unavailable("down".into())));
-        RETRY.run(&host, |_| Err(Error::Unavailable("down".into())));
+        RETRY.run(&host, |_| Err(Error::Unavailable("down".into()))).unwrap();
+        RETRY.run(&host, |_| Err(Error::Unavailable("down".into()))).unwrap();
         assert_eq!(fake.recorded().timers.get("r"), Some(&(500, false)), "capped");
 
-        assert!(RETRY.run(&host, |_| Ok(())).is_empty());
+        assert!(RETRY.run(&host, |_| Ok(())).unwrap().is_empty());
         assert!(RETRY.pending(&host).is_empty());
-        RETRY.schedule(&host, ["c".to_owned()]);
+        RETRY.schedule(&host, ["c".to_owned()]).unwrap();
         assert_eq!(fake.recorded().timers.get("r"), Some(&(100, false)), "starts over");
         assert!(RETRY.is_due(&HostEvent::Timer("r".into())));
         assert!(!RETRY.is_due(&HostEvent::Timer("other".into())));
@@ -213,9 +222,9 @@ mod tests {
     fn handed_off_items_wait_under_a_timer_of_their_own_until_taken() {
         let fake = FakeHost::new();
         let host = fake.host();
-        RETRY.hand_off(&host, ["a".to_owned(), "b".to_owned()]);
-        RETRY.hand_off(&host, ["c".to_owned()]);
-        RETRY.hand_off(&host, Vec::<String>::new());
+        RETRY.hand_off(&host, ["a".to_owned(), "b".to_owned()]).unwrap();
+        RETRY.hand_off(&host, ["c".to_owned()]).unwrap();
+        RETRY.hand_off(&host, Vec::<String>::new()).unwrap();
         assert!(RETRY.pending(&host).is_empty(), "the shared queue is not touched");
         let timers: Vec<(String, (u64, bool))> = fake.recorded().timers.clone().into_iter().collect();
         assert_eq!(timers.len(), 2, "one timer per hand-off: {timers:?}");

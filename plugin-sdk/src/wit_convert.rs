@@ -174,6 +174,19 @@ macro_rules! __wit_conversions {
                 sources: d.sources,
                 data_types: d.data_types,
                 concurrent_notifications: d.concurrent_notifications,
+                metrics: d
+                    .metrics
+                    .into_iter()
+                    .map(|m| __wit_plugin::MetricDescription {
+                        name: m.name,
+                        kind: match m.kind {
+                            $crate::plugin::MetricKind::Counter => __wit_plugin::MetricKind::Counter,
+                            $crate::plugin::MetricKind::Gauge => __wit_plugin::MetricKind::Gauge,
+                        },
+                        help: m.help,
+                        labels: m.labels,
+                    })
+                    .collect(),
             }
         }
 
@@ -186,6 +199,19 @@ macro_rules! __wit_conversions {
                 data_types: d.data_types,
                 capabilities: vec![],
                 concurrent_notifications: d.concurrent_notifications,
+                metrics: d
+                    .metrics
+                    .into_iter()
+                    .map(|m| $crate::plugin::MetricDescription {
+                        name: m.name,
+                        kind: match m.kind {
+                            __wit_plugin::MetricKind::Counter => $crate::plugin::MetricKind::Counter,
+                            __wit_plugin::MetricKind::Gauge => $crate::plugin::MetricKind::Gauge,
+                        },
+                        help: m.help,
+                        labels: m.labels,
+                    })
+                    .collect(),
             }
         }
 

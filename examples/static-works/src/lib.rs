@@ -157,7 +157,7 @@ impl Plugin for StaticWorks {
 
     fn start(&mut self, host: &Host) -> Result<(), Error> {
         if let Some(after) = self.announce_after {
-            host.set_timer(ANNOUNCE, after, false);
+            host.set_timer(ANNOUNCE, after, false)?;
         }
         Ok(())
     }
@@ -202,7 +202,7 @@ impl Plugin for StaticWorks {
             host.info(&format!("status of {cluster}/{} unchanged", work.name));
             return Ok(());
         }
-        host.kv_set(&key, &status);
+        host.kv_set(&key, &status)?;
         host.info(&format!(
             "status of {cluster}/{} stored ({} bytes)",
             work.name,
@@ -304,8 +304,20 @@ mod tests {
             "{err}"
         );
         status.set_extension("resourceid", "nope");
-        p.handle(&host, Identity::anonymous(), status).unwrap();
+        p.handle(&host, Identity::anonymous(), status.clone()).unwrap();
         assert!(fake.recorded().logs.last().unwrap().1.contains("unknown work nope"));
+
+        // Once the host refuses to keep more (the plugin's kv limits), the agent hears so and
+        // sends the status again later; nothing half-stored.
+        fake.refuse_writes(true);
+        status.set_extension("resourceid", uid_of("cluster1", "web"));
+        status.data = Some(br#"{"conditions":[{"type":"Applied"}]}"#.to_vec());
+        let err = p.handle(&host, Identity::anonymous(), status).unwrap_err();
+        assert!(matches!(&err, Error::Unavailable(m) if m.contains("refused")), "{err}");
+        assert_eq!(
+            fake.recorded().kv.get("status/cluster1/web").unwrap(),
+            br#"{"conditions":[]}"#
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub struct KvStores(Arc<parking_lot::Mutex<std::collections::HashMap<String, KvS
 
 impl KvStores {
     fn of(&self, plugin: &str) -> KvStore {
-        Arc::clone(self.0.lock().entry(plugin.to_owned()).or_default())
+        self.0.lock().entry(plugin.to_owned()).or_default().clone()
     }
 }
 

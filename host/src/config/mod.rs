@@ -161,7 +161,7 @@ impl Config {
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(String::new(), format!("cannot read: {e}")))?;
         let config = Self::parse(&text).map_err(|(key, reason)| err(key, reason))?;
-        let loaded = LoadedConfig {
+        let mut loaded = LoadedConfig {
             path: path.to_owned(),
             config,
             plugin_folder_override: plugin_folder,
@@ -170,6 +170,21 @@ impl Config {
             .config
             .validate()
             .map_err(|(key, reason)| loaded.error(key, reason))?;
+        // Blobs are read where the plugin runs: their paths are made absolute here, once.
+        let resolved: Vec<(String, BTreeMap<String, PathBuf>)> = loaded
+            .config
+            .plugins
+            .iter()
+            .map(|(name, p)| {
+                let blobs = p.blobs.iter().map(|(k, f)| (k.clone(), loaded.resolve(f))).collect();
+                (name.clone(), blobs)
+            })
+            .collect();
+        for (name, blobs) in resolved {
+            if let Some(plugin) = loaded.config.plugins.get_mut(&name) {
+                plugin.blobs = blobs;
+            }
+        }
         Ok(loaded)
     }
 

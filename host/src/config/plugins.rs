@@ -15,8 +15,8 @@ pub struct PluginConfig {
     /// file name is looked up in `plugin_folder`; a path is relative to the configuration file's
     /// folder.
     pub file: Option<PathBuf>,
-    /// The host capabilities granted (`emit`, `log`, `timer`, `kv`, `pg`, `kube`); deny by
-    /// default.
+    /// The host capabilities granted (`emit`, `log`, `timer`, `kv`, `pg`, `kube`, `metrics`,
+    /// `blob`); deny by default.
     #[serde(default)]
     pub grants: Vec<String>,
     /// The databases (`[databases.<name>]`) the plugin may use through the `pg` capability.
@@ -25,6 +25,10 @@ pub struct PluginConfig {
     /// The Kubernetes resources the plugin may reach through the `kube` capability.
     #[serde(default)]
     pub kube_resources: Vec<KubeResourceGrant>,
+    /// Files the plugin may read through the `blob` capability, by the name it reads them by
+    /// (paths relative to the configuration file).
+    #[serde(default)]
+    pub blobs: BTreeMap<String, PathBuf>,
     /// Instances serving calls at once.
     #[serde(default = "default_pool_size")]
     pub pool_size: usize,
@@ -59,6 +63,18 @@ pub struct PluginLimits {
     /// declares `concurrent-notifications` (which, and `pool_size`, bound it too); `1`, one call
     /// at a time. Unset: what the plugin declares.
     pub concurrent_notifications: Option<u32>,
+    /// Keys the plugin may hold in `kv`; past it, a new key is refused.
+    pub kv_keys: usize,
+    /// Bytes of keys and values the plugin may hold in `kv`; past it, a value is refused.
+    pub kv_bytes: ByteSize,
+    /// Timers the plugin may have set and not yet fired or cancelled; past it, a new one is
+    /// refused.
+    pub timers: usize,
+    /// Log lines the plugin may write per second (a burst of as many); the rest are dropped and
+    /// counted.
+    pub log_lines_per_second: u32,
+    /// Series of its own metrics the plugin may hold; past it, a new series is refused.
+    pub metric_series: usize,
 }
 
 impl Default for PluginLimits {
@@ -70,6 +86,11 @@ impl Default for PluginLimits {
             event_queue: 10_000,
             event_batch: 100,
             concurrent_notifications: None,
+            kv_keys: 10_000,
+            kv_bytes: ByteSize(16 << 20),
+            timers: 1_000,
+            log_lines_per_second: 100,
+            metric_series: 1_000,
         }
     }
 }
@@ -200,6 +221,16 @@ impl PluginConfig {
             _ => {}
         }
         self.limits.validate(&at("limits"))?;
+        let grants_blob = self.grants.iter().any(|g| g == "blob");
+        if !self.blobs.is_empty() && !grants_blob {
+            return invalid(at("grants"), "blobs are listed but `blob` is not granted");
+        }
+        if grants_blob && self.blobs.is_empty() {
+            return invalid(
+                at("blobs"),
+                "the `blob` grant needs the files the plugin may read, e.g. blobs = { manifests = \"manifests.yaml\" }",
+            );
+        }
         let grants_kube = self.grants.iter().any(|g| g == "kube");
         if !self.kube_resources.is_empty() && !grants_kube {
             return invalid(at("grants"), "kube_resources are listed but `kube` is not granted");
@@ -231,6 +262,17 @@ impl PluginLimits {
         }
         if self.concurrent_notifications == Some(0) {
             return invalid(at("concurrent_notifications"), "must be at least 1");
+        }
+        for (field, value) in [
+            ("kv_keys", self.kv_keys),
+            ("kv_bytes", self.kv_bytes.as_usize()),
+            ("timers", self.timers),
+            ("log_lines_per_second", self.log_lines_per_second as usize),
+            ("metric_series", self.metric_series),
+        ] {
+            if value == 0 {
+                return invalid(at(field), "must be at least 1");
+            }
         }
         Ok(())
     }

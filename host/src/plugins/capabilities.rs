@@ -1,7 +1,9 @@
 //! The host capabilities of one plugin, shared by all its instances: `emit`, `log`, `timer`, `kv`,
-//! `pg` (whose per-instance transactions live in [`super::pg::PgSession`]) and `kube`. Every call
-//! checks the plugin's grants (components cannot even link an ungranted import; native libraries
-//! are refused at load when they declare one, and this check stops any call that slips through).
+//! `pg` (whose per-instance transactions live in [`super::pg::PgSession`]), `kube`, `metrics` and
+//! `blob`. Every call checks the plugin's grants (components cannot even link an ungranted
+//! import; native libraries are refused at load when they declare one, and this check stops any
+//! call that slips through), and what the host keeps for the plugin is bounded by its limits: a
+//! call past one is refused with an error naming it, and counted.
 //!
 //! Everything a plugin starts in the background — timers, LISTENs, watches — runs in the plugin's
 //! task tree ([`Tasks`]): one cancellation parent, every task tracked, all of them stopped and
@@ -18,6 +20,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::kv::{KvLimits, KvStore};
 use crate::broker::EventSink;
 use crate::config::KubeResourceGrant;
 use crate::database::Databases;
@@ -25,10 +28,7 @@ use crate::host_events::{EventKey, EventQueue};
 use crate::kube::selector::LabelSelector;
 use crate::kube::watch::{Watch, WatchKey};
 use crate::kube::{Kubernetes, api};
-
-/// A plugin's `kv` state. It belongs to the plugin's name, not to one loaded copy, so it
-/// survives reloads.
-pub type KvStore = Arc<Mutex<HashMap<String, Vec<u8>>>>;
+use crate::telemetry::exported::{Declared, MetricRefused};
 
 /// The background tasks of one plugin: cancelled together, awaited together.
 #[derive(Clone, Default)]
@@ -74,6 +74,50 @@ pub struct Grants {
     pub databases: BTreeSet<String>,
     /// The Kubernetes resources `kube` reaches, and with which verbs.
     pub kube_resources: Vec<KubeResourceGrant>,
+    /// The files `blob` reads, by name (absolute paths).
+    pub blobs: std::collections::BTreeMap<String, std::path::PathBuf>,
+    /// How much the host keeps for the plugin.
+    pub limits: HostLimits,
+}
+
+/// How much the host keeps for one plugin (`[plugins.<name>.limits]`).
+#[derive(Debug, Clone, Copy)]
+pub struct HostLimits {
+    pub kv: KvLimits,
+    pub timers: usize,
+    pub log_lines_per_second: u32,
+}
+
+impl Default for HostLimits {
+    /// The configuration's defaults.
+    fn default() -> Self {
+        Self::from(&crate::config::PluginLimits::default())
+    }
+}
+
+impl From<&crate::config::PluginLimits> for HostLimits {
+    fn from(limits: &crate::config::PluginLimits) -> Self {
+        Self {
+            kv: KvLimits {
+                keys: limits.kv_keys,
+                bytes: limits.kv_bytes.as_usize(),
+            },
+            timers: limits.timers,
+            log_lines_per_second: limits.log_lines_per_second,
+        }
+    }
+}
+
+/// The largest file `blob` hands a plugin.
+const MAX_BLOB: u64 = 16 << 20;
+
+/// Log lines a plugin may write now: a bucket refilled at the configured rate, as deep as one
+/// second of it.
+struct LogBudget {
+    tokens: f64,
+    refilled: std::time::Instant,
+    /// Lines dropped since the last one written.
+    dropped: u64,
 }
 
 impl Grants {
@@ -119,7 +163,11 @@ pub struct Capabilities {
     kv: KvStore,
     events: Arc<EventQueue>,
     tasks: Tasks,
-    timers: Mutex<HashMap<String, CancellationToken>>,
+    /// Live timers by name: a number (to tell a timer from its replacement) and its stop.
+    timers: Arc<Mutex<HashMap<String, (u64, CancellationToken)>>>,
+    log_budget: Mutex<LogBudget>,
+    /// The metrics the plugin declared.
+    exports: Declared,
     backends: Backends,
     /// LISTENs by (database, channel): one each, however often asked.
     listening: tokio::sync::Mutex<HashSet<(String, String)>>,
@@ -142,7 +190,13 @@ impl Capabilities {
         events: Arc<EventQueue>,
         tasks: Tasks,
         backends: Backends,
+        exports: Declared,
     ) -> Arc<Self> {
+        let log_budget = LogBudget {
+            tokens: f64::from(grants.limits.log_lines_per_second),
+            refilled: std::time::Instant::now(),
+            dropped: 0,
+        };
         Arc::new(Self {
             plugin: plugin.to_owned(),
             grants,
@@ -151,7 +205,9 @@ impl Capabilities {
             kv,
             events,
             tasks,
-            timers: Mutex::default(),
+            timers: Arc::default(),
+            log_budget: Mutex::new(log_budget),
+            exports,
             backends,
             listening: tokio::sync::Mutex::default(),
             watches: tokio::sync::Mutex::default(),
@@ -160,6 +216,11 @@ impl Capabilities {
 
     pub fn plugin(&self) -> &str {
         &self.plugin
+    }
+
+    /// The plugin's metrics.
+    pub fn metrics(&self) -> &crate::telemetry::PluginMetrics {
+        self.events.metrics()
     }
 
     pub fn granted(&self, capability: Capability) -> bool {
@@ -206,6 +267,38 @@ impl Capabilities {
             return;
         }
         let plugin = self.plugin.as_str();
+        let dropped = {
+            let mut budget = self.log_budget.lock();
+            let rate = f64::from(self.grants.limits.log_lines_per_second);
+            let now = std::time::Instant::now();
+            let refill = now.duration_since(budget.refilled).as_secs_f64() * rate;
+            budget.tokens = (budget.tokens + refill).min(rate);
+            budget.refilled = now;
+            if budget.tokens < 1.0 {
+                budget.dropped += 1;
+                let first = budget.dropped == 1;
+                drop(budget);
+                self.refused("log_lines_per_second");
+                if first {
+                    tracing::warn!(
+                        plugin,
+                        limit = self.grants.limits.log_lines_per_second,
+                        "dropping log lines of the plugin beyond limits.log_lines_per_second"
+                    );
+                }
+                return;
+            }
+            budget.tokens -= 1.0;
+            std::mem::take(&mut budget.dropped)
+        };
+        if dropped > 0 {
+            tracing::warn!(
+                plugin,
+                dropped,
+                limit = self.grants.limits.log_lines_per_second,
+                "log lines of the plugin were dropped (limits.log_lines_per_second)"
+            );
+        }
         match level {
             Level::Trace => tracing::trace!(plugin, "{message}"),
             Level::Debug => tracing::debug!(plugin, "{message}"),
@@ -215,17 +308,39 @@ impl Capabilities {
         }
     }
 
+    /// Counts a call refused by `limit`.
+    fn refused(&self, limit: &str) {
+        self.metrics().limit_hit(limit);
+    }
+
     /// Starts (or restarts) a timer in the plugin's task tree; its firings go through the event
-    /// queue, where one still waiting absorbs the next.
-    pub fn set_timer(&self, name: &str, after_ms: u64, repeat: bool) {
-        if self.check(Capability::Timer).is_err() || self.serving("a timer").is_err() || self.tasks.is_stopped() {
-            return;
+    /// queue, where one still waiting absorbs the next. A new timer past `limits.timers` live
+    /// ones is refused.
+    pub fn set_timer(&self, name: &str, after_ms: u64, repeat: bool) -> Result<(), Error> {
+        self.check(Capability::Timer)?;
+        self.serving("a timer")?;
+        if self.tasks.is_stopped() {
+            return Err(Error::Unavailable(format!("plugin {:?} is stopping", self.plugin)));
         }
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let stop = self.tasks.child();
-        if let Some(old) = self.timers.lock().insert(name.to_owned(), stop.clone()) {
-            old.cancel();
+        {
+            let mut timers = self.timers.lock();
+            let limit = self.grants.limits.timers;
+            if !timers.contains_key(name) && timers.len() >= limit {
+                drop(timers);
+                self.refused("timers");
+                return Err(Error::Unavailable(format!(
+                    "timer {name:?} refused: the plugin has {limit} timers set (limits.timers)"
+                )));
+            }
+            if let Some((_, old)) = timers.insert(name.to_owned(), (id, stop.clone())) {
+                old.cancel();
+            }
         }
         let events = Arc::clone(&self.events);
+        let timers = Arc::clone(&self.timers);
         let name = name.to_owned();
         let period = Duration::from_millis(after_ms.max(1));
         self.tasks.spawn(async move {
@@ -238,15 +353,21 @@ impl Capabilities {
                 }
                 let fired = HostEvent::Timer(name.clone());
                 if !events.push(EventKey::Timer(name.clone()), fired).await || !repeat {
-                    return;
+                    break;
                 }
             }
+            // A one-shot that went off is no longer live (unless it was set again meanwhile).
+            let mut timers = timers.lock();
+            if timers.get(&name).is_some_and(|(set, _)| *set == id) {
+                timers.remove(&name);
+            }
         });
+        Ok(())
     }
 
     pub fn cancel_timer(&self, name: &str) {
         if self.check(Capability::Timer).is_ok()
-            && let Some(stop) = self.timers.lock().remove(name)
+            && let Some((_, stop)) = self.timers.lock().remove(name)
         {
             stop.cancel();
         }
@@ -254,17 +375,59 @@ impl Capabilities {
 
     pub fn kv_get(&self, key: &str) -> Option<Vec<u8>> {
         self.check(Capability::Kv).ok()?;
-        self.kv.lock().get(key).cloned()
+        self.kv.get(key)
     }
 
-    pub fn kv_set(&self, key: &str, value: &[u8]) {
-        if self.check(Capability::Kv).is_ok() {
-            self.kv.lock().insert(key.to_owned(), value.to_vec());
-        }
+    /// Stores `value`, unless the plugin's `kv` limits refuse it.
+    pub fn kv_set(&self, key: &str, value: &[u8]) -> Result<(), Error> {
+        self.check(Capability::Kv)?;
+        self.kv.set(key, value, self.grants.limits.kv).map_err(|refused| {
+            self.refused(refused.limit());
+            Error::Unavailable(format!("kv key {key:?} refused: {refused}"))
+        })
     }
 
     pub fn kv_delete(&self, key: &str) -> bool {
-        self.check(Capability::Kv).is_ok() && self.kv.lock().remove(key).is_some()
+        self.check(Capability::Kv).is_ok() && self.kv.delete(key)
+    }
+
+    /// Adds to a counter or sets a gauge of the plugin's own metrics.
+    pub fn metric(
+        &self,
+        kind: conductor_plugin_sdk::MetricKind,
+        name: &str,
+        labels: &[&str],
+        value: f64,
+    ) -> Result<(), Error> {
+        self.check(Capability::Metrics)?;
+        self.exports.record(kind, name, labels, value).map_err(|e| match e {
+            MetricRefused::Invalid(why) => Error::Invalid(why),
+            refused @ MetricRefused::Series(_) => {
+                self.refused("metric_series");
+                Error::Unavailable(format!("metric {name:?} refused: {refused}"))
+            }
+        })
+    }
+
+    /// The contents of the file the operator named `name` for the plugin.
+    pub async fn blob(&self, name: &str) -> Result<Vec<u8>, Error> {
+        self.check(Capability::Blob)?;
+        let path = self.grants.blobs.get(name).ok_or_else(|| {
+            Error::NotFound(format!(
+                "no file named {name:?} for plugin {:?} (its blobs: {:?})",
+                self.plugin,
+                self.grants.blobs.keys().collect::<Vec<_>>()
+            ))
+        })?;
+        let unreadable = |e: std::io::Error| Error::Unavailable(format!("blob {name:?} ({}): {e}", path.display()));
+        let size = tokio::fs::metadata(path).await.map_err(unreadable)?.len();
+        if size > MAX_BLOB {
+            return Err(Error::Invalid(format!(
+                "blob {name:?} ({}) holds {size} bytes, more than the {MAX_BLOB} a plugin may read",
+                path.display()
+            )));
+        }
+        tokio::fs::read(path).await.map_err(unreadable)
     }
 
     /// The pool of `database`, if the plugin may use it.
@@ -346,8 +509,7 @@ impl Capabilities {
         }
         let started = std::time::Instant::now();
         let reply = self.dispatch_kube(client, request).await;
-        self.events
-            .metrics()
+        self.metrics()
             .kube_request(verb, http_code(&reply, verb), started.elapsed());
         reply
     }
@@ -527,6 +689,7 @@ mod tests {
             events,
             tasks,
             Backends::none(),
+            Metrics::new().exported.declare("p", "p", &[], 10).unwrap(),
         )
     }
 
@@ -539,7 +702,7 @@ mod tests {
         let tasks = Tasks::default();
         let caps = capabilities(Arc::clone(&events), tasks.clone());
         let start = tokio::time::Instant::now();
-        caps.set_timer("catch-up", 300_000, true);
+        caps.set_timer("catch-up", 300_000, true).unwrap();
         let mut fired = Vec::new();
         for _ in 0..12 {
             let batch = events.next_batch(10).await.unwrap();
@@ -559,12 +722,15 @@ mod tests {
         caps.cancel_timer("catch-up");
         tokio::time::sleep(Duration::from_secs(3600)).await;
         assert!(events.is_empty());
-        caps.set_timer("other", 1000, true);
+        caps.set_timer("other", 1000, true).unwrap();
         tasks.stop().await;
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert!(events.is_empty(), "no timer outlives its plugin");
-        caps.set_timer("late", 1000, false);
+        assert!(
+            caps.set_timer("late", 1000, false).is_err(),
+            "a stopped plugin starts no timer"
+        );
         tokio::time::sleep(Duration::from_secs(10)).await;
-        assert!(events.is_empty(), "a stopped plugin starts no timer");
+        assert!(events.is_empty());
     }
 }

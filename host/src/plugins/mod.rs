@@ -7,6 +7,7 @@
 //! [`PluginSource::stop`] stops every task it started and waits for them.
 
 pub mod capabilities;
+pub mod kv;
 mod lanes;
 pub mod native;
 mod pg;
@@ -27,8 +28,9 @@ use crate::config::{PluginConfig, PluginKind, PluginLimits};
 use crate::host_events::{EventKey, EventQueue, Taken};
 use crate::registry::Source;
 use crate::telemetry::{Metrics, PluginCall};
-pub use capabilities::{Backends, KvStore, Mode};
+pub use capabilities::{Backends, Mode};
 use capabilities::{Capabilities, Grants, Tasks};
+pub use kv::KvStore;
 use lanes::Lanes;
 use pool::Wait;
 
@@ -208,6 +210,7 @@ pub fn check(
     if description.name.is_empty() {
         return Err(LoadError::Description("the plugin has no name".into()));
     }
+    crate::telemetry::exported::check(&description.name, &description.metrics).map_err(LoadError::Description)?;
     description
         .data_types
         .iter()
@@ -246,6 +249,8 @@ pub fn grants(config: &PluginConfig) -> Grants {
         capabilities: config.grants.iter().filter_map(|g| Capability::parse(g)).collect(),
         databases: config.databases.iter().cloned().collect(),
         kube_resources: config.kube_resources.clone(),
+        blobs: config.blobs.clone(),
+        limits: (&config.limits).into(),
     }
 }
 
@@ -317,6 +322,16 @@ impl PluginSource {
         file.check_config(&config_json).await?;
         let tasks = Tasks::default();
         let metrics = host.metrics.plugin(name);
+        let exports = host
+            .metrics
+            .exported
+            .declare(
+                name,
+                &file.description.name,
+                &file.description.metrics,
+                config.limits.metric_series,
+            )
+            .map_err(LoadError::Description)?;
         let events = Arc::new(EventQueue::new(config.limits.event_queue, metrics.clone()));
         let capabilities = Capabilities::new(
             name,
@@ -327,6 +342,7 @@ impl PluginSource {
             Arc::clone(&events),
             tasks.clone(),
             host.backends.clone(),
+            exports,
         );
         let runtime: Arc<dyn Runtime> = match &file.runtime {
             FileRuntime::Native(api) => Arc::new(
@@ -462,23 +478,18 @@ impl PluginSource {
         }
         let mut relist = std::collections::BTreeSet::new();
         for t in give_up {
-            let watched = match &t.event {
-                HostEvent::Watch(w) if self.abandoned.lock().insert(t.key.clone()) => Some(w.resource.clone()),
-                _ => None,
-            };
-            match watched {
-                Some(resource) => {
-                    relist.insert(resource);
+            self.metrics.dropped(t.key.kind());
+            match &t.event {
+                HostEvent::Watch(w) if self.abandoned.lock().insert(t.key.clone()) => {
+                    relist.insert(w.resource.clone());
                 }
-                None => {
-                    self.metrics.dropped(t.key.kind());
+                _ => {
                     tracing::error!(plugin = %self.name, event = ?t.key, deliveries = DELIVERIES, %error, "plugin failed every delivery of a host event: dropped");
                 }
             }
         }
         for resource in relist {
             tracing::error!(plugin = %self.name, %resource, deliveries = DELIVERIES, %error, "plugin failed every delivery of watched objects: listing them all again");
-            self.metrics.dropped("watch");
             self.capabilities.relist(&resource).await;
         }
     }

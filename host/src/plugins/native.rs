@@ -159,22 +159,24 @@ unsafe extern "C" fn host_call(ctx: *const c_void, request: *const u8, len: usiz
                 caps.log(level, &message);
                 HostResponse::Done
             }
-            Ok(HostRequest::SetTimer(name, after_ms, repeat)) => {
-                caps.set_timer(&name, after_ms, repeat);
-                HostResponse::Done
-            }
+            Ok(HostRequest::SetTimer(name, after_ms, repeat)) => done(caps.set_timer(&name, after_ms, repeat)),
             Ok(HostRequest::CancelTimer(name)) => {
                 caps.cancel_timer(&name);
                 HostResponse::Done
             }
             Ok(HostRequest::KvGet(key)) => HostResponse::Value(caps.kv_get(&key)),
-            Ok(HostRequest::KvSet(key, value)) => {
-                caps.kv_set(&key, &value);
-                HostResponse::Done
-            }
+            Ok(HostRequest::KvSet(key, value)) => done(caps.kv_set(&key, &value)),
             Ok(HostRequest::KvDelete(key)) => HostResponse::Deleted(caps.kv_delete(&key)),
             Ok(HostRequest::Pg(request)) => HostResponse::Pg(ctx.pg(request)),
             Ok(HostRequest::Kube(request)) => HostResponse::Kube(ctx.kube(request)),
+            Ok(HostRequest::Metric(kind, name, labels, value)) => {
+                let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+                done(caps.metric(kind, &name, &labels, value))
+            }
+            Ok(HostRequest::Blob(name)) => match ctx.block_on(caps.blob(&name)) {
+                Ok(contents) => HostResponse::Blob(contents),
+                Err(e) => HostResponse::Refused(e),
+            },
             Err(e) => {
                 tracing::warn!(plugin = %caps.plugin(), error = %e, "malformed host call");
                 HostResponse::Done
@@ -183,6 +185,14 @@ unsafe extern "C" fn host_call(ctx: *const c_void, request: *const u8, len: usiz
     })
     .unwrap_or(HostResponse::Done);
     Buffer::from_vec(abi::encode(&answer))
+}
+
+/// The answer to a call that returns nothing else.
+fn done(outcome: Result<(), Error>) -> HostResponse {
+    match outcome {
+        Ok(()) => HostResponse::Done,
+        Err(e) => HostResponse::Refused(e),
+    }
 }
 
 unsafe extern "C" fn host_free(buffer: Buffer) {

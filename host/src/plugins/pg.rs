@@ -126,8 +126,37 @@ fn rows(result: Vec<PgRow>) -> Result<PgRows, Error> {
 }
 
 impl PgSession {
-    /// Answers one `pg` call of the instance.
+    /// Answers one `pg` call of the instance; a statement is counted and timed in the plugin's
+    /// metrics under its database.
     pub async fn call(&mut self, caps: &Capabilities, request: PgRequest) -> Result<PgReply, Error> {
+        let database = match &request {
+            PgRequest::Query {
+                database,
+                transaction: None,
+                ..
+            }
+            | PgRequest::Execute {
+                database,
+                transaction: None,
+                ..
+            } => Some(database.clone()),
+            PgRequest::Query {
+                transaction: Some(id), ..
+            }
+            | PgRequest::Execute {
+                transaction: Some(id), ..
+            } => self.open.get(id).map(|t| t.database.clone()),
+            _ => None,
+        };
+        let started = std::time::Instant::now();
+        let reply = self.dispatch(caps, request).await;
+        if let Some(database) = database {
+            caps.metrics().statement(&database, reply.is_ok(), started.elapsed());
+        }
+        reply
+    }
+
+    async fn dispatch(&mut self, caps: &Capabilities, request: PgRequest) -> Result<PgReply, Error> {
         match request {
             PgRequest::Query {
                 database,
@@ -281,6 +310,7 @@ mod tests {
                 capabilities: [Capability::Pg].into(),
                 databases: ["db".to_owned()].into(),
                 kube_resources: vec![],
+                ..Grants::default()
             },
             mode,
             Fanout::new(Metrics::new(), 1, 0),
@@ -291,6 +321,7 @@ mod tests {
                 databases,
                 kubernetes: Arc::new(crate::kube::Kubernetes::new(None)),
             },
+            Metrics::new().exported.declare("p", "p", &[], 10).unwrap(),
         )
     }
 

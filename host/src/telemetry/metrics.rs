@@ -2,6 +2,7 @@
 
 use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
+use super::exported::ExportedMetrics;
 use super::labels::code_name;
 use super::plugin_metrics::{Families, PluginMetrics};
 use super::security_metrics::SecurityMetrics;
@@ -24,6 +25,8 @@ pub struct Metrics {
     listener_up: IntGaugeVec,
     listener_lost: IntCounterVec,
     plugins: Families,
+    /// The metrics plugins declare.
+    pub exported: ExportedMetrics,
     /// Connections, limits, authentication and authorization.
     pub security: SecurityMetrics,
     /// Whether the broker series carry each cluster's name as `consumer` (upstream's labels), or
@@ -112,6 +115,7 @@ impl Metrics {
         Self {
             security: SecurityMetrics::new(&registry),
             plugins: Families::new(&registry),
+            exported: ExportedMetrics::new(registry.clone()),
             registry,
             subscribers,
             called,

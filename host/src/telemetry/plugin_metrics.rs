@@ -134,7 +134,7 @@ impl Families {
             ),
             limits_hit: counters(
                 "conductor_plugin_limit_refusals_total",
-                "Host calls refused because a plugin reached one of its [plugins.<name>.limits] (kv_keys, kv_bytes, timers, log_lines_per_second).",
+                "Host calls refused because a plugin reached one of its [plugins.<name>.limits] (kv_keys, kv_bytes, timers, log_lines_per_second, metric_series).",
                 &["plugin", "limit"],
             ),
             kube_requests: counters(

@@ -19,6 +19,7 @@ use crate::calls::HostCalls;
 use crate::calls::Level;
 use crate::kube::{KubeReply, KubeRequest};
 use crate::pg::{PgReply, PgRequest};
+use crate::plugin::MetricKind;
 use crate::{CloudEvent, Error};
 
 /// The host, handed to every plugin call.
@@ -81,8 +82,9 @@ impl Host {
     }
 
     /// Starts (or restarts) the named timer; it arrives as `HostEvent::Timer(name)`, once however
-    /// often it went off while its last firing was still queued.
-    pub fn set_timer(&self, name: &str, after: Duration, repeat: bool) {
+    /// often it went off while its last firing was still queued. A new timer past the plugin's
+    /// `limits.timers` is refused.
+    pub fn set_timer(&self, name: &str, after: Duration, repeat: bool) -> Result<(), Error> {
         let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
         call!(self, set_timer(name, ms, repeat))
     }
@@ -95,7 +97,9 @@ impl Host {
         call!(self, kv_get(key))
     }
 
-    pub fn kv_set(&self, key: &str, value: &[u8]) {
+    /// Refused past the plugin's `limits.kv_keys` or `limits.kv_bytes`; the value kept is then
+    /// unchanged.
+    pub fn kv_set(&self, key: &str, value: &[u8]) -> Result<(), Error> {
         call!(self, kv_set(key, value))
     }
 
@@ -120,6 +124,22 @@ impl Host {
     pub(crate) fn kube_call(&self, request: KubeRequest) -> Result<KubeReply, Error> {
         call!(self, kube(request))
     }
+
+    /// Adds `value` (at least 0) to the counter `name`, one of the plugin's declared metrics
+    /// ([`crate::Description::metric`]), with its label values in the order declared.
+    pub fn counter_add(&self, name: &str, labels: &[&str], value: f64) -> Result<(), Error> {
+        call!(self, metric(MetricKind::Counter, name, labels, value))
+    }
+
+    /// Sets the gauge `name`, one of the plugin's declared metrics.
+    pub fn gauge_set(&self, name: &str, labels: &[&str], value: f64) -> Result<(), Error> {
+        call!(self, metric(MetricKind::Gauge, name, labels, value))
+    }
+
+    /// The contents of the file the operator named `name` for the plugin (`blobs`).
+    pub fn read_blob(&self, name: &str) -> Result<Vec<u8>, Error> {
+        call!(self, blob(name))
+    }
 }
 
 /// A `kv` key holding a value of type `T` as JSON, shared by every instance of the plugin.
@@ -131,7 +151,7 @@ impl Host {
 /// # let host = fake.host();
 /// let mut seen = SEEN.get(&host).unwrap_or_default();
 /// seen.push("cluster1".into());
-/// SEEN.set(&host, &seen);
+/// SEEN.set(&host, &seen).unwrap();
 /// assert_eq!(SEEN.get(&host), Some(vec!["cluster1".to_owned()]));
 /// ```
 pub struct KvKey<T> {
@@ -157,10 +177,11 @@ impl<T: Serialize + DeserializeOwned> KvKey<T> {
         host.kv_get(self.name).and_then(|b| serde_json::from_slice(&b).ok())
     }
 
-    pub fn set(&self, host: &Host, value: &T) {
-        if let Ok(bytes) = serde_json::to_vec(value) {
-            host.kv_set(self.name, &bytes);
-        }
+    /// Stores `value`; refused as [`Host::kv_set`] refuses.
+    pub fn set(&self, host: &Host, value: &T) -> Result<(), Error> {
+        let bytes = serde_json::to_vec(value)
+            .map_err(|e| Error::Internal(format!("kv key {:?}: cannot encode the value: {e}", self.name)))?;
+        host.kv_set(self.name, &bytes)
     }
 
     /// Removes the value; returns it if there was one.

@@ -145,18 +145,13 @@ impl Plugin for ConsumerController {
     fn on_event(&mut self, host: &Host, event: HostEvent) -> Result<(), Error> {
         match event {
             HostEvent::Watch(w) if w.change == Change::Applied => match wanted(&w.object()?) {
-                Wanted::Consumer(name) => {
-                    if self.reconcile(host, &name).is_err() {
-                        RETRY.schedule(host, [name]);
-                    }
-                    Ok(())
-                }
+                Wanted::Consumer(name) => match self.reconcile(host, &name) {
+                    Ok(()) => Ok(()),
+                    Err(_) => RETRY.schedule(host, [name]),
+                },
                 Wanted::Nothing => Ok(()),
             },
-            e if RETRY.is_due(&e) => {
-                RETRY.run(host, |name| self.reconcile(host, name));
-                Ok(())
-            }
+            e if RETRY.is_due(&e) => RETRY.run(host, |name| self.reconcile(host, name)).map(drop),
             _ => Ok(()),
         }
     }

@@ -38,7 +38,7 @@ pub fn watched(host: &Host, data_type: &str, object: &Value, deleted: bool) -> R
     } else if host.kv_get(&key).is_some() {
         actions::UPDATE_REQUEST
     } else {
-        host.kv_set(&key, b"1");
+        host.kv_set(&key, b"1")?;
         actions::CREATE_REQUEST
     };
     match encode(data_type, object, action) {

@@ -58,10 +58,9 @@ impl Seen {
         host.kv_get(&key(uid)).and_then(|b| serde_json::from_slice(&b).ok())
     }
 
-    fn put(&self, host: &Host, uid: &str) {
-        if let Ok(b) = serde_json::to_vec(self) {
-            host.kv_set(&key(uid), &b);
-        }
+    fn put(&self, host: &Host, uid: &str) -> Result<(), Error> {
+        let b = serde_json::to_vec(self).map_err(|e| Error::Internal(format!("work {uid}: {e}")))?;
+        host.kv_set(&key(uid), &b)
     }
 }
 
@@ -83,7 +82,7 @@ pub fn applied(host: &Host, work: &Value) -> Result<Option<CloudEvent>, Error> {
         return Ok(None);
     };
     let before = Seen::get(host, &uid);
-    now.put(host, &uid);
+    now.put(host, &uid)?;
     match action(before.as_ref(), &now) {
         Some(action) => codec::manifest_work_event(work, SOURCE, action)
             .map(Some)

@@ -266,21 +266,22 @@ impl Maestro {
     /// Handles notified events, possibly while other calls do too (`concurrent_notifications`):
     /// what must be tried again is handed off ([`Retry::hand_off`]), because the retry queue is
     /// read and written only by calls that overlap no other.
-    fn handle_notified(&self, host: &Host, queued: Vec<Queued>) {
-        RETRY.hand_off(host, self.handle_all(host, queued));
+    fn handle_notified(&self, host: &Host, queued: Vec<Queued>) -> Result<(), Error> {
+        RETRY.hand_off(host, self.handle_all(host, queued))
     }
 
     /// Handles new events; what must be tried again joins the retry queue.
-    fn handle_new(&self, host: &Host, queued: Vec<Queued>) {
+    fn handle_new(&self, host: &Host, queued: Vec<Queued>) -> Result<(), Error> {
         let again = self.handle_all(host, queued);
-        if !again.is_empty() {
-            RETRY.schedule(host, again);
+        if again.is_empty() {
+            return Ok(());
         }
+        RETRY.schedule(host, again)
     }
 
     /// Starts a catch-up: the unreconciled events, and with `since` those written since then.
     fn catch_up(&self, host: &Host, since: Option<Timestamp>) -> Result<(), Error> {
-        CATCH_UP.set(host, &CatchUp { since, after: None });
+        CATCH_UP.set(host, &CatchUp { since, after: None })?;
         self.next_page(host)
     }
 
@@ -303,7 +304,7 @@ impl Maestro {
                     mark_only: false,
                 })
                 .collect(),
-        );
+        )?;
         if full {
             CATCH_UP.set(
                 host,
@@ -311,8 +312,8 @@ impl Maestro {
                     since: state.since,
                     after: page.last,
                 },
-            );
-            host.set_timer(NEXT_PAGE_TIMER, Duration::from_millis(1), false);
+            )?;
+            host.set_timer(NEXT_PAGE_TIMER, Duration::from_millis(1), false)?;
         } else {
             CATCH_UP.take(host);
         }
@@ -323,7 +324,7 @@ impl Maestro {
     /// catch up on what was missed while it was not.
     fn listening(&self, host: &Host, reconnected: bool) -> Result<(), Error> {
         let last_heard = LAST_HEARD.get(host);
-        LAST_HEARD.set(host, &Utc::now());
+        LAST_HEARD.set(host, &Utc::now())?;
         if reconnected {
             let since = last_heard.map(|t| t - chrono::Duration::seconds(RECONNECT_MARGIN_SECONDS));
             host.info("LISTEN on events re-established; catching up");
@@ -421,9 +422,9 @@ impl Plugin for Maestro {
                 self.database
             ))
         })?;
-        host.set_timer(CATCH_UP_TIMER, self.catch_up_interval, true);
+        host.set_timer(CATCH_UP_TIMER, self.catch_up_interval, true)?;
         if REPLICA.get(host).is_none() {
-            REPLICA.set(host, &uuid::Uuid::new_v4().as_u64_pair().0);
+            REPLICA.set(host, &uuid::Uuid::new_v4().as_u64_pair().0)?;
         }
         Ok(())
     }
@@ -481,17 +482,15 @@ impl Plugin for Maestro {
                     let again = self.handle_all(host, RETRY.take(host));
                     if again.is_empty() {
                         RETRY.succeeded(host);
+                        Ok(())
                     } else {
-                        RETRY.schedule(host, again);
+                        RETRY.schedule(host, again)
                     }
-                    Ok(())
                 }
-                e => {
-                    if let Some(items) = RETRY.take_handed_off(host, &e) {
-                        self.handle_new(host, items);
-                    }
-                    Ok(())
-                }
+                e => match RETRY.take_handed_off(host, &e) {
+                    Some(items) => self.handle_new(host, items),
+                    None => Ok(()),
+                },
             };
             if let Err(e) = handled {
                 host.warn(&format!("host event failed: {e}"));
@@ -499,8 +498,8 @@ impl Plugin for Maestro {
             }
         }
         if !notified.is_empty() {
-            LAST_HEARD.set(host, &Utc::now());
-            self.handle_notified(host, notified);
+            result = result.and(LAST_HEARD.set(host, &Utc::now()));
+            result = result.and(self.handle_notified(host, notified));
         }
         result
     }
@@ -550,7 +549,7 @@ mod tests {
         };
         let err = plugin.handle_batch(&host, &[queued]).unwrap_err();
         assert!(err.to_string().contains("replica's number is missing"), "{err}");
-        REPLICA.set(&host, &7);
+        REPLICA.set(&host, &7).unwrap();
         let err = plugin.handle_batch(&host, &[]).unwrap_err();
         assert!(
             err.to_string().contains("FakeHost has no database"),

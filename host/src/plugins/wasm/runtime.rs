@@ -13,7 +13,7 @@ use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, HasSelf, Linker};
 
 use super::bindings::ConductorPlugin;
-use super::bindings::conductor::plugin::{emit, kube, kv, log, pg, timer, types};
+use super::bindings::conductor::plugin::{blob, emit, kube, kv, log, metrics, pg, timer, types};
 use super::engine::{WIT_PACKAGE, compile, engine, imported_interfaces, used_capabilities};
 use super::state::{State, arm, store};
 use super::{TransactionHandle, bindings, convert};
@@ -45,6 +45,8 @@ fn linker(capabilities: &Capabilities, component: &Component) -> Result<Linker<S
             Capability::Kv => kv::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
             Capability::Pg => pg::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
             Capability::Kube => kube::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
+            Capability::Metrics => metrics::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
+            Capability::Blob => blob::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
         }
         .map_err(wasm)?;
         linked.push(capability.name().to_owned());

@@ -52,7 +52,7 @@ impl Plugin for Flaky {
 
     fn on_events(&mut self, host: &Host, events: Vec<HostEvent>) -> Result<(), Error> {
         let calls = EVENT_CALLS.get(host).unwrap_or(0) + 1;
-        EVENT_CALLS.set(host, &calls);
+        EVENT_CALLS.set(host, &calls)?;
         if calls <= self.config.fail_first_events {
             return Err(Error::Unavailable(format!("on-events call {calls} fails on purpose")));
         }

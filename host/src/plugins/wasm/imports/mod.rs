@@ -5,7 +5,7 @@
 mod kube;
 mod pg;
 
-use super::bindings::conductor::plugin::{emit, kv, log, timer, types};
+use super::bindings::conductor::plugin::{blob, emit, kv, log, metrics, timer, types};
 use super::convert;
 use super::state::{State, wit_error};
 
@@ -31,8 +31,8 @@ impl log::Host for State {
 }
 
 impl timer::Host for State {
-    async fn set(&mut self, name: String, after_ms: u64, repeat: bool) {
-        self.caps().set_timer(&name, after_ms, repeat)
+    async fn set(&mut self, name: String, after_ms: u64, repeat: bool) -> Result<(), types::Error> {
+        self.caps().set_timer(&name, after_ms, repeat).map_err(wit_error)
     }
     async fn cancel(&mut self, name: String) {
         self.caps().cancel_timer(&name)
@@ -43,10 +43,31 @@ impl kv::Host for State {
     async fn get(&mut self, key: String) -> Option<Vec<u8>> {
         self.caps().kv_get(&key)
     }
-    async fn set(&mut self, key: String, value: Vec<u8>) {
-        self.caps().kv_set(&key, &value)
+    async fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), types::Error> {
+        self.caps().kv_set(&key, &value).map_err(wit_error)
     }
     async fn delete(&mut self, key: String) -> bool {
         self.caps().kv_delete(&key)
+    }
+}
+
+impl metrics::Host for State {
+    async fn counter_add(&mut self, name: String, labels: Vec<String>, value: f64) -> Result<(), types::Error> {
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        self.caps()
+            .metric(conductor_plugin_sdk::MetricKind::Counter, &name, &labels, value)
+            .map_err(wit_error)
+    }
+    async fn gauge_set(&mut self, name: String, labels: Vec<String>, value: f64) -> Result<(), types::Error> {
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        self.caps()
+            .metric(conductor_plugin_sdk::MetricKind::Gauge, &name, &labels, value)
+            .map_err(wit_error)
+    }
+}
+
+impl blob::Host for State {
+    async fn read(&mut self, name: String) -> Result<Vec<u8>, types::Error> {
+        self.caps().blob(&name).await.map_err(wit_error)
     }
 }
