@@ -3,8 +3,8 @@
 //! unit tests (`fakes`).
 
 use crate::kube::{KubeReply, KubeRequest};
+use crate::metric::MetricKind;
 use crate::pg::{PgReply, PgRequest};
-use crate::plugin::MetricKind;
 use crate::{CloudEvent, Error};
 
 /// Log levels.

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use crate::calls::{HostCalls, Level};
 use crate::host::Host;
 use crate::kube::{ApiResource, KubeReply, KubeRequest, Selector};
+use crate::metric::MetricKind;
 use crate::pg::{PgReply, PgRequest};
-use crate::plugin::MetricKind;
 use crate::{CloudEvent, Error, Status, StatusDetails};
 
 /// What a plugin did to its host.

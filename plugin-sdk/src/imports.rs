@@ -9,8 +9,8 @@ use crate::bindings::conductor::plugin as wit;
 use crate::bindings::convert::*;
 use crate::calls::Level;
 use crate::kube::{KubeReply, KubeRequest};
+use crate::metric::MetricKind;
 use crate::pg::{PgReply, PgRequest, TransactionId};
-use crate::plugin::MetricKind;
 use crate::{CloudEvent, Error};
 
 thread_local! {

@@ -13,8 +13,8 @@
 //! - [`Identity`]: the authenticated caller of a request;
 //! - [`duration`]: durations as conductor writes them (`"10s"`).
 //!
-//! Layers, each using only those above it: `error`, `event`, `identity`, [`ocm`]; [`pg`],
-//! [`kube`]; [`calls`] (what a backend answers); [`host`]; [`plugin`]; [`retry`]; and the
+//! Layers, each using only those above it: `error`, `event`, `identity`, [`ocm`], [`metric`];
+//! [`pg`], [`kube`]; [`calls`] (what a backend answers); [`host`]; [`plugin`]; [`retry`]; and the
 //! backends: `native` (the C ABI), `fakes`, and in a WebAssembly component `bindings`, `imports`
 //! and `component`.
 //!
@@ -27,6 +27,7 @@ pub mod event;
 pub mod host;
 pub mod identity;
 pub mod kube;
+pub mod metric;
 pub mod ocm;
 pub mod pg;
 pub mod plugin;

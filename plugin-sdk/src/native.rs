@@ -18,8 +18,9 @@ use serde::{Deserialize, Serialize};
 use crate::calls::{HostCalls, Level};
 use crate::host::Host;
 use crate::kube::{KubeReply, KubeRequest};
+use crate::metric::MetricKind;
 use crate::pg::{PgReply, PgRequest};
-use crate::plugin::{Description, HostEvent, ListOptions, MetricKind, Plugin, parse_config};
+use crate::plugin::{Description, HostEvent, ListOptions, Plugin, parse_config};
 use crate::{CloudEvent, Error, Identity};
 
 /// The version of this ABI; the host refuses libraries with another. It moves whenever the table
@@ -726,7 +727,7 @@ mod tests {
             data_types: vec!["a.v1.b".into()],
             capabilities: Capability::ALL.to_vec(),
             concurrent_notifications: 2,
-            metrics: vec![crate::plugin::MetricDescription {
+            metrics: vec![crate::metric::MetricDescription {
                 name: "p_things".into(),
                 kind: MetricKind::Gauge,
                 help: "h".into(),

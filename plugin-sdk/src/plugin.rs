@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::host::Host;
 use crate::kube::WatchEvent;
+pub use crate::metric::{MetricDescription, MetricKind};
 use crate::pg::{Listening, Notification};
 use crate::{CloudEvent, Error, Identity};
 
@@ -35,25 +36,6 @@ pub struct Description {
     /// The metrics it exports through the host ([`Host::counter_add`], [`Host::gauge_set`]).
     #[serde(default)]
     pub metrics: Vec<MetricDescription>,
-}
-
-/// Whether a metric only goes up or is set to what it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum MetricKind {
-    Counter,
-    Gauge,
-}
-
-/// A metric a plugin exports: exported as `conductor_<name>`, labelled `plugin` (the plugin's
-/// configured name) and `labels`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MetricDescription {
-    /// `<the plugin's name>_<what>`: lowercase letters, digits and `_`.
-    pub name: String,
-    pub kind: MetricKind,
-    pub help: String,
-    /// Its labels besides `plugin`; values are given in this order.
-    pub labels: Vec<String>,
 }
 
 impl Description {

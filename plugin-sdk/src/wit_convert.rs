@@ -180,8 +180,8 @@ macro_rules! __wit_conversions {
                     .map(|m| __wit_plugin::MetricDescription {
                         name: m.name,
                         kind: match m.kind {
-                            $crate::plugin::MetricKind::Counter => __wit_plugin::MetricKind::Counter,
-                            $crate::plugin::MetricKind::Gauge => __wit_plugin::MetricKind::Gauge,
+                            $crate::metric::MetricKind::Counter => __wit_plugin::MetricKind::Counter,
+                            $crate::metric::MetricKind::Gauge => __wit_plugin::MetricKind::Gauge,
                         },
                         help: m.help,
                         labels: m.labels,
@@ -202,11 +202,11 @@ macro_rules! __wit_conversions {
                 metrics: d
                     .metrics
                     .into_iter()
-                    .map(|m| $crate::plugin::MetricDescription {
+                    .map(|m| $crate::metric::MetricDescription {
                         name: m.name,
                         kind: match m.kind {
-                            __wit_plugin::MetricKind::Counter => $crate::plugin::MetricKind::Counter,
-                            __wit_plugin::MetricKind::Gauge => $crate::plugin::MetricKind::Gauge,
+                            __wit_plugin::MetricKind::Counter => $crate::metric::MetricKind::Counter,
+                            __wit_plugin::MetricKind::Gauge => $crate::metric::MetricKind::Gauge,
                         },
                         help: m.help,
                         labels: m.labels,

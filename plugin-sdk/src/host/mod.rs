@@ -18,8 +18,8 @@ pub use kube::Kube;
 use crate::calls::HostCalls;
 use crate::calls::Level;
 use crate::kube::{KubeReply, KubeRequest};
+use crate::metric::MetricKind;
 use crate::pg::{PgReply, PgRequest};
-use crate::plugin::MetricKind;
 use crate::{CloudEvent, Error};
 
 /// The host, handed to every plugin call.
