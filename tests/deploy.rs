@@ -16,7 +16,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use conductor::config::{Authenticator, Authorization, Config};
+use conductor::config::{AdminAuthorization, Authenticator, Authorization, Config};
 use conductor_blackbox_tests::conductor_bin;
 use k8s_openapi::{
     api::{
@@ -144,6 +144,11 @@ fn needs(config: &Config) -> BTreeMap<String, BTreeSet<Permission>> {
         auth.insert(p("authentication.k8s.io", "tokenreviews", "create"));
     }
     if config.auth.authorization == Authorization::Sar {
+        auth.insert(p("authorization.k8s.io", "subjectaccessreviews", "create"));
+    }
+    // The admin endpoint's callers: a TokenReview, then a SubjectAccessReview.
+    if config.admin.authorization == AdminAuthorization::Sar {
+        auth.insert(p("authentication.k8s.io", "tokenreviews", "create"));
         auth.insert(p("authorization.k8s.io", "subjectaccessreviews", "create"));
     }
     out.insert("auth".to_owned(), auth);
@@ -420,6 +425,16 @@ fn check(r: &Rendered, check_config: bool, out: &mut Vec<String>) -> Result<()> 
     } else {
         problem("conductor.toml serves no TLS ([server.tls])".into());
     }
+    match &config.admin.tls {
+        Some(tls) => {
+            files.push(("admin.tls.cert_file".into(), tls.cert_file.clone()));
+            files.push(("admin.tls.key_file".into(), tls.key_file.clone()));
+        }
+        None => problem("the admin endpoint serves no TLS ([admin.tls]): its tokens would cross the network in the clear".into()),
+    }
+    if config.admin.authorization != AdminAuthorization::Sar {
+        problem("the admin endpoint is open to anyone who reaches it: set [admin] authorization = \"sar\"".into());
+    }
     for (name, db) in &config.databases {
         if db.url.is_some() {
             problem(format!(
@@ -549,13 +564,14 @@ fn check(r: &Rendered, check_config: bool, out: &mut Vec<String>) -> Result<()> 
             return Some(format!("the {what} probe is not an HTTP GET"));
         };
         let port = container_port(container, &get.port);
+        let scheme = if config.admin.tls.is_some() { "HTTPS" } else { "HTTP" };
         if get.path.as_deref() != Some(path)
             || port != Some(admin_port)
-            || get.scheme.as_deref().is_some_and(|s| s != "HTTP")
+            || get.scheme.as_deref().unwrap_or("HTTP") != scheme
         {
             return Some(format!(
-                "the {what} probe asks {:?} on port {port:?}: the admin endpoint serves {path} on {admin_port}",
-                get.path
+                "the {what} probe asks {:?} {:?} on port {port:?}: the admin endpoint serves {path} over {scheme} on {admin_port}",
+                get.scheme, get.path
             ));
         }
         None
@@ -979,6 +995,23 @@ fn the_checks_catch_broken_manifests() {
                 sc.capabilities = None;
             },
             "ALL is not dropped",
+        ),
+        (
+            "the admin endpoint left open",
+            |r| config(r, "authorization = \"sar\"\n\n[admin.tls]", "authorization = \"none\"\n\n[admin.tls]"),
+            "the admin endpoint is open to anyone",
+        ),
+        (
+            "the probes ask over HTTP while the admin endpoint serves HTTPS",
+            |r| {
+                let c = &mut pod(r).containers[0];
+                c.liveness_probe
+                    .as_mut()
+                    .and_then(|p| p.http_get.as_mut())
+                    .expect("probe")
+                    .scheme = None;
+            },
+            "liveness probe asks",
         ),
         (
             "one replica",
