@@ -430,7 +430,9 @@ fn check(r: &Rendered, check_config: bool, out: &mut Vec<String>) -> Result<()> 
             files.push(("admin.tls.cert_file".into(), tls.cert_file.clone()));
             files.push(("admin.tls.key_file".into(), tls.key_file.clone()));
         }
-        None => problem("the admin endpoint serves no TLS ([admin.tls]): its tokens would cross the network in the clear".into()),
+        None => problem(
+            "the admin endpoint serves no TLS ([admin.tls]): its tokens would cross the network in the clear".into(),
+        ),
     }
     if config.admin.authorization != AdminAuthorization::Sar {
         problem("the admin endpoint is open to anyone who reaches it: set [admin] authorization = \"sar\"".into());
@@ -998,7 +1000,13 @@ fn the_checks_catch_broken_manifests() {
         ),
         (
             "the admin endpoint left open",
-            |r| config(r, "authorization = \"sar\"\n\n[admin.tls]", "authorization = \"none\"\n\n[admin.tls]"),
+            |r| {
+                config(
+                    r,
+                    "authorization = \"sar\"\n\n[admin.tls]",
+                    "authorization = \"none\"\n\n[admin.tls]",
+                )
+            },
             "the admin endpoint is open to anyone",
         ),
         (

@@ -274,7 +274,7 @@ pool_size = {connections}
 [plugins.maestro]
 kind = "{kind}"
 file = "{file}"
-grants = ["emit", "log", "timer", "kv", "pg"]
+grants = ["emit", "log", "timer", "kv", "pg", "metrics"]
 databases = ["maestro"]
 pool_size = {instances}
 config = {{ catch_up_interval = "{catch_up}" }}

@@ -96,6 +96,7 @@ fn routes(state: AdminState) -> Router {
 }
 
 async fn render_metrics(State(state): State<AdminState>) -> ([(&'static str, &'static str); 1], String) {
+    state.metrics.set_ready(state.readiness.check().is_ok());
     ([("content-type", "text/plain; version=0.0.4")], state.metrics.render())
 }
 

@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::remembered::RememberedMetadata;
+use crate::telemetry::broker_metrics::QueueDepths;
 use crate::{telemetry::Metrics, wire::WireEvent};
 
 /// Why an event could not be fanned out.
@@ -115,12 +116,15 @@ impl Drop for Registration {
 
 impl Fanout {
     pub fn new(metrics: Metrics, queue_size: usize, remembered_metadata: usize) -> Arc<Self> {
-        Arc::new(Self {
+        let fanout = Arc::new(Self {
             subscribers: RwLock::default(),
             remembered: Mutex::new(RememberedMetadata::new(remembered_metadata)),
             metrics,
             queue_size,
-        })
+        });
+        let source: std::sync::Weak<dyn QueueDepths> = Arc::downgrade(&fanout) as _;
+        fanout.metrics.broker.queues(queue_size, source);
+        fanout
     }
 
     /// Registers a subscriber for (cluster, data type); it receives events from now on.
@@ -280,12 +284,31 @@ impl Fanout {
         for _ in 0..removed {
             self.metrics.subscriber_removed(cluster, data_type);
         }
+        self.metrics.broker.cut_off(data_type, removed);
         tracing::warn!(
             cluster,
             data_type,
             subscribers = removed,
             "subscriber queue full: ending the stream so the agent reconnects and resyncs"
         );
+    }
+}
+
+impl QueueDepths for Fanout {
+    /// Per data type: the events waiting in every subscriber's queue, and in the fullest.
+    fn queue_depths(&self) -> std::collections::BTreeMap<String, (usize, usize)> {
+        let mut depths = std::collections::BTreeMap::<String, (usize, usize)>::new();
+        for by_type in self.subscribers.read().values() {
+            for (data_type, subs) in by_type {
+                let entry = depths.entry(data_type.clone()).or_default();
+                for s in subs {
+                    let depth = s.tx.max_capacity() - s.tx.capacity();
+                    entry.0 += depth;
+                    entry.1 = entry.1.max(depth);
+                }
+            }
+        }
+        depths
     }
 }
 

@@ -112,6 +112,16 @@ impl Broker {
     }
 
     async fn resync(&self, event: &CloudEvent, data_type: &DataType) -> Result<(), ResyncError> {
+        let answered = self.answer_resync(event, data_type).await;
+        self.metrics
+            .broker
+            .resynced(&data_type.to_string(), answered.as_ref().map(|n| *n).map_err(drop));
+        answered.map(drop)
+    }
+
+    /// Answers a spec resync; returns how many events the sources listed and how many deletes
+    /// were sent.
+    async fn answer_resync(&self, event: &CloudEvent, data_type: &DataType) -> Result<(usize, usize), ResyncError> {
         let cluster = event.cluster_name().map_err(ResyncError::ClusterName)?.to_owned();
         let agent = resync::agent_versions(event)?;
         let sources: Vec<_> = self.registry().serving(data_type).cloned().collect();
@@ -155,7 +165,7 @@ impl Broker {
             deleted,
             "answered spec resync"
         );
-        Ok(())
+        Ok((sent, deleted))
     }
 
     async fn deliver(&self, event: &CloudEvent) {

@@ -20,6 +20,7 @@ pub struct Subscription {
     heartbeat: Option<Interval>,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     sent: Series,
+    heartbeats: prometheus::IntCounter,
     metrics: Metrics,
     end: Option<tonic::Code>,
 }
@@ -32,6 +33,7 @@ impl Subscription {
         metrics: Metrics,
     ) -> Self {
         let sent = metrics.subscribe_received(&registration.cluster, &registration.data_type);
+        let heartbeats = metrics.broker.heartbeats(&registration.data_type);
         let heartbeat = heartbeat.map(|period| {
             // The first heartbeat goes out one period after subscribing.
             let mut i = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -43,6 +45,7 @@ impl Subscription {
             heartbeat,
             shutdown: Box::pin(shutdown.cancelled_owned()),
             sent,
+            heartbeats,
             metrics,
             end: None,
         }
@@ -88,6 +91,7 @@ impl Stream for Subscription {
             && hb.poll_tick(cx).is_ready()
         {
             this.sent.inc();
+            this.heartbeats.inc();
             return Poll::Ready(Some(Ok(WireEvent::Message(Box::new(wire::heartbeat())))));
         }
         Poll::Pending

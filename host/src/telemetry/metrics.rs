@@ -2,6 +2,7 @@
 
 use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
+use super::broker_metrics::BrokerMetrics;
 use super::exported::ExportedMetrics;
 use super::labels::code_name;
 use super::plugin_metrics::{Families, PluginMetrics};
@@ -25,6 +26,10 @@ pub struct Metrics {
     listener_up: IntGaugeVec,
     listener_lost: IntCounterVec,
     plugins: Families,
+    /// conductor's own broker metrics.
+    pub broker: BrokerMetrics,
+    /// 1 when `/readyz` answers 200 (set as metrics are rendered).
+    ready: prometheus::IntGauge,
     /// The metrics plugins declare.
     pub exported: ExportedMetrics,
     /// Connections, limits, authentication and authorization.
@@ -115,6 +120,8 @@ impl Metrics {
         Self {
             security: SecurityMetrics::new(&registry),
             plugins: Families::new(&registry),
+            broker: BrokerMetrics::new(&registry),
+            ready: register_process_and_build(&registry),
             exported: ExportedMetrics::new(registry.clone()),
             registry,
             subscribers,
@@ -219,6 +226,11 @@ impl Metrics {
             .dec();
     }
 
+    /// Whether the process is ready, as `/readyz` says.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
+    }
+
     /// The metrics in the Prometheus text format.
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
@@ -228,6 +240,33 @@ impl Metrics {
         }
         String::from_utf8(buf).unwrap_or_default()
     }
+}
+
+/// The process's own metrics (CPU, memory, file descriptors, start time), the build's version,
+/// and the readiness gauge, which it returns.
+fn register_process_and_build(registry: &Registry) -> prometheus::IntGauge {
+    #[cfg(target_os = "linux")]
+    registry
+        .register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))
+        .expect("metric registered once");
+    let build = IntGaugeVec::new(
+        Opts::new("conductor_build_info", "The running build: its version (always 1)."),
+        &["version"],
+    )
+    .expect("valid metric");
+    build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+    let ready = prometheus::IntGauge::with_opts(Opts::new(
+        "conductor_ready",
+        "1 when the process should receive traffic (/readyz answers 200), else 0.",
+    ))
+    .expect("valid metric");
+    for c in [
+        Box::new(build) as Box<dyn prometheus::core::Collector>,
+        Box::new(ready.clone()),
+    ] {
+        registry.register(c).expect("metric registered once");
+    }
+    ready
 }
 
 #[cfg(test)]

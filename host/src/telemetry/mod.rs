@@ -1,5 +1,6 @@
 //! Logs, metrics and readiness.
 
+pub mod broker_metrics;
 pub mod exported;
 mod labels;
 pub mod logging;

@@ -45,6 +45,8 @@ pub(super) struct Families {
     call_timeouts: IntCounterVec,
     instances: IntGaugeVec,
     pool_size: IntGaugeVec,
+    memory: IntGaugeVec,
+    memory_limit: IntGaugeVec,
     limits_hit: IntCounterVec,
     kube_requests: IntCounterVec,
     kube_request_duration: HistogramVec,
@@ -132,6 +134,16 @@ impl Families {
                 "Instances a plugin may have (pool_size).",
                 &["plugin"],
             ),
+            memory: gauges(
+                "conductor_plugin_memory_bytes",
+                "Linear memory of a WebAssembly plugin's instances, over all of them.",
+                &["plugin"],
+            ),
+            memory_limit: gauges(
+                "conductor_plugin_memory_limit_bytes",
+                "Linear memory one instance of a WebAssembly plugin may grow to (limits.memory).",
+                &["plugin"],
+            ),
             limits_hit: counters(
                 "conductor_plugin_limit_refusals_total",
                 "Host calls refused because a plugin reached one of its [plugins.<name>.limits] (kv_keys, kv_bytes, timers, log_lines_per_second, metric_series).",
@@ -182,6 +194,8 @@ impl Families {
             Box::new(f.call_timeouts.clone()),
             Box::new(f.instances.clone()),
             Box::new(f.pool_size.clone()),
+            Box::new(f.memory.clone()),
+            Box::new(f.memory_limit.clone()),
             Box::new(f.limits_hit.clone()),
             Box::new(f.kube_requests.clone()),
             Box::new(f.kube_request_duration.clone()),
@@ -301,6 +315,19 @@ impl PluginMetrics {
     pub fn set_instances(&self, alive: usize, pool_size: usize) {
         self.instances.set(i64::try_from(alive).unwrap_or(i64::MAX));
         self.pool_size.set(i64::try_from(pool_size).unwrap_or(i64::MAX));
+    }
+
+    /// The gauge of the plugin's instances' linear memory.
+    pub fn memory(&self) -> IntGauge {
+        self.families.memory.with_label_values(&[self.plugin.as_str()])
+    }
+
+    /// The memory one instance may grow to.
+    pub fn set_memory_limit(&self, bytes: usize) {
+        self.families
+            .memory_limit
+            .with_label_values(&[self.plugin.as_str()])
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// A host call was refused: the plugin reached `limit`.

@@ -18,7 +18,7 @@ pub mod works;
 use conductor_plugin_sdk::kube::{Change, Selector};
 use conductor_plugin_sdk::ocm::{EventType, SubResource, actions, data_types};
 use conductor_plugin_sdk::{
-    Capability, CloudEvent, Description, Error, Host, HostEvent, Identity, ListOptions, Plugin,
+    Capability, CloudEvent, Description, Error, Host, HostEvent, Identity, ListOptions, MetricKind, Plugin,
 };
 use serde::Deserialize;
 
@@ -63,7 +63,19 @@ impl Plugin for Kube {
         Description::new("kube", env!("CARGO_PKG_VERSION"))
             .sources([SOURCE])
             .data_types(DATA_TYPES)
-            .capabilities([Capability::Emit, Capability::Log, Capability::Kv, Capability::Kube])
+            .capabilities([
+                Capability::Emit,
+                Capability::Log,
+                Capability::Kv,
+                Capability::Kube,
+                Capability::Metrics,
+            ])
+            .metric(
+                registration::JOINED_CLUSTERS,
+                MetricKind::Gauge,
+                "ManagedClusters whose condition ManagedClusterJoined is True.",
+                &[],
+            )
     }
 
     fn check(config: &Config) -> Result<(), Error> {

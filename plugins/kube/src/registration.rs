@@ -3,7 +3,9 @@
 //! hub's API server and written back as OCM's own services write them.
 
 use conductor_plugin_sdk::kube::{ApiResource, Selector};
-use conductor_plugin_sdk::ocm::{DataType, EventType, OcmExtensions, SubResource, actions, codec, data_types};
+use conductor_plugin_sdk::ocm::{
+    DataType, EventType, OcmExtensions, SubResource, actions, codec, conditions, data_types,
+};
 use conductor_plugin_sdk::{CloudEvent, Error, Host, Identity, Status};
 use serde_json::{Value, json};
 
@@ -17,6 +19,36 @@ fn seen_key(data_type: &str, uid: &str) -> String {
     format!("seen/{data_type}/{uid}")
 }
 
+/// The metric of the ManagedClusters that joined the hub (exported as
+/// `conductor_kube_managed_clusters_joined{plugin}`): with no agent connected while it is above 0,
+/// agents cannot reach conductor.
+pub const JOINED_CLUSTERS: &str = "kube_managed_clusters_joined";
+
+/// How many ManagedClusters are joined, and which (by uid), kept in `kv` across reloads.
+const JOINED_COUNT: conductor_plugin_sdk::KvKey<u64> = conductor_plugin_sdk::KvKey::new("joined-count");
+
+/// Counts the ManagedCluster `uid` as joined or not, and exports the count.
+fn count_joined(host: &Host, uid: &str, joined: bool) -> Result<(), Error> {
+    let key = format!("joined/{uid}");
+    let was = host.kv_get(&key).is_some();
+    if was == joined {
+        return Ok(());
+    }
+    let count = JOINED_COUNT.get(host).unwrap_or(0);
+    let count = if joined {
+        host.kv_set(&key, b"1")?;
+        count + 1
+    } else {
+        host.kv_delete(&key);
+        count.saturating_sub(1)
+    };
+    JOINED_COUNT.set(host, &count)?;
+    if let Err(e) = host.gauge_set(JOINED_CLUSTERS, &[], count as f64) {
+        host.debug(&format!("metric not updated: {e}"));
+    }
+    Ok(())
+}
+
 fn encode(data_type: &str, object: &Value, action: &str) -> Result<CloudEvent, Error> {
     let dt = DataType::parse(data_type).map_err(|e| Error::Internal(e.to_string()))?;
     codec::kube_object_event(&dt, object, SOURCE, action).map_err(|e| Error::Invalid(format!("{data_type}: {e}")))
@@ -28,6 +60,10 @@ pub fn watched(host: &Host, data_type: &str, object: &Value, deleted: bool) -> R
     let Some(uid) = object["metadata"]["uid"].as_str() else {
         return Ok(None);
     };
+    if data_type == data_types::MANAGED_CLUSTERS {
+        let joined = !deleted && conditions::is_true(&object["status"], "ManagedClusterJoined");
+        count_joined(host, uid, joined)?;
+    }
     let key = seen_key(data_type, uid);
     let action = if deleted {
         host.kv_delete(&key);
@@ -271,6 +307,27 @@ mod tests {
             user: "system:open-cluster-management:cluster1:agent".into(),
             groups: vec![],
         }
+    }
+
+    /// The joined clusters are counted as their ManagedClusters change, once each.
+    #[test]
+    fn joined_clusters_are_counted() {
+        let fake = FakeHost::new();
+        let host = fake.host();
+        let cluster = |uid: &str, joined: &str| {
+            json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+                   "metadata": {"name": uid, "uid": uid},
+                   "status": {"conditions": [{"type": "ManagedClusterJoined", "status": joined}]}})
+        };
+        let joined = || fake.metric(JOINED_CLUSTERS, &[]);
+        watched(&host, data_types::MANAGED_CLUSTERS, &cluster("c1", "False"), false).unwrap();
+        assert_eq!(joined(), None, "none joined yet");
+        watched(&host, data_types::MANAGED_CLUSTERS, &cluster("c1", "True"), false).unwrap();
+        watched(&host, data_types::MANAGED_CLUSTERS, &cluster("c1", "True"), false).unwrap();
+        watched(&host, data_types::MANAGED_CLUSTERS, &cluster("c2", "True"), false).unwrap();
+        assert_eq!(joined(), Some(2.0));
+        watched(&host, data_types::MANAGED_CLUSTERS, &cluster("c1", "True"), true).unwrap();
+        assert_eq!(joined(), Some(1.0), "a deleted cluster no longer counts");
     }
 
     #[test]

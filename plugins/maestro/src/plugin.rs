@@ -17,7 +17,8 @@ use conductor_plugin_sdk::duration;
 use conductor_plugin_sdk::ocm::types::actions;
 use conductor_plugin_sdk::ocm::{EventType, SubResource, data_types};
 use conductor_plugin_sdk::{
-    Capability, CloudEvent, Description, Error, Host, HostEvent, Identity, KvKey, ListOptions, Plugin, Retry, Timestamp,
+    Capability, CloudEvent, Description, Error, Host, HostEvent, Identity, KvKey, ListOptions, MetricKind, Plugin,
+    Retry, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +47,12 @@ const REPLICA: KvKey<u64> = KvKey::new("replica");
 const LAST_HEARD: KvKey<DateTime<Utc>> = KvKey::new("last-heard");
 /// The catch-up under way: what it looks for, and where its last page ended.
 const CATCH_UP: KvKey<CatchUp> = KvKey::new("catch-up");
+
+/// The metrics the plugin exports (as `conductor_<name>{plugin}`), refreshed after each catch-up.
+const UNRECONCILED_EVENTS: &str = "maestro_unreconciled_events";
+const OLDEST_RETRIED_AGE: &str = "maestro_oldest_unreconciled_event_age_seconds";
+const CATCH_UP_INTERVAL: &str = "maestro_catch_up_interval_seconds";
+const CATCH_UP_RUNS: &str = "maestro_catch_up_runs_total";
 
 /// `[plugins.maestro.config]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -286,8 +293,44 @@ impl Maestro {
     }
 
     /// Handles the next page of the catch-up under way; a full page asks for the one after it.
+    /// The end of a catch-up (its last page, or a failure) is counted, and the gauges of what
+    /// waits unreconciled refreshed.
     fn next_page(&self, host: &Host) -> Result<(), Error> {
-        let Some(state) = CATCH_UP.get(host) else { return Ok(()) };
+        match self.page(host) {
+            Ok(false) => Ok(()),
+            Ok(true) => {
+                observed(host, host.counter_add(CATCH_UP_RUNS, &["ok"], 1.0));
+                self.measure_unreconciled(host);
+                Ok(())
+            }
+            Err(e) => {
+                observed(host, host.counter_add(CATCH_UP_RUNS, &["error"], 1.0));
+                Err(e)
+            }
+        }
+    }
+
+    /// The gauges of the events waiting unreconciled: all of them, and the age of the oldest this
+    /// replica is trying again (an event sent to agents that could not be marked, or held by
+    /// another replica's lock). Events of clusters with no agent connected wait legitimately and
+    /// count in the first only.
+    fn measure_unreconciled(&self, host: &Host) {
+        let retrying = RETRY.pending(host);
+        let ids: Vec<&str> = retrying.iter().map(|q| q.id.as_str()).collect();
+        match store::unreconciled(&host.pg(&self.database), &ids) {
+            Ok((waiting, oldest)) => {
+                observed(host, host.gauge_set(UNRECONCILED_EVENTS, &[], waiting as f64));
+                observed(host, host.gauge_set(OLDEST_RETRIED_AGE, &[], oldest));
+            }
+            Err(e) => host.debug(&format!("cannot count unreconciled events: {e}")),
+        }
+    }
+
+    /// Handles the next page of the catch-up under way; returns whether it was the last.
+    fn page(&self, host: &Host) -> Result<bool, Error> {
+        let Some(state) = CATCH_UP.get(host) else {
+            return Ok(false);
+        };
         let page = store::pending_events(&host.pg(&self.database), state.since, state.after.as_ref())?;
         if !page.ids.is_empty() {
             host.debug(&format!("catching up on {} events", page.ids.len()));
@@ -314,10 +357,11 @@ impl Maestro {
                 },
             )?;
             host.set_timer(NEXT_PAGE_TIMER, Duration::from_millis(1), false)?;
+            Ok(false)
         } else {
             CATCH_UP.take(host);
+            Ok(true)
         }
-        Ok(())
     }
 
     /// The LISTEN on `events` is in place: at startup, purge reconciled events; either way,
@@ -387,8 +431,33 @@ impl Plugin for Maestro {
                 Capability::Timer,
                 Capability::Kv,
                 Capability::Pg,
+                Capability::Metrics,
             ])
             .concurrent_notifications(CONCURRENT_NOTIFICATIONS)
+            .metric(
+                UNRECONCILED_EVENTS,
+                MetricKind::Gauge,
+                "Events in Maestro's database not reconciled yet, clusters with no agent connected included (at the last catch-up).",
+                &[],
+            )
+            .metric(
+                OLDEST_RETRIED_AGE,
+                MetricKind::Gauge,
+                "Age of the oldest event this replica sent to agents and is trying again to reconcile; 0 without one (at the last catch-up).",
+                &[],
+            )
+            .metric(
+                CATCH_UP_INTERVAL,
+                MetricKind::Gauge,
+                "The catch-up interval (config.catch_up_interval).",
+                &[],
+            )
+            .metric(
+                CATCH_UP_RUNS,
+                MetricKind::Counter,
+                "Catch-ups run (periodic, and after a lost LISTEN), by outcome.",
+                &["outcome"],
+            )
     }
 
     fn check(config: &Config) -> Result<(), Error> {
@@ -423,6 +492,10 @@ impl Plugin for Maestro {
             ))
         })?;
         host.set_timer(CATCH_UP_TIMER, self.catch_up_interval, true)?;
+        observed(
+            host,
+            host.gauge_set(CATCH_UP_INTERVAL, &[], self.catch_up_interval.as_secs_f64()),
+        );
         if REPLICA.get(host).is_none() {
             REPLICA.set(host, &uuid::Uuid::new_v4().as_u64_pair().0)?;
         }
@@ -502,6 +575,14 @@ impl Plugin for Maestro {
             result = result.and(self.handle_notified(host, notified));
         }
         result
+    }
+}
+
+/// A metric's update is best effort: a refusal (the plugin's limits) is logged, never an error
+/// of the work it describes.
+fn observed(host: &Host, outcome: Result<(), Error>) {
+    if let Err(e) = outcome {
+        host.debug(&format!("metric not updated: {e}"));
     }
 }
 

@@ -43,6 +43,12 @@ pub const PENDING_PAGE: &str = "SELECT id, created_at FROM events WHERE deleted_
      AND (reconciled_date IS NULL OR created_at >= $1::timestamptz) \
      AND (created_at, id) > ($2::timestamptz, $3::text) \
      ORDER BY created_at, id LIMIT $4";
+/// How many events wait unreconciled, and the age in seconds of the oldest of those among `$1`
+/// (a JSON list of ids: the ones this replica is trying again), 0 without one.
+pub const UNRECONCILED: &str = "SELECT \
+     (SELECT count(*) FROM events WHERE reconciled_date IS NULL AND deleted_at IS NULL)::int8 AS waiting, \
+     COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(created_at)) FROM events \
+       WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json))) AND reconciled_date IS NULL), 0)::float8 AS oldest";
 /// Maestro's schema is in place: its migrations table holds the last migration.
 pub const SCHEMA_PRESENT: &str = "SELECT to_regclass('public.migrations') IS NOT NULL AS present";
 pub const LAST_MIGRATION: &str = "SELECT id FROM migrations WHERE id = $1";

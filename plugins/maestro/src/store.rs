@@ -191,6 +191,21 @@ pub fn purge_reconciled(db: &Database<'_>) -> Result<u64, Error> {
     db.execute(sql::PURGE_RECONCILED, &[])
 }
 
+/// How many events wait unreconciled, and how old (seconds) the oldest of `retrying` that is still
+/// unreconciled is (0 without one).
+pub fn unreconciled(db: &Database<'_>, retrying: &[&str]) -> Result<(i64, f64), Error> {
+    let rows = db.query(sql::UNRECONCILED, &[(&json!(retrying)).into()])?;
+    let row = rows
+        .first()
+        .ok_or_else(|| Error::Internal("the count of unreconciled events returned no row".into()))?;
+    let waiting = row.int("waiting")?.unwrap_or(0);
+    let oldest = match row.get("oldest")? {
+        PgValue::Float8(f) => *f,
+        _ => 0.0,
+    };
+    Ok((waiting, oldest))
+}
+
 /// A page of the events to (re-)handle, oldest first, after `after`: the unreconciled ones, plus
 /// (with `since`) those written since then.
 pub fn pending_events(

@@ -189,6 +189,7 @@ impl WasmRuntime {
             .map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
         let pre = bindings::ConductorPluginPre::new(pre).map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
         let memory = limits.memory.as_usize();
+        capabilities.metrics().set_memory_limit(memory);
         let call_timeout = limits.call_timeout.0;
         let name = capabilities.plugin().to_owned();
         let make: MakeInstance<Instance> = Arc::new(move || {

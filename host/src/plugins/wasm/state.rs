@@ -20,7 +20,7 @@ use crate::plugins::pg::PgSession;
 pub(super) struct State {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    limits: Limiter,
     capabilities: Option<Arc<Capabilities>>,
     pub(super) pg: PgSession,
     /// When the running call must have returned.
@@ -41,10 +41,14 @@ impl State {
         Self {
             wasi: WasiCtx::builder().build(),
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(memory)
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: Limiter {
+                limits: StoreLimitsBuilder::new()
+                    .memory_size(memory)
+                    .trap_on_grow_failure(true)
+                    .build(),
+                held: 0,
+                gauge: capabilities.as_ref().map(|c| c.metrics().memory()),
+            },
             capabilities,
             pg: PgSession::default(),
             deadline: Instant::now(),
@@ -62,6 +66,60 @@ impl State {
     pub(super) async fn pg(&mut self, request: PgRequest) -> Result<PgReply, Error> {
         let caps = self.caps();
         self.pg.call(&caps, request).await
+    }
+}
+
+/// The memory limit of one instance, and the linear memory it holds, counted into the plugin's
+/// `conductor_plugin_memory_bytes` (and out again when the instance is dropped).
+struct Limiter {
+    limits: StoreLimits,
+    held: usize,
+    gauge: Option<prometheus::IntGauge>,
+}
+
+impl wasmtime::ResourceLimiter for Limiter {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let allowed = self.limits.memory_growing(current, desired, maximum)?;
+        if allowed {
+            let grown = desired.saturating_sub(current);
+            self.held += grown;
+            if let Some(gauge) = &self.gauge {
+                gauge.add(i64::try_from(grown).unwrap_or(i64::MAX));
+            }
+        }
+        Ok(allowed)
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.memory_grow_failed(error)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
+}
+
+impl Drop for Limiter {
+    fn drop(&mut self) {
+        if let Some(gauge) = &self.gauge {
+            gauge.sub(i64::try_from(self.held).unwrap_or(i64::MAX));
+        }
     }
 }
 

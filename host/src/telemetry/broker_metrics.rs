@@ -1,0 +1,168 @@
+//! conductor's own metrics of the broker, beside upstream's `grpc_server_ce_*`: heartbeats,
+//! subscribers cut off for a full queue, spec resyncs and what they sent, and the subscribers'
+//! queues (read when scraped, from whatever registers a [`QueueDepths`] source). Labelled by data
+//! type only: bounded by the data types the hub serves.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+
+/// What a queue source reports at scrape time: per data type, the events waiting in all
+/// subscribers' queues and in the fullest one.
+pub trait QueueDepths: Send + Sync {
+    fn queue_depths(&self) -> BTreeMap<String, (usize, usize)>;
+}
+
+#[derive(Clone)]
+pub struct BrokerMetrics {
+    heartbeats: IntCounterVec,
+    cut_off: IntCounterVec,
+    resyncs: IntCounterVec,
+    resync_events: IntCounterVec,
+    queue_capacity: IntGauge,
+    queues: QueueCollector,
+}
+
+fn counters(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+impl BrokerMetrics {
+    pub(super) fn new(registry: &Registry) -> Self {
+        let queues = QueueCollector::new();
+        let m = Self {
+            heartbeats: counters(
+                "conductor_heartbeats_sent_total",
+                "Heartbeats sent on Subscribe streams (they are in grpc_server_ce_msg_sent_total too).",
+                &["data_type"],
+            ),
+            cut_off: counters(
+                "conductor_subscribers_cut_off_total",
+                "Subscribe streams ended because their queue overflowed (the agent reconnects and resyncs).",
+                &["data_type"],
+            ),
+            resyncs: counters(
+                "conductor_resyncs_total",
+                "Spec resync requests answered (ok) or failed (error).",
+                &["data_type", "outcome"],
+            ),
+            resync_events: counters(
+                "conductor_resync_events_sent_total",
+                "Events sent in answer to spec resyncs: what the sources listed, and deletes of what the agent holds and no source has.",
+                &["data_type", "kind"],
+            ),
+            queue_capacity: IntGauge::with_opts(Opts::new(
+                "conductor_subscriber_queue_capacity",
+                "Events one subscriber's queue holds (broker.subscriber_queue_size).",
+            ))
+            .expect("valid metric"),
+            queues,
+        };
+        for c in [
+            Box::new(m.heartbeats.clone()) as Box<dyn Collector>,
+            Box::new(m.cut_off.clone()),
+            Box::new(m.resyncs.clone()),
+            Box::new(m.resync_events.clone()),
+            Box::new(m.queue_capacity.clone()),
+            Box::new(m.queues.clone()),
+        ] {
+            registry.register(c).expect("metric registered once");
+        }
+        m
+    }
+
+    /// The heartbeat counter of `data_type`'s streams (looked up once per stream).
+    pub fn heartbeats(&self, data_type: &str) -> IntCounter {
+        self.heartbeats.with_label_values(&[data_type])
+    }
+
+    pub fn cut_off(&self, data_type: &str, subscribers: usize) {
+        self.cut_off
+            .with_label_values(&[data_type])
+            .inc_by(u64::try_from(subscribers).unwrap_or(u64::MAX));
+    }
+
+    /// A resync of `data_type` answered with `listed` and `deleted` events, or failed.
+    pub fn resynced(&self, data_type: &str, outcome: Result<(usize, usize), ()>) {
+        let ok = outcome.is_ok();
+        self.resyncs
+            .with_label_values(&[data_type, if ok { "ok" } else { "error" }])
+            .inc();
+        if let Ok((listed, deleted)) = outcome {
+            for (kind, n) in [("listed", listed), ("deleted", deleted)] {
+                self.resync_events
+                    .with_label_values(&[data_type, kind])
+                    .inc_by(u64::try_from(n).unwrap_or(u64::MAX));
+            }
+        }
+    }
+
+    /// The subscribers' queues: their size, and where their depths are read when scraped.
+    pub fn queues(&self, capacity: usize, source: Weak<dyn QueueDepths>) {
+        self.queue_capacity.set(i64::try_from(capacity).unwrap_or(i64::MAX));
+        *self.queues.source.lock() = Some(source);
+    }
+}
+
+/// `conductor_subscriber_queued_events` and `conductor_subscriber_queue_depth_max`, read from the
+/// queue source when scraped.
+#[derive(Clone)]
+struct QueueCollector {
+    descs: Vec<Desc>,
+    source: Arc<parking_lot::Mutex<Option<Weak<dyn QueueDepths>>>>,
+}
+
+const QUEUED: (&str, &str) = (
+    "conductor_subscriber_queued_events",
+    "Events waiting in subscribers' queues, over all subscribers of a data type.",
+);
+const DEEPEST: (&str, &str) = (
+    "conductor_subscriber_queue_depth_max",
+    "Events waiting in the fullest subscriber queue of a data type.",
+);
+
+impl QueueCollector {
+    fn new() -> Self {
+        let desc = |(name, help): (&str, &str)| {
+            Desc::new(
+                name.to_owned(),
+                help.to_owned(),
+                vec!["data_type".to_owned()],
+                Default::default(),
+            )
+            .expect("valid metric")
+        };
+        Self {
+            descs: vec![desc(QUEUED), desc(DEEPEST)],
+            source: Arc::default(),
+        }
+    }
+}
+
+impl Collector for QueueCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let Some(source) = self.source.lock().as_ref().and_then(Weak::upgrade) else {
+            return vec![];
+        };
+        let depths = source.queue_depths();
+        let family = |(name, help): (&str, &str), pick: fn(&(usize, usize)) -> usize| {
+            let gauge = IntGaugeVec::new(Opts::new(name, help), &["data_type"]).expect("valid metric");
+            for (data_type, d) in &depths {
+                gauge
+                    .with_label_values(&[data_type])
+                    .set(i64::try_from(pick(d)).unwrap_or(i64::MAX));
+            }
+            gauge.collect()
+        };
+        let mut out = family(QUEUED, |d| d.0);
+        out.extend(family(DEEPEST, |d| d.1));
+        out
+    }
+}
