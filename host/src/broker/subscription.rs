@@ -34,6 +34,7 @@ impl Subscription {
     ) -> Self {
         let sent = metrics.subscribe_received(&registration.cluster, &registration.data_type);
         let heartbeats = metrics.broker.heartbeats(&registration.data_type);
+        metrics.broker.cut_off(&registration.data_type, 0);
         let heartbeat = heartbeat.map(|period| {
             // The first heartbeat goes out one period after subscribing.
             let mut i = tokio::time::interval_at(tokio::time::Instant::now() + period, period);

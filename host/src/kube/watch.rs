@@ -146,6 +146,7 @@ async fn forward(
     stop: CancellationToken,
 ) {
     let resource = watch.key.resource.name();
+    metrics.watch_started(&resource);
     // Two watches of one kind at two versions deliver the same objects: keep them apart.
     let queue_key = format!("{resource}@{}", watch.key.resource.version);
     // While the watcher lists: what the cache held before, less what the new list showed.

@@ -210,6 +210,20 @@ impl Families {
     }
 
     pub(super) fn of(&self, name: &str) -> PluginMetrics {
+        // The series of what may happen to any plugin exist from the start, at 0, so that rates
+        // and alerts see them before the first time.
+        for call in PluginCall::ALL {
+            for limit in ["call_timeout", "acquire_timeout"] {
+                self.call_timeouts.with_label_values(&[name, call.as_str(), limit]);
+            }
+        }
+        for limit in ["kv_keys", "kv_bytes", "timers", "log_lines_per_second", "metric_series"] {
+            self.limits_hit.with_label_values(&[name, limit]);
+        }
+        for kind in ["timer", "notification", "listening", "watch"] {
+            self.events_retried.with_label_values(&[name, kind]);
+            self.events_dropped.with_label_values(&[name, kind]);
+        }
         PluginMetrics {
             plugin: name.to_owned(),
             depth: self.queue_depth.with_label_values(&[name]),
@@ -346,6 +360,12 @@ impl PluginMetrics {
             .kube_request_duration
             .with_label_values(&self.label(&[verb]))
             .observe(took.as_secs_f64());
+    }
+
+    /// A watch of `resource` starts: its series exist from now on.
+    pub fn watch_started(&self, resource: &str) {
+        self.families.watch_restarts.with_label_values(&self.label(&[resource]));
+        self.families.watch_relists.with_label_values(&self.label(&[resource]));
     }
 
     /// The watch of `resource` failed and resumes.

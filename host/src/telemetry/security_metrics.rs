@@ -129,6 +129,15 @@ impl SecurityMetrics {
                 &["code"],
             ),
         };
+        // Series of what may happen, at 0 from the start.
+        m.connections_closed.with_label_values(&["unauthenticated"]);
+        for code in ["401", "403", "503"] {
+            m.admin_refused.with_label_values(&[code]);
+        }
+        for review in ["TokenReview", "SubjectAccessReview"] {
+            m.review_waits.with_label_values(&[review]);
+            m.reviews_in_flight.with_label_values(&[review]);
+        }
         for c in [
             Box::new(m.connections.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(m.connections_refused.clone()),
