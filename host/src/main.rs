@@ -172,8 +172,20 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn serve(config: PathBuf, plugins: PluginFolder) -> anyhow::Result<()> {
     let loaded = Config::load(&config, plugins.folder)?;
-    conductor::telemetry::logging::init(&loaded.config.log);
-    runtime()?.block_on(conductor::app::run(loaded))
+    let runtime = runtime()?;
+    let traces = match &loaded.config.telemetry.otlp {
+        Some(otlp) => {
+            let _entered = runtime.enter();
+            Some(conductor::telemetry::traces::Traces::start(otlp).map_err(anyhow::Error::msg)?)
+        }
+        None => None,
+    };
+    conductor::telemetry::logging::init(&loaded.config.log, traces.as_ref().map(|t| t.tracer()));
+    let served = runtime.block_on(conductor::app::run(loaded));
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
+    served
 }
 
 fn check(file: PathBuf, connect: bool, plugins: PluginFolder) -> anyhow::Result<()> {

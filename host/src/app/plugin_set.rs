@@ -298,5 +298,9 @@ fn restart_needed(current: &LoadedConfig, next: &LoadedConfig) -> Vec<String> {
         "kubernetes",
         format!("{:?}", a.kubernetes) == format!("{:?}", b.kubernetes),
     );
+    differs(
+        "telemetry",
+        format!("{:?}", a.telemetry) == format!("{:?}", b.telemetry),
+    );
     changed
 }

@@ -112,7 +112,13 @@ impl Broker {
     }
 
     async fn resync(&self, event: &CloudEvent, data_type: &DataType) -> Result<(), ResyncError> {
-        let answered = self.answer_resync(event, data_type).await;
+        let span = tracing::span!(
+            target: "conductor::trace",
+            tracing::Level::TRACE,
+            "resync",
+            data_type = %data_type,
+        );
+        let answered = tracing::Instrument::instrument(self.answer_resync(event, data_type), span).await;
         self.metrics
             .broker
             .resynced(&data_type.to_string(), answered.as_ref().map(|n| *n).map_err(drop));
@@ -169,7 +175,8 @@ impl Broker {
     }
 
     async fn deliver(&self, event: &CloudEvent) {
-        if let Err(e) = self.fanout.deliver_waiting(event, RESYNC_SEND_WAIT).await {
+        let event = crate::telemetry::traces::stamped(event);
+        if let Err(e) = self.fanout.deliver_waiting(&event, RESYNC_SEND_WAIT).await {
             tracing::warn!(error = %e, "resync answer not delivered");
         }
     }

@@ -13,6 +13,7 @@ mod kubernetes;
 mod log;
 mod plugins;
 mod server;
+mod telemetry;
 mod units;
 
 use std::{
@@ -31,6 +32,7 @@ pub use kubernetes::KubernetesConfig;
 pub use log::{LogConfig, LogFormat};
 pub use plugins::{KUBE_VERBS, KubeResourceGrant, PluginConfig, PluginKind, PluginLimits};
 pub use server::{ServerConfig, TlsConfig};
+pub use telemetry::{OtlpConfig, TelemetryConfig};
 pub use units::{ByteSize, HumanDuration};
 
 /// A value that fails its check: the dotted key and the reason.
@@ -57,6 +59,9 @@ pub struct Config {
     pub admin: AdminConfig,
     #[serde(default)]
     pub log: LogConfig,
+    /// Traces.
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
     /// Plugins by name.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
@@ -215,6 +220,7 @@ impl Config {
         self.server.validate()?;
         self.broker.validate()?;
         self.log.validate()?;
+        self.telemetry.validate()?;
         for (name, plugin) in &self.plugins {
             plugin.validate(&format!("plugins.{name}"), &self.databases)?;
         }
@@ -387,6 +393,30 @@ mod tests {
         let plugin = "[plugins.p]\nkind = \"component\"\nfile = \"p.wasm\"\n";
         let (key, _) = check_dev(&format!("{plugin}limits = {{ concurrent_notifications = 0 }}\n")).unwrap_err();
         assert_eq!(key, "plugins.p.limits.concurrent_notifications");
+    }
+
+    #[test]
+    fn traces_are_off_unless_an_otlp_endpoint_is_named() {
+        assert!(check_dev("").unwrap().telemetry.otlp.is_none());
+        let c = check_dev("[telemetry.otlp]\nendpoint = \"http://collector:4317\"\n").unwrap();
+        let otlp = c.telemetry.otlp.unwrap();
+        assert_eq!(
+            (otlp.service_name.as_str(), otlp.timeout.0),
+            ("conductor", Duration::from_secs(10))
+        );
+        assert!(
+            (otlp.sample_ratio - 1.0).abs() < f64::EPSILON,
+            "every trace kept by default"
+        );
+        let (key, reason) = check_dev("[telemetry.otlp]\nendpoint = \"collector:4317\"\n").unwrap_err();
+        assert_eq!(key, "telemetry.otlp.endpoint");
+        assert!(reason.contains("http://"), "{reason}");
+        let (key, _) = check_dev("[telemetry.otlp]\nendpoint = \"http://c:4317\"\nservice_name = \"\"\n").unwrap_err();
+        assert_eq!(key, "telemetry.otlp.service_name");
+        let (key, _) = check_dev("[telemetry.otlp]\nendpoint = \"http://c:4317\"\ntimeout = \"0s\"\n").unwrap_err();
+        assert_eq!(key, "telemetry.otlp.timeout");
+        let (key, _) = check_dev("[telemetry.otlp]\nendpoint = \"http://c:4317\"\nsample_ratio = 1.5\n").unwrap_err();
+        assert_eq!(key, "telemetry.otlp.sample_ratio");
     }
 
     #[test]

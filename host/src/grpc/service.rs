@@ -138,6 +138,42 @@ impl cloud_event_service_server::CloudEventService for CloudEventService {
             status
         };
         let decoded = decode(request.into_inner()).map_err(|status| refused(status, UNKNOWN, UNKNOWN))?;
+        // With traces on: a span of the call, continuing the agent's trace if its event has one.
+        let span = tracing::span!(
+            target: "conductor::trace",
+            tracing::Level::TRACE,
+            "Publish",
+            otel.kind = "server",
+            cluster = %decoded.cluster,
+            event_type = %decoded.ty,
+        );
+        crate::telemetry::traces::continue_from(&span, &decoded.event);
+        tracing::Instrument::instrument(self.publish_decoded(caller, decoded, started), span).await
+    }
+
+    type SubscribeStream = Held<Subscription>;
+
+    async fn subscribe(
+        &self,
+        request: Request<proto::SubscriptionRequest>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        self.subscribe_call(request).await
+    }
+}
+
+impl CloudEventService {
+    /// The rest of a Publish, once its event is decoded.
+    async fn publish_decoded(
+        &self,
+        caller: Caller,
+        decoded: Decoded,
+        started: Instant,
+    ) -> Result<Response<()>, Status> {
+        let refused = |status: Status, cluster: &str, data_type: &str| {
+            self.metrics
+                .publish_processed(cluster, data_type, status.code(), started.elapsed().as_secs_f64());
+            status
+        };
         // Nothing about the call is labelled with what an unidentified caller claims.
         let identity = self
             .authenticate(&caller, "Publish")
@@ -173,12 +209,10 @@ impl cloud_event_service_server::CloudEventService for CloudEventService {
         result
     }
 
-    type SubscribeStream = Held<Subscription>;
-
-    async fn subscribe(
+    async fn subscribe_call(
         &self,
         request: Request<proto::SubscriptionRequest>,
-    ) -> Result<Response<Self::SubscribeStream>, Status> {
+    ) -> Result<Response<Held<Subscription>>, Status> {
         let caller = Caller::of(&request);
         let stream = self.open_stream(&caller);
         let req = request.into_inner();

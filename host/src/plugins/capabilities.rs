@@ -256,8 +256,9 @@ impl Capabilities {
     pub fn emit(&self, event: &CloudEvent) -> Result<u32, Error> {
         self.check(Capability::Emit)?;
         self.serving("emit")?;
+        // With traces on, the event carries the trace of the call that emits it.
         self.sink
-            .emit(event)
+            .emit(&crate::telemetry::traces::stamped(event))
             .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
             .map_err(|e| Error::Invalid(e.to_string()))
     }
@@ -508,7 +509,15 @@ impl Capabilities {
             return self.dispatch_kube(client, request).await;
         }
         let started = std::time::Instant::now();
-        let reply = self.dispatch_kube(client, request).await;
+        let span = tracing::span!(
+            target: "conductor::trace",
+            tracing::Level::TRACE,
+            "kube",
+            plugin = %self.plugin,
+            verb,
+            resource = %granted_name,
+        );
+        let reply = tracing::Instrument::instrument(self.dispatch_kube(client, request), span).await;
         self.metrics()
             .kube_request(verb, http_code(&reply, verb), started.elapsed());
         reply

@@ -537,7 +537,14 @@ impl PluginSource {
             PluginRequest::OnEvents(_) => PluginCall::OnEvents,
         };
         let started = std::time::Instant::now();
-        let reply = self.runtime.call(request, wait).await;
+        let span = tracing::span!(
+            target: "conductor::trace",
+            tracing::Level::TRACE,
+            "plugin call",
+            plugin = %self.name,
+            call = call.as_str(),
+        );
+        let reply = tracing::Instrument::instrument(self.runtime.call(request, wait), span).await;
         let elapsed = started.elapsed();
         let error = reply.as_ref().err().map(|e| e as &dyn std::fmt::Display);
         self.stats.record(elapsed, error);

@@ -330,7 +330,10 @@ impl Runtime for NativeRuntime {
         let bytes = abi::encode(&request);
         self.pool
             .with(wait, async |instance: Instance| {
+                // The plugin's host calls happen on that thread: under the call's span.
+                let span = tracing::Span::current();
                 let running = tokio::task::spawn_blocking(move || {
+                    let _in_call = span.enter();
                     let result = call(&instance, &bytes);
                     (result, instance)
                 });

@@ -125,6 +125,18 @@ fn rows(result: Vec<PgRow>) -> Result<PgRows, Error> {
     Ok(PgRows { columns, rows })
 }
 
+/// What a `pg` call runs, for its span: the SQL (cut to 200 characters) or the operation.
+fn statement(request: &PgRequest) -> String {
+    match request {
+        PgRequest::Query { sql, .. } | PgRequest::Execute { sql, .. } => sql.chars().take(200).collect(),
+        PgRequest::Begin { .. } => "BEGIN".to_owned(),
+        PgRequest::Commit { .. } => "COMMIT".to_owned(),
+        PgRequest::Rollback { .. } => "ROLLBACK".to_owned(),
+        PgRequest::AdvisoryLock { .. } => "advisory lock".to_owned(),
+        PgRequest::Listen { channel, .. } => format!("LISTEN {channel}"),
+    }
+}
+
 impl PgSession {
     /// Answers one `pg` call of the instance; a statement is counted and timed in the plugin's
     /// metrics under its database.
@@ -149,7 +161,15 @@ impl PgSession {
             _ => None,
         };
         let started = std::time::Instant::now();
-        let reply = self.dispatch(caps, request).await;
+        let span = tracing::span!(
+            target: "conductor::trace",
+            tracing::Level::TRACE,
+            "pg",
+            plugin = caps.plugin(),
+            database = database.as_deref().unwrap_or_default(),
+            statement = statement(&request),
+        );
+        let reply = tracing::Instrument::instrument(self.dispatch(caps, request), span).await;
         if let Some(database) = database {
             caps.metrics().statement(&database, reply.is_ok(), started.elapsed());
         }

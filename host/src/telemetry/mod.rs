@@ -1,4 +1,4 @@
-//! Logs, metrics and readiness.
+//! Logs, metrics, traces and readiness.
 
 pub mod broker_metrics;
 pub mod exported;
@@ -9,6 +9,7 @@ pub mod plugin_metrics;
 pub mod readiness;
 pub mod security_metrics;
 pub mod series;
+pub mod traces;
 
 pub use metrics::Metrics;
 pub use plugin_metrics::{PluginCall, PluginMetrics};
