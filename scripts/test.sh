@@ -5,9 +5,18 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 eval "$(scripts/setup-test-env.sh)"
-export CONDUCTOR_PYTHON CONDUCTOR_PYSTUBS CONDUCTOR_GRPCURL CONDUCTOR_KUBECTL CONDUCTOR_KUBE_BIN
+export CONDUCTOR_PYTHON CONDUCTOR_PYSTUBS CONDUCTOR_GRPCURL CONDUCTOR_KUBECTL CONDUCTOR_KUBE_BIN \
+    CONDUCTOR_PROMETHEUS CONDUCTOR_PROMTOOL
 # Builds are slow on small machines: keep them between runs (cargo rebuilds what changed).
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/conductor/target}"
+
+# The monitoring assets (deploy/observability), before the slow build: the rules load and every
+# alert fires and stays quiet as its unit tests say; the dashboard is well formed and reads only
+# recorded series the rules define; the PrometheusRule holds exactly the rules' groups.
+"$CONDUCTOR_PROMTOOL" check rules deploy/observability/rules.yml
+"$CONDUCTOR_PROMTOOL" test rules deploy/observability/rules-test.yml
+python3 deploy/observability/check_dashboard.py deploy/observability/grafana-dashboard.json deploy/observability/rules.yml
+python3 deploy/observability/prometheus_rules.py --check
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

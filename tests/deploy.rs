@@ -1049,3 +1049,233 @@ fn the_checks_catch_broken_manifests() {
         );
     }
 }
+
+/// `to` as a path relative to the folder `from` (both absolute).
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let (from, to): (Vec<_>, Vec<_>) = (from.components().collect(), to.components().collect());
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut out: PathBuf = from[common..].iter().map(|_| "..").collect();
+    out.extend(&to[common..]);
+    out
+}
+
+/// Every object of a rendered kustomization, as JSON, by (kind, name).
+fn objects(yaml: &str) -> BTreeMap<(String, String), Value> {
+    let objects: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("rendered YAML");
+    objects
+        .into_iter()
+        .map(|o| {
+            let key = (
+                o["kind"].as_str().unwrap_or_default().to_owned(),
+                o["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+            );
+            (key, o)
+        })
+        .collect()
+}
+
+/// The optional component `deploy/observability` added to each overlay, as an operator's own
+/// overlay adds it (`resources: [<overlay>]`, `components: [<deploy/observability>]`): it renders,
+/// leaves the overlay's objects as they were, and adds the PrometheusRule holding exactly
+/// rules.yml's groups, the ServiceMonitor scraping the Service conductor-metrics the way the
+/// overlay's admin endpoint is served (HTTPS with the serving certificate's CA and name, a bearer
+/// token), the ConfigMap Grafana's sidecar loads the dashboard from, and the RBAC that lets
+/// Prometheus `get /metrics`.
+#[test]
+fn the_overlays_render_with_the_observability_component() {
+    let observability = repo().join("deploy/observability");
+    let rules: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(observability.join("rules.yml")).expect("rules.yml"))
+            .expect("rules.yml is YAML");
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(observability.join("grafana-dashboard.json")).expect("the dashboard"),
+    )
+    .expect("the dashboard is JSON");
+    for overlay in OVERLAYS {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let overlay_dir = repo().join("deploy/overlays").join(overlay);
+        std::fs::write(
+            dir.path().join("kustomization.yaml"),
+            format!(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
+                relative(dir.path(), &overlay_dir).display(),
+                relative(dir.path(), &observability).display()
+            ),
+        )
+        .expect("the kustomization is written");
+        let out = Command::new(kubectl())
+            .args(["kustomize", "--load-restrictor", "LoadRestrictionsNone"])
+            .arg(dir.path())
+            .output()
+            .expect("kubectl runs");
+        assert!(
+            out.status.success(),
+            "{overlay} with deploy/observability: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let with = objects(&String::from_utf8(out.stdout).expect("UTF-8 YAML"));
+        let without = objects(&render(overlay));
+
+        // The overlay's objects are untouched; exactly the component's are added.
+        for (key, object) in &without {
+            assert_eq!(with.get(key), Some(object), "{overlay}: {key:?} changed");
+        }
+        let added: BTreeSet<(&str, &str)> = with
+            .keys()
+            .filter(|k| !without.contains_key(*k))
+            .map(|(kind, name)| (kind.as_str(), name.as_str()))
+            .collect();
+        let metrics_reader = "open-cluster-management:conductor:metrics-reader";
+        assert_eq!(
+            added,
+            BTreeSet::from([
+                ("PrometheusRule", "conductor"),
+                ("ServiceMonitor", "conductor"),
+                ("ConfigMap", "conductor-grafana-dashboard"),
+                ("ClusterRole", metrics_reader),
+                ("ClusterRoleBinding", metrics_reader),
+            ]),
+            "{overlay}"
+        );
+        let get = |kind: &str, name: &str| &with[&(kind.to_owned(), name.to_owned())];
+        let namespace = "open-cluster-management-hub";
+
+        // The PrometheusRule: rules.yml's groups, in the overlay's namespace.
+        let rule = get("PrometheusRule", "conductor");
+        assert_eq!(rule["apiVersion"], "monitoring.coreos.com/v1", "{overlay}");
+        assert_eq!(rule["metadata"]["namespace"], namespace, "{overlay}");
+        assert!(rules["groups"].as_array().is_some_and(|g| !g.is_empty()), "{rules}");
+        assert_eq!(
+            rule["spec"]["groups"], rules["groups"],
+            "{overlay}: prometheus-rules.yaml is not rules.yml (python3 deploy/observability/prometheus_rules.py regenerates it)"
+        );
+
+        // The ServiceMonitor: selects the Service conductor-metrics (and no other Service with a
+        // port of that name), as the admin endpoint of the overlay's configuration is served.
+        let monitor = get("ServiceMonitor", "conductor");
+        assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1", "{overlay}");
+        assert_eq!(monitor["metadata"]["namespace"], namespace, "{overlay}");
+        let selector: LabelSelector =
+            serde_json::from_value(monitor["spec"]["selector"].clone()).expect("a label selector");
+        let endpoints = monitor["spec"]["endpoints"].as_array().expect("endpoints");
+        assert_eq!(endpoints.len(), 1, "{overlay}: {endpoints:?}");
+        let endpoint = &endpoints[0];
+        let port = endpoint["port"].as_str().expect("a port name");
+        assert_eq!(port, "metrics", "{overlay}");
+        let scraped: Vec<&str> = with
+            .iter()
+            .filter(|((kind, _), _)| kind == "Service")
+            .filter(|(_, s)| {
+                let labels: BTreeMap<String, String> =
+                    serde_json::from_value(s["metadata"]["labels"].clone()).unwrap_or_default();
+                matches(&selector, &labels)
+                    && s["spec"]["ports"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|p| p["name"] == port)
+            })
+            .map(|((_, name), _)| name.as_str())
+            .collect();
+        assert_eq!(scraped, ["conductor-metrics"], "{overlay}");
+        let service = get("Service", "conductor-metrics");
+        let target = service["spec"]["ports"]
+            .as_array()
+            .and_then(|ports| ports.iter().find(|p| p["name"] == port))
+            .map(|p| p["targetPort"].clone());
+        assert_eq!(target, Some(Value::from("admin")), "{overlay}");
+        let config_text = with
+            .iter()
+            .find(|((kind, name), _)| kind == "ConfigMap" && name.starts_with("conductor-config"))
+            .and_then(|(_, cm)| cm["data"]["conductor.toml"].as_str())
+            .expect("the configuration");
+        let config = Config::parse(config_text).expect("the configuration parses");
+        assert_eq!(
+            config.admin.authorization,
+            AdminAuthorization::Sar,
+            "{overlay}: the admin endpoint asks for a token"
+        );
+        assert!(config.admin.tls.is_some(), "{overlay}: the admin endpoint serves HTTPS");
+        assert_eq!(endpoint["path"], "/metrics", "{overlay}");
+        assert_eq!(endpoint["scheme"], "https", "{overlay}");
+        assert!(
+            endpoint["bearerTokenFile"].is_string() || endpoint["authorization"]["credentials"].is_object(),
+            "{overlay}: Prometheus sends a token: {endpoint}"
+        );
+        let tls = &endpoint["tlsConfig"];
+        assert_eq!(
+            tls["serverName"],
+            format!("conductor.{namespace}.svc"),
+            "{overlay}: the name in the serving certificate"
+        );
+        assert_eq!(
+            tls["ca"]["secret"],
+            serde_json::json!({"name": "conductor-serving-ca", "key": "ca.crt"}),
+            "{overlay}"
+        );
+        assert!(
+            tls["insecureSkipVerify"].is_null() || tls["insecureSkipVerify"] == false,
+            "{overlay}: never a token to an unverified server"
+        );
+
+        // The dashboard, for Grafana's sidecar.
+        let dashboard_map: ConfigMap = typed(
+            get("ConfigMap", "conductor-grafana-dashboard"),
+            "the dashboard ConfigMap",
+        )
+        .expect("a ConfigMap");
+        assert_eq!(
+            dashboard_map.metadata.namespace.as_deref(),
+            Some(namespace),
+            "{overlay}"
+        );
+        assert_eq!(
+            dashboard_map
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("grafana_dashboard"))
+                .map(String::as_str),
+            Some("1"),
+            "{overlay}"
+        );
+        let data = dashboard_map.data.expect("data");
+        assert_eq!(data.len(), 1, "{overlay}: {:?}", data.keys());
+        let (file, json) = data.iter().next().expect("one file");
+        assert!(file.ends_with(".json"), "{overlay}: {file}");
+        assert_eq!(
+            serde_json::from_str::<Value>(json).expect("JSON"),
+            dashboard,
+            "{overlay}: the ConfigMap holds grafana-dashboard.json"
+        );
+
+        // `get /metrics` for Prometheus.
+        let role: ClusterRole = typed(get("ClusterRole", metrics_reader), "the metrics-reader role").expect("typed");
+        let rules_of_role = role.rules.unwrap_or_default();
+        assert_eq!(rules_of_role.len(), 1, "{overlay}: {rules_of_role:?}");
+        assert_eq!(
+            (
+                rules_of_role[0].non_resource_urls.clone(),
+                rules_of_role[0].verbs.clone()
+            ),
+            (Some(vec!["/metrics".to_owned()]), vec!["get".to_owned()]),
+            "{overlay}"
+        );
+        assert!(rules_of_role[0].resources.is_none(), "{overlay}");
+        let binding: ClusterRoleBinding =
+            typed(get("ClusterRoleBinding", metrics_reader), "the metrics-reader binding").expect("typed");
+        assert_eq!(
+            (binding.role_ref.kind.as_str(), binding.role_ref.name.as_str()),
+            ("ClusterRole", metrics_reader),
+            "{overlay}"
+        );
+        let subjects = binding.subjects.unwrap_or_default();
+        assert!(
+            !subjects.is_empty()
+                && subjects
+                    .iter()
+                    .all(|s| s.kind == "ServiceAccount" && s.namespace.is_some()),
+            "{overlay}: Prometheus's ServiceAccount: {subjects:?}"
+        );
+    }
+}
