@@ -51,6 +51,9 @@ async fn postgres_outages_lose_and_duplicate_nothing() {
     let (first, _) = db.create("cluster1", "first", true).await;
     next_where(&mut sub, "the first spec", spec_of(&first, 1)).await;
     assert_eq!(ready(&c).await.0, 200);
+    let lost = r#"conductor_database_listener_lost_total{channel="events",database="maestro"}"#;
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    assert!(metrics.contains(&format!("{lost} 0")), "no loss yet, at 0: {metrics}");
 
     // A real restart: the LISTEN connection drops (visible in /readyz and the metrics); a status
     // update meanwhile is refused, and accepted once PostgreSQL is back.
@@ -68,6 +71,7 @@ async fn postgres_outages_lose_and_duplicate_nothing() {
         metrics.contains(r#"conductor_database_listener_up{channel="events",database="maestro"} 0"#),
         "{metrics}"
     );
+    assert!(metrics.contains(&format!("{lost} 1")), "{metrics}");
     db.restart().await;
     publish_until_accepted(&c, status_update("cluster1", &first, 1, 10, "Applied")).await;
     eventually(WAIT, "/readyz ready again", async || ready(&c).await.0 == 200).await;

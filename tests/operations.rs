@@ -36,6 +36,20 @@ async fn metrics_and_health_endpoints() {
     }
     assert!(body.contains("grpc_server_ce_processing_duration_seconds_bucket"));
     assert!(body.contains("[ALPHA]"));
+    // What has not happened yet is at 0, so alerts and panels see its first increase.
+    for line in [
+        r#"conductor_grpc_connections_refused_total{reason="limit"} 0"#,
+        r#"conductor_grpc_connections_closed_total{reason="unauthenticated"} 0"#,
+        r#"conductor_tls_handshake_failures_total{reason="error"} 0"#,
+        r#"conductor_tls_handshake_failures_total{reason="timeout"} 0"#,
+        r#"conductor_tls_reloads_total{result="error"} 0"#,
+        r#"conductor_admin_refused_total{code="401"} 0"#,
+        r#"conductor_auth_review_waits_total{review="TokenReview"} 0"#,
+    ] {
+        assert!(body.contains(line), "missing {line} in\n{body}");
+    }
+    let cut_off = format!("conductor_subscribers_cut_off_total{{data_type=\"{WORKS}\"}} 0");
+    assert!(body.contains(&cut_off), "missing {cut_off} in\n{body}");
 }
 
 #[tokio::test]

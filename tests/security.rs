@@ -886,7 +886,7 @@ async fn the_admin_endpoint_takes_tls_and_tokens_checked_with_subject_access_rev
             Some((a["verb"].as_str()?.to_owned(), a["path"].as_str()?.to_owned()))
         })
         .collect();
-    for want in [("get", "/metrics"), ("get", "/inspect/plugins"), ("create", "/reload")] {
+    for want in [("get", "/metrics"), ("get", "/inspect/plugins"), ("post", "/reload")] {
         assert!(
             reviewed.iter().any(|(v, p)| (v.as_str(), p.as_str()) == want),
             "a SubjectAccessReview of {want:?} in {reviewed:?}"
@@ -926,6 +926,29 @@ async fn the_admin_endpoint_takes_tls_and_tokens_checked_with_subject_access_rev
         "{}",
         String::from_utf8_lossy(&reloaded.stderr)
     );
+    // Through a port-forward the URL's host is not the certificate's: --tls-server-name names it.
+    let by_name = |name: &str| {
+        std::process::Command::new(conductor_blackbox_tests::conductor_bin())
+            .args(["inspect", "plugins", "--admin", &format!("https://127.0.0.1:{port}")])
+            .args(["--tls-server-name", name, "--ca-file"])
+            .arg(setup.pki.ca())
+            .arg("--token-file")
+            .arg(&token_file)
+            .output()
+            .unwrap()
+    };
+    let named = by_name("localhost");
+    assert!(named.status.success(), "{}", String::from_utf8_lossy(&named.stderr));
+    let misnamed = by_name("conductor.elsewhere.svc");
+    assert!(
+        !misnamed.status.success(),
+        "the certificate does not name conductor.elsewhere.svc"
+    );
+    assert!(
+        String::from_utf8_lossy(&misnamed.stderr).contains("TLS"),
+        "{}",
+        String::from_utf8_lossy(&misnamed.stderr)
+    );
     let refused = cli(&["inspect", "routes"], None);
     assert!(!refused.status.success());
     assert!(
@@ -958,5 +981,16 @@ async fn the_admin_endpoint_takes_tls_and_tokens_checked_with_subject_access_rev
             "conductor_tls_certificate_expiry_timestamp_seconds{listener=\"server.tls\"}"
         ) > now,
         "{metrics}"
+    );
+    assert!(
+        metric(
+            &metrics,
+            "conductor_tls_client_ca_expiry_timestamp_seconds{listener=\"server.tls\"}"
+        ) > now,
+        "the client CA's expiry is exported: {metrics}"
+    );
+    assert!(
+        !metrics.contains("conductor_tls_client_ca_expiry_timestamp_seconds{listener=\"admin.tls\"}"),
+        "the admin endpoint takes no client certificates"
     );
 }

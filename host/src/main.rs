@@ -82,11 +82,16 @@ struct Admin {
     /// The CA (PEM) an `https://` endpoint's certificate is signed by.
     #[arg(long, env = "CONDUCTOR_ADMIN_CA_FILE", global = true)]
     ca_file: Option<PathBuf>,
+    /// The name an `https://` endpoint's certificate must carry, when not the URL's host: through
+    /// `kubectl port-forward`, the Service name the certificate was made for.
+    #[arg(long, env = "CONDUCTOR_ADMIN_TLS_SERVER_NAME", global = true)]
+    tls_server_name: Option<String>,
 }
 
 impl Admin {
     fn endpoint(&self) -> conductor::admin_client::client::Endpoint {
         conductor::admin_client::client::Endpoint::new(&self.admin, self.token_file.clone(), self.ca_file.clone())
+            .with_tls_server_name(self.tls_server_name.clone())
     }
 }
 

@@ -121,8 +121,21 @@ impl TlsFiles {
     /// Unix epoch.
     fn expiry(&self, contents: &Contents) -> Option<i64> {
         let leaf = CertificateDer::pem_slice_iter(&contents.cert).next()?.ok()?;
-        let (_, cert) = x509_parser::parse_x509_certificate(&leaf).ok()?;
-        Some(cert.validity().not_after.timestamp())
+        not_after(&leaf)
+    }
+
+    /// When the first certificate of the client CA bundle to expire does: after that, the client
+    /// certificates it signed are refused.
+    fn client_ca_expiry(&self, contents: &Contents) -> Option<i64> {
+        CertificateDer::pem_slice_iter(contents.client_ca.as_deref()?)
+            .filter_map(|cert| not_after(&cert.ok()?))
+            .min()
+    }
+
+    /// Both expiries, to the metrics.
+    fn export_expiries(&self, contents: &Contents, metrics: &SecurityMetrics) {
+        metrics.certificate_expires(self.table, self.expiry(contents));
+        metrics.client_ca_expires(self.table, self.client_ca_expiry(contents));
     }
 
     fn build(&self, contents: &Contents) -> Result<Arc<ServerConfig>, TlsError> {
@@ -162,6 +175,12 @@ impl TlsFiles {
         config.alpn_protocols = vec![self.alpn.to_vec()];
         Ok(Arc::new(config))
     }
+}
+
+/// A certificate's notAfter, in seconds since the Unix epoch.
+fn not_after(cert: &CertificateDer<'_>) -> Option<i64> {
+    let (_, cert) = x509_parser::parse_x509_certificate(cert).ok()?;
+    Some(cert.validity().not_after.timestamp())
 }
 
 fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
@@ -217,7 +236,7 @@ impl ReloadingTls {
         let this = Arc::new(Self {
             current: RwLock::new(files.build(&contents)?),
         });
-        metrics.certificate_expires(files.table, files.expiry(&contents));
+        files.export_expiries(&contents, &metrics);
         let watcher = Arc::downgrade(&this);
         tokio::spawn(async move {
             let mut last = contents;
@@ -241,7 +260,7 @@ impl ReloadingTls {
                 match files_back.build(&contents) {
                     Ok(config) => {
                         *this.current.write() = config;
-                        metrics.certificate_expires(files_back.table, files_back.expiry(&contents));
+                        files_back.export_expiries(&contents, &metrics);
                         last = contents;
                         metrics.tls_reloaded(true);
                         tracing::info!("TLS certificate, key or client CA changed on disk: new connections use them");

@@ -1,6 +1,6 @@
 //! Who may use the admin endpoint (`[admin] authorization = "sar"`), as Kubernetes controllers
 //! protect their metrics: a bearer token checked with a TokenReview, then a SubjectAccessReview
-//! on the request's non-resource URL (`get` for `GET /metrics` and `/inspect/*`, `create` for
+//! on the request's non-resource URL (`get` for `GET /metrics` and `/inspect/*`, `post` for
 //! `POST /reload`). `/healthz` and `/readyz` stay open, for probes.
 
 use axum::extract::{Request, State};
@@ -23,16 +23,10 @@ pub struct AdminAuth {
     metrics: SecurityMetrics,
 }
 
-/// The Kubernetes verb of an HTTP method, as the API server's own filters map it.
-fn verb(method: &Method) -> &'static str {
-    match *method {
-        Method::GET | Method::HEAD => "get",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE => "delete",
-        _ => "unknown",
-    }
+/// The verb of a non-resource request, as the API server's own request filter makes it (and
+/// controller-runtime's metrics filter): the HTTP method in lower case.
+fn verb(method: &Method) -> String {
+    method.as_str().to_ascii_lowercase()
 }
 
 impl AdminAuth {
@@ -61,7 +55,7 @@ impl AdminAuth {
         })?;
         let verb = verb(method);
         self.reviews
-            .authorize_path(&identity, verb, path)
+            .authorize_path(&identity, &verb, path)
             .await
             .map_err(|e| match e {
                 Denied::Denied(why) => (StatusCode::FORBIDDEN, format!("Forbidden: {why}\n")),

@@ -23,6 +23,9 @@ pub struct Endpoint {
     pub token_file: Option<PathBuf>,
     /// The CA (PEM) an `https` endpoint's certificate is checked against.
     pub ca_file: Option<PathBuf>,
+    /// The name the certificate must carry, when not the URL's host (through a port-forward the
+    /// host is `localhost`, the certificate names the Service).
+    pub tls_server_name: Option<String>,
 }
 
 impl Endpoint {
@@ -36,7 +39,14 @@ impl Endpoint {
             url: url.to_owned(),
             token_file,
             ca_file,
+            tls_server_name: None,
         }
+    }
+
+    /// Checks an `https` endpoint's certificate for `name` rather than the URL's host.
+    pub fn with_tls_server_name(mut self, name: Option<String>) -> Self {
+        self.tls_server_name = name;
+        self
     }
 }
 
@@ -101,8 +111,9 @@ pub async fn request(endpoint: &Endpoint, method: hyper::Method, path: &str) -> 
         let req = req.body(Empty::<Bytes>::new()).map_err(|e| url_error(&e.to_string()))?;
         let response = match tls {
             Some(tls) => {
-                let name = ServerName::try_from(authority.host().to_owned())
-                    .map_err(|e| url_error(&format!("not a host name: {e}")))?;
+                let host = endpoint.tls_server_name.as_deref().unwrap_or(authority.host());
+                let name = ServerName::try_from(host.to_owned())
+                    .map_err(|e| url_error(&format!("{host:?} is not a TLS server name: {e}")))?;
                 let stream = tls
                     .connect(name, tcp)
                     .await

@@ -157,14 +157,17 @@ impl Metrics {
         self.listener_up
             .with_label_values(&[database, channel])
             .set(i64::from(up));
+        // At 0 from the first time the LISTEN comes up, so a loss is an increase.
+        let lost = self.listener_lost.with_label_values(&[database, channel]);
         if !up {
-            self.listener_lost.with_label_values(&[database, channel]).inc();
+            lost.inc();
         }
     }
 
     /// A LISTEN was given up (its plugin was unloaded).
     pub fn listener_removed(&self, database: &str, channel: &str) {
         let _ = self.listener_up.remove_label_values(&[database, channel]);
+        let _ = self.listener_lost.remove_label_values(&[database, channel]);
     }
 
     /// A Publish whose event decoded: counts it as called and received.

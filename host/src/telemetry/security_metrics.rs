@@ -22,6 +22,7 @@ pub struct SecurityMetrics {
     connections_closed: IntCounterVec,
     admin_refused: IntCounterVec,
     certificate_expiry: IntGaugeVec,
+    client_ca_expiry: IntGaugeVec,
 }
 
 /// Counts a review in flight until dropped.
@@ -123,6 +124,14 @@ impl SecurityMetrics {
                 &["listener"],
             )
             .expect("valid metric"),
+            client_ca_expiry: IntGaugeVec::new(
+                Opts::new(
+                    "conductor_tls_client_ca_expiry_timestamp_seconds",
+                    "When the first certificate of the client CA bundle in use expires (notAfter, seconds since the Unix epoch), by listener: after it, client certificates it signed are refused.",
+                ),
+                &["listener"],
+            )
+            .expect("valid metric"),
             admin_refused: counter_vec(
                 "conductor_admin_refused_total",
                 "Requests to the admin endpoint refused: no valid token (401), not allowed (403), or the review failed (503).",
@@ -131,6 +140,13 @@ impl SecurityMetrics {
         };
         // Series of what may happen, at 0 from the start.
         m.connections_closed.with_label_values(&["unauthenticated"]);
+        m.connections_refused.with_label_values(&["limit"]);
+        for reason in ["error", "timeout"] {
+            m.tls_handshake_failures.with_label_values(&[reason]);
+        }
+        for result in ["ok", "error"] {
+            m.tls_reloads.with_label_values(&[result]);
+        }
         for code in ["401", "403", "503"] {
             m.admin_refused.with_label_values(&[code]);
         }
@@ -154,6 +170,7 @@ impl SecurityMetrics {
             Box::new(m.connections_closed.clone()),
             Box::new(m.admin_refused.clone()),
             Box::new(m.certificate_expiry.clone()),
+            Box::new(m.client_ca_expiry.clone()),
         ] {
             registry.register(c).expect("metric registered once");
         }
@@ -235,6 +252,17 @@ impl SecurityMetrics {
     pub fn certificate_expires(&self, listener: &str, expiry: Option<i64>) {
         if let Some(expiry) = expiry {
             self.certificate_expiry.with_label_values(&[listener]).set(expiry);
+        }
+    }
+
+    /// The client CA bundle of `listener` expires at `expiry` (none: no client CA, or none that
+    /// parses).
+    pub fn client_ca_expires(&self, listener: &str, expiry: Option<i64>) {
+        match expiry {
+            Some(expiry) => self.client_ca_expiry.with_label_values(&[listener]).set(expiry),
+            None => {
+                let _ = self.client_ca_expiry.remove_label_values(&[listener]);
+            }
         }
     }
 

@@ -496,6 +496,10 @@ impl Plugin for Maestro {
             host,
             host.gauge_set(CATCH_UP_INTERVAL, &[], self.catch_up_interval.as_secs_f64()),
         );
+        // Both outcomes at 0 from the start, so the first failure is an increase.
+        for outcome in ["ok", "error"] {
+            observed(host, host.counter_add(CATCH_UP_RUNS, &[outcome], 0.0));
+        }
         if REPLICA.get(host).is_none() {
             REPLICA.set(host, &uuid::Uuid::new_v4().as_u64_pair().0)?;
         }
