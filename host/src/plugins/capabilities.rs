@@ -108,6 +108,13 @@ impl From<&crate::config::PluginLimits> for HostLimits {
     }
 }
 
+/// A plugin's standard output or error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
 /// The largest file `blob` hands a plugin.
 const MAX_BLOB: u64 = 16 << 20;
 
@@ -267,6 +274,37 @@ impl Capabilities {
         if self.check(Capability::Log).is_err() {
             return;
         }
+        if !self.log_budget() {
+            return;
+        }
+        let plugin = self.plugin.as_str();
+        match level {
+            Level::Trace => tracing::trace!(plugin, "{message}"),
+            Level::Debug => tracing::debug!(plugin, "{message}"),
+            Level::Info => tracing::info!(plugin, "{message}"),
+            Level::Warn => tracing::warn!(plugin, "{message}"),
+            Level::Error => tracing::error!(plugin, "{message}"),
+        }
+    }
+
+    /// A line the plugin wrote to its standard output or error (a `print`, an interpreter's
+    /// traceback, a Rust panic message): into the log under the plugin's name, stdout at info and
+    /// stderr at warn, within the same `limits.log_lines_per_second` as `log`. WASI's stdio is
+    /// always linked, so this needs no `log` grant.
+    pub fn output(&self, stream: OutputStream, line: &str) {
+        if !self.log_budget() {
+            return;
+        }
+        let plugin = self.plugin.as_str();
+        match stream {
+            OutputStream::Stdout => tracing::info!(plugin, stream = "stdout", "{line}"),
+            OutputStream::Stderr => tracing::warn!(plugin, stream = "stderr", "{line}"),
+        }
+    }
+
+    /// Whether the plugin may write one more log line now (`limits.log_lines_per_second`); a
+    /// line refused is counted, and the host says so once per run of dropped lines.
+    fn log_budget(&self) -> bool {
         let plugin = self.plugin.as_str();
         let dropped = {
             let mut budget = self.log_budget.lock();
@@ -287,7 +325,7 @@ impl Capabilities {
                         "dropping log lines of the plugin beyond limits.log_lines_per_second"
                     );
                 }
-                return;
+                return false;
             }
             budget.tokens -= 1.0;
             std::mem::take(&mut budget.dropped)
@@ -300,13 +338,7 @@ impl Capabilities {
                 "log lines of the plugin were dropped (limits.log_lines_per_second)"
             );
         }
-        match level {
-            Level::Trace => tracing::trace!(plugin, "{message}"),
-            Level::Debug => tracing::debug!(plugin, "{message}"),
-            Level::Info => tracing::info!(plugin, "{message}"),
-            Level::Warn => tracing::warn!(plugin, "{message}"),
-            Level::Error => tracing::error!(plugin, "{message}"),
-        }
+        true
     }
 
     /// Counts a call refused by `limit`.

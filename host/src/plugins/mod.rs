@@ -548,6 +548,11 @@ impl PluginSource {
         let elapsed = started.elapsed();
         let error = reply.as_ref().err().map(|e| e as &dyn std::fmt::Display);
         self.stats.record(elapsed, error);
+        if let Err(e @ Error::Internal(_)) = &reply {
+            // A bug of the plugin's (an uncaught exception, carrying its traceback) or a trap:
+            // the agent sees it too, the operator should not have to ask the agent.
+            tracing::warn!(plugin = %self.name, call = call.as_str(), error = %e, "plugin call failed with an internal error");
+        }
         self.metrics.called(call, elapsed.as_secs_f64(), reply.is_ok());
         if let Some(limit) = reply.as_ref().err().and_then(time_limit) {
             self.metrics.timed_out(call, limit);

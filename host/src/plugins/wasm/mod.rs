@@ -6,11 +6,13 @@
 //!
 //! - `engine`: the engine, compilation, and what a component imports;
 //! - `state`: one instance's sandbox (its store and limits);
+//! - `output`: its stdout and stderr, line by line into the plugin's log;
 //! - `imports`: the host side of each capability interface;
 //! - `runtime`: linking, instantiation, the pool of instances and the calls.
 
 mod engine;
 mod imports;
+mod output;
 mod runtime;
 mod state;
 

@@ -126,7 +126,7 @@ pub async fn describe(file: &Path) -> Result<(Component, Description, Vec<Capabi
         .conductor_plugin_plugin()
         .call_describe(&mut store)
         .await
-        .map_err(|e| LoadError::Incompatible(format!("describe failed: {e:#}")))?;
+        .map_err(|e| LoadError::Incompatible(format!("describe failed: {e:#}{}", store.data().output_tail())))?;
     let mut description = convert::from_wit_description(d);
     description.capabilities = capabilities.clone();
     Ok((component, description, capabilities))
@@ -139,7 +139,7 @@ pub async fn check_config(component: &Component, config: &str) -> Result<(), Err
         .conductor_plugin_plugin()
         .call_check_config(&mut store, config)
         .await
-        .map_err(|e| Error::Internal(format!("check-config trapped: {e:#}")))?
+        .map_err(|e| Error::Internal(format!("check-config trapped: {e:#}{}", store.data().output_tail())))?
         .map_err(convert::from_wit_error)
 }
 

@@ -1,6 +1,7 @@
-//! The sandbox of one instance: its store's data (WASI with nothing inherited, the memory cap, the
-//! plugin's capabilities and database session, the running call's deadline) and the store that
-//! yields every epoch tick and traps past the deadline.
+//! The sandbox of one instance: its store's data (WASI with nothing inherited but stdout and
+//! stderr, which go to the plugin's log; the memory cap, the plugin's capabilities and database
+//! session, the running call's deadline) and the store that yields every epoch tick and traps past
+//! the deadline.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,10 +12,12 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::output::{Output, Tail};
+
 use super::bindings::conductor::plugin::types;
 use super::convert;
 use super::engine::engine;
-use crate::plugins::capabilities::Capabilities;
+use crate::plugins::capabilities::{Capabilities, OutputStream};
 use crate::plugins::pg::PgSession;
 
 pub(super) struct State {
@@ -25,6 +28,8 @@ pub(super) struct State {
     pub(super) pg: PgSession,
     /// When the running call must have returned.
     deadline: Instant,
+    /// What a sandboxed instance (no capabilities) wrote last.
+    tail: Option<Arc<parking_lot::Mutex<Tail>>>,
 }
 
 impl WasiView for State {
@@ -37,9 +42,26 @@ impl WasiView for State {
 }
 
 impl State {
+    /// An instance's state: with `capabilities`, its stdout and stderr go to the plugin's log;
+    /// without (describe, check-config), their last lines are kept for [`Self::output_tail`].
     pub(super) fn new(capabilities: Option<Arc<Capabilities>>, memory: usize) -> Self {
+        let mut wasi = WasiCtx::builder();
+        let tail = match &capabilities {
+            Some(caps) => {
+                wasi.stdout(Output::log(Arc::clone(caps), OutputStream::Stdout))
+                    .stderr(Output::log(Arc::clone(caps), OutputStream::Stderr));
+                None
+            }
+            None => {
+                let tail = Arc::default();
+                wasi.stdout(Output::keep(Arc::clone(&tail)))
+                    .stderr(Output::keep(Arc::clone(&tail)));
+                Some(tail)
+            }
+        };
         Self {
-            wasi: WasiCtx::builder().build(),
+            wasi: wasi.build(),
+            tail,
             table: ResourceTable::new(),
             limits: Limiter {
                 limits: StoreLimitsBuilder::new()
@@ -53,6 +75,12 @@ impl State {
             pg: PgSession::default(),
             deadline: Instant::now(),
         }
+    }
+
+    /// What a sandboxed instance wrote last, as a suffix for the error of its failed call ("" if
+    /// nothing, or if its output went to the plugin's log).
+    pub(super) fn output_tail(&self) -> String {
+        self.tail.as_ref().map(|t| t.lock().suffix()).unwrap_or_default()
     }
 
     pub(super) fn caps(&self) -> Arc<Capabilities> {
