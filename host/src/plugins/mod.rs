@@ -232,6 +232,27 @@ fn lanes(description: &Description, config: &PluginConfig) -> u32 {
     description.concurrent_notifications.min(pool).min(limit).max(1)
 }
 
+/// How many `on-events` calls with only notifications may run at once, and why when it is not
+/// what the plugin declares (a plugin that declares 0, the default, gets one at a time).
+fn lanes_applied(description: &Description, config: &PluginConfig) -> String {
+    let applied = lanes(description, config);
+    let declared = description.concurrent_notifications;
+    if declared == applied {
+        return applied.to_string();
+    }
+    if declared == 0 {
+        return format!("{applied} (the plugin declares 0: one on-events call at a time)");
+    }
+    let mut bounds = vec![];
+    if u32::try_from(config.pool_size).is_ok_and(|pool| pool < declared) {
+        bounds.push(format!("pool_size = {}", config.pool_size));
+    }
+    if let Some(limit) = config.limits.concurrent_notifications.filter(|l| *l < declared) {
+        bounds.push(format!("limits.concurrent_notifications = {limit}"));
+    }
+    format!("{applied} (the plugin declares {declared}; {})", bounds.join(", "))
+}
+
 /// `major.minor` of a `major.minor.patch` version: plugins built against the same minor version of
 /// a 0.x contract (or the same major of a 1.x+) are compatible.
 fn version_prefix(v: &str) -> String {
@@ -374,7 +395,7 @@ impl PluginSource {
             sources = ?file.description.sources,
             data_types = ?file.description.data_types,
             capabilities = ?file.capabilities.iter().map(|c| c.name()).collect::<Vec<_>>(),
-            concurrent_notifications = lanes(&file.description, config),
+            concurrent_notifications = %lanes_applied(&file.description, config),
             "plugin loaded"
         );
         Ok(Arc::new(Self {
@@ -639,6 +660,22 @@ mod tests {
         assert_eq!(lanes(&declares(4), &config(2, None)), 2, "at most the pool");
         assert_eq!(lanes(&declares(4), &config(4, Some(1))), 1, "at most the limit");
         assert_eq!(lanes(&declares(1), &config(4, Some(3))), 1, "the limit raises nothing");
+
+        // What the log says is what is applied, and why it is not what the plugin declares.
+        assert_eq!(
+            lanes_applied(&declares(0), &config(4, None)),
+            "1 (the plugin declares 0: one on-events call at a time)"
+        );
+        assert_eq!(lanes_applied(&declares(1), &config(4, None)), "1");
+        assert_eq!(lanes_applied(&declares(4), &config(4, None)), "4");
+        assert_eq!(
+            lanes_applied(&declares(4), &config(2, None)),
+            "2 (the plugin declares 4; pool_size = 2)"
+        );
+        assert_eq!(
+            lanes_applied(&declares(8), &config(4, Some(2))),
+            "2 (the plugin declares 8; pool_size = 4, limits.concurrent_notifications = 2)"
+        );
     }
 
     #[test]
