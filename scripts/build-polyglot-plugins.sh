@@ -13,10 +13,17 @@
 #
 # The bindings are generated from plugin-sdk/wit at every build, never committed:
 # plugin-sdk/tools/plugin_wit.py derives the world of the capabilities a plugin uses (see its
-# header for why), componentize-py and componentize-js bind to it. The tools are pinned
-# (plugin-sdk/python/requirements.txt, plugin-sdk/js/package-lock.json) and installed once under
-# ${XDG_CACHE_HOME:-$HOME/.cache}/conductor/tools through the machine's own pip and npm
-# configuration; a new pin installs anew and removes the old.
+# header for why), componentize-py and componentize-js bind to it. The SDK's glue goes in with the
+# plugin: plugin-sdk/python/conductor_sdk.py is staged beside app.py, plugin.js imports
+# plugin-sdk/js/sdk.mjs by a relative path (componentize-js runs from the repository's root); the
+# SDK's own unit tests run first. The tools are pinned (plugin-sdk/python/requirements.txt,
+# plugin-sdk/js/package-lock.json) and installed once through the machine's own pip and npm
+# configuration, each into a folder named by its pin:
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/conductor/tools/componentize-py-<pin>/      (a venv)
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/conductor/tools/js-plugin-tools-<pin>/      (npm ci)
+# (<pin>: the first 12 hex digits of the SHA-256 of the pin files); a new pin installs anew and
+# removes the old. tools/bin/componentize-py and tools/bin/componentize-js link to the current
+# pin's, for building plugins of your own.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
@@ -63,6 +70,15 @@ prune() {
 }
 
 # --- tools -----------------------------------------------------------------------------------
+# $TOOLS/bin/<name of `$1`> → `$1`, the current pin's install.
+link_tool() {
+    local target="$1" link
+    link="$TOOLS/bin/$(basename "$1")"
+    [ "$(readlink "$link" 2>/dev/null)" = "$target" ] && return
+    mkdir -p "$TOOLS/bin"
+    ln -sfn "$target" "$link"
+}
+
 componentize_py() {
     local req="$ROOT/plugin-sdk/python/requirements.txt"
     local venv
@@ -75,6 +91,7 @@ componentize_py() {
         touch "$venv/.installed"
         prune "$venv"
     fi
+    link_tool "$venv/bin/componentize-py"
     "$venv/bin/componentize-py" "$@"
 }
 
@@ -91,6 +108,7 @@ componentize_js() {
         touch "$dir/.installed"
         prune "$dir"
     fi
+    link_tool "$dir/node_modules/.bin/componentize-js"
     "$dir/node_modules/.bin/componentize-js" "$@"
 }
 
@@ -102,7 +120,8 @@ world() {
 }
 
 # Runs the unit test command `$3…` of `$1`; on failure shows its output and stops, on success
-# shows what the filter `$2` keeps of it.
+# shows what the filter `$2` keeps of it. The command runs in an `if`, where `set -e` is off: a
+# command of several steps chains them with &&.
 unit_tests() {
     local what="$1" summary="$2" report
     shift 2
@@ -139,31 +158,37 @@ components() {
 PYTHON_SRC="examples/python-works"
 PYTHON_STAGE="$WORK/python-src"
 
+# The SDK's glue (plugin-sdk/python/conductor_sdk.py), then the plugin's, against the stubs.
 python_unit_tests() {
     local bindings="$WORK/python-bindings"
     componentize_py -q -d "$(world python-bindings "$CAPABILITIES")" -w "$WORLD" bindings "$bindings"
-    cd "$PYTHON_SRC" && PYTHONPATH="$bindings:$ROOT/plugin-sdk/python:." PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONPATH="$bindings:$ROOT/plugin-sdk/python" PYTHONDONTWRITEBYTECODE=1 \
+        python3 -m unittest discover -s plugin-sdk/python -p 'test_*.py' &&
+        cd "$PYTHON_SRC" && PYTHONPATH="$bindings:$ROOT/plugin-sdk/python:." PYTHONDONTWRITEBYTECODE=1 \
         python3 -m unittest discover -s . -p 'test_*.py'
 }
 
 # `app` is the module holding `class Plugin`; only the plugin's own modules are staged (not its
-# tests).
+# tests), and the SDK's glue beside them.
 componentize_python() {
     (cd "$WORK" && componentize_py -q -d "$2" -w "$WORLD" componentize -p "$PYTHON_STAGE" app -o "$1")
 }
 
 build_python() {
-    unit_tests "python-works (unittest, plugin-sdk/python/conductor_fakes.py)" last_lines python_unit_tests
+    unit_tests "python-works and conductor_sdk.py (unittest, plugin-sdk/python/conductor_fakes.py)" last_lines python_unit_tests
     mkdir -p "$PYTHON_STAGE"
     find "$PYTHON_SRC" -maxdepth 1 -name '*.py' ! -name 'test_*.py' -exec cp {} "$PYTHON_STAGE/" \;
+    cp plugin-sdk/python/conductor_sdk.py "$PYTHON_STAGE/"
     components python-works python_works "$PYTHON_SRC" componentize_python
 }
 
 # --- JavaScript ------------------------------------------------------------------------------
 JS_SRC="examples/js-works"
 
+# The SDK's glue (plugin-sdk/js/sdk.mjs), then the plugin's, against the fakes.
 js_unit_tests() {
-    cd "$JS_SRC" && node --import "$ROOT/plugin-sdk/js/register.mjs" --test --test-reporter=tap
+    node --test --test-reporter=tap plugin-sdk/js/sdk.test.mjs &&
+        cd "$JS_SRC" && node --import "$ROOT/plugin-sdk/js/register.mjs" --test --test-reporter=tap
 }
 
 # The host links WASI 0.2 (cli, clocks, filesystem, io, random, sockets) but not wasi:http: the
@@ -175,7 +200,7 @@ componentize_javascript() {
 
 build_js() {
     command -v node >/dev/null || die "node is needed (the unit tests and componentize-js)"
-    unit_tests "js-works (node:test, plugin-sdk/js fakes)" pass_fail js_unit_tests
+    unit_tests "js-works and sdk.mjs (node:test, plugin-sdk/js fakes)" pass_fail js_unit_tests
     components js-works js_works "$JS_SRC" componentize_javascript
 }
 

@@ -1,0 +1,180 @@
+// The JavaScript side of the conductor plugin SDK, for plugins built with componentize-js: what
+// every plugin needs and the engine in a component does not give it.
+//
+// - `guard(plugin)`: the plugin's exported object with every export that has an error channel
+//   (`checkConfig`, `init`, `start`, `list`, `handle`, `onEvents`) wrapped: a thrown error with a
+//   `payload` (a `PluginError`) goes to the host as it is, and anything else thrown — a bug —
+//   becomes the contract's `internal` error whose message is the error and its stack. Without the
+//   wrapper componentize-js traps on it: the agent sees `wasm trap: wasm 'unreachable'
+//   instruction executed` and the instance is replaced. With it the agent sees an InternalError
+//   (500) holding the stack, the host logs it and counts it in the plugin's last error, and the
+//   instance serves on. `describe` has no error channel: a throw there still traps, and what the
+//   engine prints of it is in what `plugins inspect` and the log show (the host keeps the plugin's
+//   stderr).
+// - `PluginError(tag, message)`: the contract's `error`, to throw from an export
+//   (`new PluginError('invalid', 'config.x: must be …')`).
+// - `sha1(data)`, `uuid5(namespace, name)`: SHA-1 and name-based UUIDs, the same as CPython's
+//   `hashlib.sha1` and `uuid.uuid5` (as a string). The engine has no synchronous digest
+//   (`crypto.subtle.digest` answers a Promise, and exports cannot wait): SHA-1 is written out here.
+// - `stableHash(data)`: a 64-bit FNV-1a hash of a string or bytes, as a BigInt: the same in every
+//   process and every language.
+//
+// A plugin imports it by a relative path (componentize-js follows relative imports within the
+// folder it runs from; scripts/build-polyglot-plugins.sh runs it from the repository's root):
+//
+//     import { guard, PluginError, uuid5 } from '../../plugin-sdk/js/sdk.mjs';
+//     export const plugin = guard({ describe() { … }, handle(identity, event) { … }, … });
+
+/** The exports of `interface plugin` that answer `result<_, error>`, by their JavaScript names. */
+export const EXPORTS = ['checkConfig', 'init', 'start', 'list', 'handle', 'onEvents'];
+
+/** RFC 4122's namespaces, as CPython's `uuid` names them. */
+export const NAMESPACE_DNS = '6ba7b810-9dad-11d1-80b4-00c04fd430c8';
+export const NAMESPACE_URL = '6ba7b811-9dad-11d1-80b4-00c04fd430c8';
+export const NAMESPACE_OID = '6ba7b812-9dad-11d1-80b4-00c04fd430c8';
+export const NAMESPACE_X500 = '6ba7b814-9dad-11d1-80b4-00c04fd430c8';
+
+/** The contract's `error`: thrown from an export, the host receives its `payload`. */
+export class PluginError extends Error {
+  constructor(tag, message) {
+    super(message);
+    this.name = 'PluginError';
+    this.payload = { tag, val: message };
+  }
+}
+
+const GUARDED = Symbol('conductor.guarded');
+
+function describeThrown(thrown) {
+  if (thrown instanceof Error) {
+    const head = `${thrown.name}: ${thrown.message}`;
+    const stack = typeof thrown.stack === 'string' ? thrown.stack.trimEnd() : '';
+    // V8 starts its stack with the name and message, SpiderMonkey with the first frame.
+    if (stack.startsWith(head)) return stack;
+    return stack ? `${head}\n${stack}` : head;
+  }
+  let text;
+  try {
+    text = String(thrown);
+  } catch {
+    text = Object.prototype.toString.call(thrown);
+  }
+  return `${typeof thrown} thrown: ${text}`;
+}
+
+/** The contract's `internal` error for `thrown` escaping `exportName`: the error and its stack. */
+export function internalError(exportName, thrown) {
+  return new PluginError('internal', `uncaught exception in ${exportName}:\n${describeThrown(thrown)}`);
+}
+
+/** `fn` with anything thrown but an error with a `payload` turned into the `internal` error. */
+export function guardFunction(exportName, fn) {
+  if (fn[GUARDED]) return fn;
+  const guarded = function (...args) {
+    try {
+      return fn.apply(this, args);
+    } catch (e) {
+      if (e !== null && typeof e === 'object' && 'payload' in e) throw e;
+      throw internalError(exportName, e);
+    }
+  };
+  Object.defineProperty(guarded, 'name', { value: fn.name });
+  guarded[GUARDED] = true;
+  return guarded;
+}
+
+/** `plugin` (the exported object) with its exports (`EXPORTS`) guarded, in place. */
+export function guard(plugin) {
+  for (const name of EXPORTS) {
+    if (typeof plugin[name] === 'function') plugin[name] = guardFunction(name, plugin[name]);
+  }
+  return plugin;
+}
+
+const UTF8 = new TextEncoder();
+
+function bytesOf(data) {
+  if (typeof data === 'string') return UTF8.encode(data);
+  if (data instanceof Uint8Array) return data;
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  throw new TypeError(`expected a string or bytes, not ${data === null ? 'null' : typeof data}`);
+}
+
+const rotl = (x, n) => (x << n) | (x >>> (32 - n));
+
+/** SHA-1 (FIPS 180-4) of `data` (a string as UTF-8, or bytes): the 20-byte digest. */
+export function sha1(data) {
+  const input = bytesOf(data);
+  const length = input.length;
+  const padded = new Uint8Array(Math.ceil((length + 9) / 64) * 64);
+  padded.set(input);
+  padded[length] = 0x80;
+  const view = new DataView(padded.buffer);
+  // The length in bits, as 64 bits big-endian.
+  view.setUint32(padded.length - 8, Math.floor(length / 0x20000000));
+  view.setUint32(padded.length - 4, (length * 8) >>> 0);
+  const h = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0];
+  const w = new Uint32Array(80);
+  for (let at = 0; at < padded.length; at += 64) {
+    for (let i = 0; i < 16; i++) w[i] = view.getUint32(at + i * 4);
+    for (let i = 16; i < 80; i++) w[i] = rotl(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    let [a, b, c, d, e] = h;
+    for (let i = 0; i < 80; i++) {
+      let f, k;
+      if (i < 20) [f, k] = [(b & c) | (~b & d), 0x5a827999];
+      else if (i < 40) [f, k] = [b ^ c ^ d, 0x6ed9eba1];
+      else if (i < 60) [f, k] = [(b & c) | (b & d) | (c & d), 0x8f1bbcdc];
+      else [f, k] = [b ^ c ^ d, 0xca62c1d6];
+      const t = (rotl(a, 5) + f + e + k + w[i]) >>> 0;
+      [a, b, c, d, e] = [t, a, rotl(b, 30) >>> 0, c, d];
+    }
+    [a, b, c, d, e].forEach((x, i) => {
+      h[i] = (h[i] + x) >>> 0;
+    });
+  }
+  const digest = new Uint8Array(20);
+  const out = new DataView(digest.buffer);
+  h.forEach((x, i) => out.setUint32(i * 4, x));
+  return digest;
+}
+
+function uuidBytes(namespace) {
+  if (namespace instanceof Uint8Array && namespace.length === 16) return namespace;
+  const text = typeof namespace === 'string' ? namespace : '';
+  const hex = text.replace(/^urn:uuid:/i, '').replaceAll('-', '').toLowerCase();
+  if (!/^[0-9a-f]{32}$/.test(hex)) throw new TypeError(`not a UUID: ${String(namespace)}`);
+  return Uint8Array.from(hex.match(/../g), (b) => parseInt(b, 16));
+}
+
+/** The 16 bytes `raw` as a UUID string (`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`). */
+export function formatUuid(raw) {
+  const x = Array.from(raw, (v) => v.toString(16).padStart(2, '0')).join('');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`;
+}
+
+/**
+ * The name-based (SHA-1) UUID of `name` (a string as UTF-8, or bytes) in `namespace` (a UUID
+ * string or 16 bytes), as a string: CPython's `str(uuid.uuid5(namespace, name))`.
+ */
+export function uuid5(namespace, name) {
+  const ns = uuidBytes(namespace);
+  const nameBytes = bytesOf(name);
+  const input = new Uint8Array(16 + nameBytes.length);
+  input.set(ns);
+  input.set(nameBytes, 16);
+  const digest = sha1(input).slice(0, 16);
+  digest[6] = (digest[6] & 0x0f) | 0x50;
+  digest[8] = (digest[8] & 0x3f) | 0x80;
+  return formatUuid(digest);
+}
+
+const FNV_OFFSET = 0xcbf29ce484222325n;
+const FNV_PRIME = 0x100000001b3n;
+const U64 = (1n << 64n) - 1n;
+
+/** 64-bit FNV-1a of `data` (a string as UTF-8, or bytes), a BigInt in [0, 2^64). */
+export function stableHash(data) {
+  let h = FNV_OFFSET;
+  for (const b of bytesOf(data)) h = ((h ^ BigInt(b)) * FNV_PRIME) & U64;
+  return h;
+}

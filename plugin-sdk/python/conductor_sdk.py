@@ -1,0 +1,204 @@
+"""The Python side of the conductor plugin SDK, for plugins built with componentize-py: what every
+plugin needs and the interpreter in a component does not give it.
+
+- `Plugin`: the base of a plugin's `class Plugin`. Every export with an error channel
+  (`check_config`, `init`, `start`, `list`, `handle`, `on_events`) is wrapped: a raised
+  `Err(...)` goes to the host as it is, and any other exception — a bug — becomes the contract's
+  `internal` error whose message is the traceback. Without the wrapper componentize-py traps on it:
+  the agent sees `wasm trap: wasm 'unreachable' instruction executed` and the instance is
+  replaced. With it the agent sees an InternalError (500) holding the traceback, the host logs it
+  and counts it in the plugin's last error, and the instance serves on. `describe` has no error
+  channel: an exception there still traps, and its traceback is in what `plugins inspect` and the
+  log show (the host keeps the plugin's stderr).
+- `guard(name, function)`: the same wrapping, for a function of your own.
+- `sha1(data)`, `uuid5(namespace, name)`: SHA-1 and name-based UUIDs, the same as CPython's
+  `hashlib.sha1` and `uuid.uuid5` (`uuid5` returns the string form). `hashlib` is used where the
+  interpreter has it, a pure-Python SHA-1 otherwise.
+- `stable_hash(data)`: a 64-bit FNV-1a hash of a string or bytes, the same in every process and
+  every language (Python's own `hash()` of a string is salted per process).
+
+Copy this file beside the plugin's module (scripts/build-polyglot-plugins.sh stages it with
+python-works); it needs the `wit_world` bindings of the plugin's world, as the plugin does.
+
+    import conductor_sdk
+
+    class Plugin(conductor_sdk.Plugin):
+        def handle(self, identity, event):
+            ...   # an exception that is not Err answers `internal`, with its traceback
+"""
+
+import functools
+import struct
+import traceback
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.imports.types import Error_Internal
+
+try:  # imported here, at build time, so the component holds it (see the guide's module table)
+    import hashlib as _hashlib
+except ImportError:  # pragma: no cover - an interpreter built without it
+    _hashlib = None
+
+# The exports of `interface plugin` that answer `result<_, error>`, by their Python names.
+EXPORTS = ("check_config", "init", "start", "list", "handle", "on_events")
+
+# RFC 4122's namespaces, as CPython's `uuid` names them.
+NAMESPACE_DNS = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
+NAMESPACE_URL = "6ba7b811-9dad-11d1-80b4-00c04fd430c8"
+NAMESPACE_OID = "6ba7b812-9dad-11d1-80b4-00c04fd430c8"
+NAMESPACE_X500 = "6ba7b814-9dad-11d1-80b4-00c04fd430c8"
+
+
+def _plain_traceback(exception):
+    """The frames and the exception, without `traceback` (what it cannot format)."""
+    lines = ["Traceback (most recent call last):"]
+    tb = exception.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        lines.append(f'  File "{code.co_filename}", line {tb.tb_lineno}, in {code.co_name}')
+        tb = tb.tb_next
+    try:
+        lines.append(f"{type(exception).__qualname__}: {exception}")
+    except BaseException:  # noqa: BLE001 - a __str__ that raises
+        lines.append(f"{type(exception).__qualname__}: <unprintable>")
+    return "\n".join(lines)
+
+
+def format_traceback(exception):
+    """`exception`'s traceback as CPython prints it (chained exceptions and notes included)."""
+    try:
+        return "".join(traceback.format_exception(type(exception), exception, exception.__traceback__)).rstrip()
+    except BaseException:  # noqa: BLE001 - never let the report of a bug become a trap
+        return _plain_traceback(exception)
+
+
+def internal_error(export, exception):
+    """The contract's `internal` error for `exception` escaping `export`: its traceback."""
+    return Err(Error_Internal(f"uncaught exception in {export}:\n{format_traceback(exception)}"))
+
+
+def guard(export, function):
+    """`function` with any exception but `Err` turned into the contract's `internal` error."""
+    if getattr(function, "_conductor_guarded", False):
+        return function
+
+    @functools.wraps(function)
+    def guarded(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except Err:
+            raise
+        except BaseException as e:  # noqa: BLE001 - every escape is a bug the host must see
+            raise internal_error(export, e) from None
+
+    guarded._conductor_guarded = True
+    return guarded
+
+
+def _warm_up():
+    """Formats a few tracebacks while the module is imported. In a component the module is
+    imported at build time, and only what was imported then is there at run time: the modules
+    `traceback` imports only when it formats (source lines, name suggestions) are loaded now."""
+    for raising in (lambda: {}["key"], lambda: undefined_name, lambda: None.attribute, lambda: 1 // 0):  # noqa: F821
+        try:
+            try:
+                raising()
+            except Exception as cause:
+                raise ValueError("warm-up") from cause
+        except ValueError as e:
+            format_traceback(e)
+
+
+_warm_up()
+
+
+class Plugin(exports.Plugin):
+    """Base class of a plugin: its exports (`EXPORTS`) are wrapped with `guard` as the subclass is
+    defined."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in EXPORTS:
+            function = cls.__dict__.get(name)
+            if callable(function):
+                setattr(cls, name, guard(name, function))
+
+
+def _bytes(data):
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"expected str or bytes, not {type(data).__name__}")
+
+
+def _rotl(x, n):
+    return ((x << n) | (x >> (32 - n))) & 0xFFFFFFFF
+
+
+def sha1_pure(data):
+    """SHA-1 (FIPS 180-4) of `data` in plain Python: the 20-byte digest."""
+    data = _bytes(data)
+    h = [0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0]
+    padded = data + b"\x80" + b"\x00" * ((55 - len(data)) % 64) + struct.pack(">Q", len(data) * 8)
+    for at in range(0, len(padded), 64):
+        w = list(struct.unpack(">16I", padded[at : at + 64]))
+        for i in range(16, 80):
+            w.append(_rotl(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1))
+        a, b, c, d, e = h
+        for i in range(80):
+            if i < 20:
+                f, k = (b & c) | (~b & d), 0x5A827999
+            elif i < 40:
+                f, k = b ^ c ^ d, 0x6ED9EBA1
+            elif i < 60:
+                f, k = (b & c) | (b & d) | (c & d), 0x8F1BBCDC
+            else:
+                f, k = b ^ c ^ d, 0xCA62C1D6
+            a, b, c, d, e = (_rotl(a, 5) + f + e + k + w[i]) & 0xFFFFFFFF, a, _rotl(b, 30), c, d
+        h = [(x + y) & 0xFFFFFFFF for x, y in zip(h, (a, b, c, d, e))]
+    return struct.pack(">5I", *h)
+
+
+def sha1(data):
+    """SHA-1 of `data` (str as UTF-8, or bytes): the 20-byte digest."""
+    if _hashlib is not None:
+        return _hashlib.sha1(_bytes(data)).digest()
+    return sha1_pure(data)
+
+
+def _uuid_bytes(namespace):
+    if isinstance(namespace, (bytes, bytearray)) and len(namespace) == 16:
+        return bytes(namespace)
+    text = str(namespace)  # a uuid.UUID prints as its string form
+    hex_digits = text.replace("-", "").lower()
+    if text.startswith("urn:uuid:"):
+        hex_digits = text[len("urn:uuid:") :].replace("-", "").lower()
+    if len(hex_digits) != 32 or any(c not in "0123456789abcdef" for c in hex_digits):
+        raise ValueError(f"not a UUID: {namespace!r}")
+    return bytes.fromhex(hex_digits)
+
+
+def format_uuid(raw):
+    """The 16 bytes `raw` as a UUID string (`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`)."""
+    x = raw.hex()
+    return f"{x[0:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:32]}"
+
+
+def uuid5(namespace, name):
+    """The name-based (SHA-1) UUID of `name` (str as UTF-8, or bytes) in `namespace` (a UUID
+    string, a `uuid.UUID` or 16 bytes), as a string: `str(uuid.uuid5(namespace, name))`."""
+    digest = bytearray(sha1(_uuid_bytes(namespace) + _bytes(name))[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    return format_uuid(bytes(digest))
+
+
+def stable_hash(data):
+    """64-bit FNV-1a of `data` (str as UTF-8, or bytes), an int in [0, 2**64): the same in every
+    process and every language."""
+    h = 0xCBF29CE484222325
+    for b in _bytes(data):
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
