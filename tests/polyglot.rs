@@ -4,7 +4,9 @@
 //! configured work, announces it from a timer, keeps the agent's status in `kv` (reading what
 //! its predecessor stored, and stored for its successor), and refuses a malformed status with
 //! its own message. Each loads with the limits its example configuration names, and a build
-//! that imports a capability it was not granted does not load.
+//! that imports a capability it was not granted does not load. An exception the Python or
+//! JavaScript plugin does not catch answers the agent with the `internal` error holding its
+//! traceback (the SDK's glue), is logged and counted, and the instance serves the next call.
 //!
 //! The components are built by `scripts/build-polyglot-plugins.sh` (scripts/test.sh runs it).
 
@@ -198,7 +200,7 @@ async fn serves_agents_like_static_works(lang: Lang) {
     assert_eq!(bundle["manifests"][0]["metadata"]["name"], "web", "{lang:?}: {bundle}");
 
     // The status static-works stored is in kv: the same status is unchanged for `lang`.
-    status_update(&mut client, &id, lang.source, status("Applied"))
+    status_update(&mut client, WEB_UID, lang.source, status("Applied"))
         .await
         .unwrap();
     let line = c.wait_for_log("status of cluster1/web unchanged").await;
@@ -254,6 +256,109 @@ async fn js_works_serves_agents_like_static_works() {
 #[tokio::test]
 async fn static_works_passes_the_same_scenario() {
     serves_agents_like_static_works(STATIC).await;
+}
+
+/// `config.raise_uncaught_for`: a status update for that resource raises an exception the
+/// plugin does not catch. The SDK's glue answers the agent with the contract's `internal` error
+/// (InternalError, 500) whose message is the traceback; the host logs it and counts it in the
+/// inspector's last error; the instance is not replaced and serves the next call; what the
+/// plugin printed reaches its log.
+async fn an_uncaught_exception_is_an_internal_error(lang: Lang, traceback: &[&str]) {
+    let config = works(&lang.component(), 1, &lang.example_limits()).replace(
+        "announce_after_ms = 300\n",
+        "announce_after_ms = 300\nraise_uncaught_for = \"boom\"\n",
+    );
+    let c = Conductor::start(&config).unwrap();
+    let mut client = c.client().await.unwrap();
+
+    let s = status_update(&mut client, "boom", lang.source, status("Applied"))
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::FailedPrecondition, "{lang:?}: {s:?}");
+    let body: Value = serde_json::from_str(s.message()).unwrap();
+    assert_eq!(body["ErrStatus"]["reason"], "InternalError", "{lang:?}: {body}");
+    assert_eq!(body["ErrStatus"]["code"], 500, "{lang:?}: {body}");
+    let message = body["ErrStatus"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("uncaught exception in handle:\n"),
+        "{lang:?}: {message}"
+    );
+    for expected in traceback {
+        assert!(message.contains(expected), "{lang:?}: no {expected:?} in {message}");
+    }
+    assert!(!message.contains("wasm trap"), "{lang:?}: trapped: {message}");
+
+    // What the plugin printed before it raised is in its log, and so is the error, with the
+    // traceback, under the plugin's name.
+    let printed = c.wait_for_log("raise_uncaught_for: raising for boom").await;
+    assert!(
+        printed.contains(r#""plugin":"works""#) && printed.contains(r#""stream":"stdout""#),
+        "{lang:?}: {printed}"
+    );
+    let line = c.wait_for_log("plugin call failed with an internal error").await;
+    assert!(
+        line.contains(r#""plugin":"works""#) && line.contains("a deliberate bug for boom"),
+        "{lang:?}: {line}"
+    );
+    assert!(
+        !c.logs().contains("replacing the instance"),
+        "{lang:?}: the instance trapped:\n{}",
+        c.logs()
+    );
+
+    // The same instance serves the next call.
+    status_update(&mut client, WEB_UID, lang.source, status("Applied"))
+        .await
+        .unwrap();
+    c.wait_for_log("status of cluster1/web stored").await;
+
+    // Counted: the inspector's last error is the traceback.
+    let (code, body) = c.admin_get("/inspect/plugins").await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    let plugins: Value = serde_json::from_str(&body).unwrap();
+    let works = plugins
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "works"))
+        .unwrap_or_else(|| panic!("no plugin `works` in {body}"));
+    assert_eq!(works["instances"], 1, "{lang:?}: {works}");
+    let calls = &works["calls"];
+    assert_eq!(calls["errors"], 1, "{lang:?}: {calls}");
+    let last = calls["last_error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        last.contains("uncaught exception in handle") && last.contains("a deliberate bug for boom"),
+        "{lang:?}: {calls}"
+    );
+}
+
+/// The id every example derives for cluster1's work `web`: the name-based UUID of
+/// "cluster1/web" in the examples' namespace (the examples' unit tests pin it too).
+const WEB_UID: &str = "41c88e70-99b2-599a-8b94-e770d3a8540f";
+
+#[tokio::test]
+async fn an_uncaught_python_exception_is_an_internal_error_with_its_traceback() {
+    an_uncaught_exception_is_an_internal_error(
+        PYTHON,
+        &[
+            "Traceback (most recent call last):",
+            "app.py\", line ",
+            "in deliberate_bug",
+            "RuntimeError: a deliberate bug for boom (config.raise_uncaught_for)",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_uncaught_javascript_exception_is_an_internal_error_with_its_stack() {
+    an_uncaught_exception_is_an_internal_error(
+        JS,
+        &[
+            "Error: a deliberate bug for boom (config.raise_uncaught_for)",
+            "deliberateBug@",
+            "plugin.js:",
+        ],
+    )
+    .await;
 }
 
 /// `conductor check-config` (with `--connect`: one instance made, `init` run under the memory

@@ -11,17 +11,25 @@
 //   ManifestBundleStatus is refused with a clear error; a status for a work it does not serve
 //   (any more) is answered OK and ignored, as OCM's own work service does;
 // - with `announce_after_ms`, a timer (set once, in `start`) emits every work once to the
-//   subscribed agents.
+//   subscribed agents;
+// - with `raise_uncaught_for = "<resource id>"`, a status update for that resource throws an error
+//   nobody catches, as a bug would: the SDK's `guard` turns it into the contract's `internal`
+//   error carrying the stack, and the instance serves on (off unless configured;
+//   tests/polyglot.rs uses it).
 //
 // Built with componentize-js against the world plugin-sdk/tools/plugin_wit.py derives from the
 // contract for the capabilities emit, log, timer and kv (scripts/build-polyglot-plugins.sh): the
-// `conductor:plugin/…` imports below are bound at build time. plugin.test.js runs this module
-// under node:test against the SDK's JavaScript fakes.
+// `conductor:plugin/…` imports below are bound at build time; the SDK's glue
+// (plugin-sdk/js/sdk.mjs) is imported by its relative path. plugin.test.js runs this module under
+// node:test against the SDK's JavaScript fakes.
 
 import { emit } from 'conductor:plugin/emit@0.5.0';
 import { log } from 'conductor:plugin/log@0.5.0';
 import { set as setTimer } from 'conductor:plugin/timer@0.5.0';
 import { get as kvGet, set as kvSet } from 'conductor:plugin/kv@0.5.0';
+import { PluginError, guard, uuid5 } from '../../plugin-sdk/js/sdk.mjs';
+
+export { PluginError };
 
 export const NAME = 'js-works';
 export const VERSION = '0.1.0';
@@ -32,32 +40,27 @@ export const SOURCE = 'js';
 export const MANIFEST_BUNDLES = 'io.open-cluster-management.works.v1alpha1.manifestbundles';
 const ANNOUNCE = 'announce';
 const S32_MAX = 2 ** 31 - 1;
-
-/** The contract's `error`: thrown from an export, the host receives its `payload`. */
-export class PluginError extends Error {
-  constructor(tag, message) {
-    super(message);
-    this.payload = { tag, val: message };
-  }
-}
+// The namespace of the works' UIDs (a UUID of our own, fixed: static-works and python-works use it too).
+export const WORKS_NAMESPACE = 'e20657af-4e0b-4517-81e3-7b0c5931e4e4';
 
 const invalid = (message) => new PluginError('invalid', message);
 const isTable = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
 const sorted = (o) => Object.keys(o).sort();
 
 /**
- * A stable UID for a work: the same on every instance, every restart, and in every language
- * (FNV-1a over "cluster/name", as static-works computes it).
+ * A stable UID for a work: the same on every instance, every restart, and in every language —
+ * the name-based UUID (version 5) of "cluster/name" in WORKS_NAMESPACE, as static-works and
+ * python-works compute it.
  */
 export function uidOf(cluster, name) {
-  const mask = (1n << 128n) - 1n;
-  let h = 0x6c62272e07bb014262b821756295c58dn;
-  for (const b of new TextEncoder().encode(`${cluster}/${name}`)) {
-    h ^= BigInt(b);
-    h = (h * 0x0000000001000000000000000000013bn) & mask;
-  }
-  const x = h.toString(16).padStart(32, '0');
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`;
+  return uuid5(WORKS_NAMESPACE, `${cluster}/${name}`);
+}
+
+/** What `raise_uncaught_for` runs: an error nobody catches (and a `console.log`, which goes to the
+ * plugin's log). */
+function deliberateBug(resource) {
+  console.log(`raise_uncaught_for: raising for ${resource}`);
+  throw new Error(`a deliberate bug for ${resource} (config.raise_uncaught_for)`);
 }
 
 /** The plugin's configuration (JSON), checked: a bad value is refused naming its key. */
@@ -69,9 +72,16 @@ export function parseConfig(text) {
     throw invalid(`config: not JSON: ${e.message}`);
   }
   if (!isTable(config)) throw invalid('config: must be a table');
-  const unknown = sorted(config).filter((k) => k !== 'clusters' && k !== 'announce_after_ms');
+  const known = ['clusters', 'announce_after_ms', 'raise_uncaught_for'];
+  const unknown = sorted(config).filter((k) => !known.includes(k));
   if (unknown.length) {
-    throw invalid(`config.${unknown[0]}: unknown field, expected \`clusters\` or \`announce_after_ms\``);
+    throw invalid(
+      `config.${unknown[0]}: unknown field, expected \`clusters\`, \`announce_after_ms\` or \`raise_uncaught_for\``,
+    );
+  }
+  const raiseFor = config.raise_uncaught_for;
+  if (raiseFor !== undefined && raiseFor !== null && typeof raiseFor !== 'string') {
+    throw invalid(`config.raise_uncaught_for: must be a resource id, not ${JSON.stringify(raiseFor)}`);
   }
   const announce = config.announce_after_ms;
   if (announce !== undefined && announce !== null && !(Number.isSafeInteger(announce) && announce >= 0)) {
@@ -98,7 +108,7 @@ export function parseConfig(text) {
       works.push({ cluster, name, uid: uidOf(cluster, name), generation, manifests: work.manifests });
     }
   }
-  return { works, announceAfter: announce ?? undefined };
+  return { works, announceAfter: announce ?? undefined, raiseFor: raiseFor ?? undefined };
 }
 
 function uuid4() {
@@ -169,8 +179,9 @@ function storedIs(stored, text) {
 // One component instance runs one JavaScript engine: the instance's state lives here.
 let works = [];
 let announceAfter;
+let raiseFor;
 
-export const plugin = {
+export const plugin = guard({
   describe() {
     return { name: NAME, version: VERSION, sdkVersion: CONTRACT, sources: [SOURCE], dataTypes: [MANIFEST_BUNDLES], concurrentNotifications: 0, metrics: [] };
   },
@@ -180,7 +191,7 @@ export const plugin = {
   },
 
   init(config) {
-    ({ works, announceAfter } = parseConfig(config));
+    ({ works, announceAfter, raiseFor } = parseConfig(config));
     log('debug', `serving ${works.length} works`);
   },
 
@@ -199,6 +210,7 @@ export const plugin = {
     }
     const cluster = extensionStr(event, 'clustername');
     const resource = extensionStr(event, 'resourceid');
+    if (resource === raiseFor) deliberateBug(resource);
     const work = works.find((w) => w.cluster === cluster && w.uid === resource);
     if (!work) {
       // As OCM's work service: a status for a work no longer served is answered OK.
@@ -237,4 +249,4 @@ export const plugin = {
       }
     }
   },
-};
+});

@@ -64,6 +64,7 @@ test('check-config names the key at fault', () => {
     [{ clusters: { c1: { w: {} } } }, 'config.clusters.c1.w: missing field `manifests`'],
     [{ clusters: {}, colour: 'blue' }, 'config.colour: unknown field'],
     [{ announce_after_ms: 'soon' }, 'config.announce_after_ms: must be a number'],
+    [{ raise_uncaught_for: 3 }, 'config.raise_uncaught_for: must be a resource id'],
   ]) {
     assertInvalid(() => plugin.checkConfig(JSON.stringify(config)), message);
   }
@@ -88,11 +89,30 @@ test('lists the works of a cluster and sets its timer in start', () => {
   assert.deepEqual(plugin.list({ clusterName: 'cluster1', dataType: 'coordination.k8s.io.v1.leases' }), []);
 });
 
-test('work uids are stable and uuid-shaped', () => {
-  const uid = uidOf('cluster1', 'web');
-  assert.match(uid, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
-  assert.equal(uid, uidOf('cluster1', 'web'));
-  assert.notEqual(uid, uidOf('cluster1', 'db'));
+test('work uids are the uuid5 every language derives', () => {
+  // CPython: str(uuid.uuid5(uuid.UUID(WORKS_NAMESPACE), "cluster1/web")), as static-works' and
+  // python-works' tests pin it.
+  assert.equal(uidOf('cluster1', 'web'), '41c88e70-99b2-599a-8b94-e770d3a8540f');
+  assert.equal(uidOf('cluster2', 'db'), '461ee096-6995-56d3-8329-76778dad7bf4');
+});
+
+test('an uncaught exception answers internal with its stack', () => {
+  plugin.init(JSON.stringify({ ...CONFIG, raise_uncaught_for: 'boom' }));
+  assert.throws(
+    () => plugin.handle(ANONYMOUS, statusEvent('boom', bytes('{}'))),
+    (e) => {
+      assert.equal(e.payload?.tag, 'internal', `${e}`);
+      const lines = e.payload.val.split('\n');
+      assert.equal(lines[0], 'uncaught exception in handle:');
+      assert.equal(lines[1], 'Error: a deliberate bug for boom (config.raise_uncaught_for)');
+      assert.match(e.payload.val, /deliberateBug/);
+      assert.match(e.payload.val, /plugin\.js/);
+      return true;
+    },
+  );
+  // The next call is served.
+  plugin.handle(ANONYMOUS, statusEvent(uidOf('cluster1', 'web'), bytes('{"conditions":[]}')));
+  assert.deepEqual(host.logs.at(-1), ['info', 'status of cluster1/web stored (17 bytes)']);
 });
 
 test('stores status and refuses a malformed one', () => {

@@ -11,20 +11,24 @@ configuration, one table per cluster, under the source name `python`:
   ManifestBundleStatus is refused with a clear error; a status for a work it does not serve (any
   more) is answered OK and ignored, as OCM's own work service does;
 - with `announce_after_ms`, a timer (set once, in `start`) emits every work once to the
-  subscribed agents.
+  subscribed agents;
+- with `raise_uncaught_for = "<resource id>"`, a status update for that resource raises an
+  exception nobody catches, as a bug would: the SDK's `conductor_sdk.Plugin` turns it into the
+  contract's `internal` error carrying the traceback, and the instance serves on (off unless
+  configured; tests/polyglot.rs uses it).
 
 Built with componentize-py against the world plugin-sdk/tools/plugin_wit.py derives from the
-contract for the capabilities emit, log, timer and kv (scripts/build-polyglot-plugins.sh). The
-`wit_world` modules are generated at build time; `test_app.py` runs this module against the SDK's
-Python fakes.
+contract for the capabilities emit, log, timer and kv (scripts/build-polyglot-plugins.sh), with
+the SDK's `conductor_sdk.py` (plugin-sdk/python) staged beside it. The `wit_world` modules are
+generated at build time; `test_app.py` runs this module against the SDK's Python fakes.
 """
 
 import json
 import time
 import uuid
 
+import conductor_sdk
 from componentize_py_types import Err
-from wit_world import exports
 from wit_world.exports.plugin import Description, HostEvent_Timer
 from wit_world.imports import emit, kv, log, timer
 from wit_world.imports.types import (
@@ -45,6 +49,8 @@ SOURCE = "python"
 MANIFEST_BUNDLES = "io.open-cluster-management.works.v1alpha1.manifestbundles"
 ANNOUNCE = "announce"
 S32_MAX = 2**31 - 1
+# The namespace of the works' UIDs (a UUID of our own, fixed: static-works and js-works use it too).
+WORKS_NAMESPACE = "e20657af-4e0b-4517-81e3-7b0c5931e4e4"
 
 
 def invalid(message):
@@ -53,14 +59,17 @@ def invalid(message):
 
 
 def uid_of(cluster, name):
-    """A stable UID for a work: the same on every instance, every restart, and in every language
-    (FNV-1a over "cluster/name", as static-works computes it)."""
-    h = 0x6C62272E07BB014262B821756295C58D
-    for b in f"{cluster}/{name}".encode():
-        h ^= b
-        h = (h * 0x0000000001000000000000000000013B) % (1 << 128)
-    x = f"{h:032x}"
-    return f"{x[0:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:32]}"
+    """A stable UID for a work: the same on every instance, every restart, and in every language —
+    the name-based UUID (version 5) of "cluster/name" in WORKS_NAMESPACE, as static-works and
+    js-works compute it."""
+    return conductor_sdk.uuid5(WORKS_NAMESPACE, f"{cluster}/{name}")
+
+
+def deliberate_bug(resource):
+    """What `raise_uncaught_for` runs: an exception nobody catches (and a `print`, which goes to
+    the plugin's log)."""
+    print(f"raise_uncaught_for: raising for {resource}")
+    raise RuntimeError(f"a deliberate bug for {resource} (config.raise_uncaught_for)")
 
 
 def parse_config(text):
@@ -71,9 +80,14 @@ def parse_config(text):
         raise invalid(f"config: not JSON: {e}")
     if not isinstance(config, dict):
         raise invalid("config: must be a table")
-    unknown = sorted(set(config) - {"clusters", "announce_after_ms"})
+    unknown = sorted(set(config) - {"clusters", "announce_after_ms", "raise_uncaught_for"})
     if unknown:
-        raise invalid(f"config.{unknown[0]}: unknown field, expected `clusters` or `announce_after_ms`")
+        raise invalid(
+            f"config.{unknown[0]}: unknown field, expected `clusters`, `announce_after_ms` or `raise_uncaught_for`"
+        )
+    raise_for = config.get("raise_uncaught_for")
+    if raise_for is not None and not isinstance(raise_for, str):
+        raise invalid(f"config.raise_uncaught_for: must be a resource id, not {raise_for!r}")
     announce = config.get("announce_after_ms")
     if announce is not None and (not isinstance(announce, int) or isinstance(announce, bool) or announce < 0):
         raise invalid(f"config.announce_after_ms: must be a number of milliseconds, not {announce!r}")
@@ -111,7 +125,7 @@ def parse_config(text):
                     "manifests": work["manifests"],
                 }
             )
-    return works, announce
+    return works, announce, raise_for
 
 
 def work_event(work, action):
@@ -163,9 +177,10 @@ def extension_str(event, name):
 # One component instance runs one Python interpreter: the instance's state lives here.
 _works = []
 _announce_after = None
+_raise_for = None
 
 
-class Plugin(exports.Plugin):
+class Plugin(conductor_sdk.Plugin):
     def describe(self):
         return Description(
             name=NAME,
@@ -181,8 +196,8 @@ class Plugin(exports.Plugin):
         parse_config(config)
 
     def init(self, config):
-        global _works, _announce_after
-        _works, _announce_after = parse_config(config)
+        global _works, _announce_after, _raise_for
+        _works, _announce_after, _raise_for = parse_config(config)
         log.log(log.Level.DEBUG, f"serving {len(_works)} works")
 
     def start(self):
@@ -200,6 +215,8 @@ class Plugin(exports.Plugin):
             raise invalid(f"{NAME} is read-only: {event.type} is not supported")
         cluster = extension_str(event, "clustername")
         resource = extension_str(event, "resourceid")
+        if resource == _raise_for:
+            deliberate_bug(resource)
         work = next((w for w in _works if w["cluster"] == cluster and w["uid"] == resource), None)
         if work is None:
             # As OCM's work service: a status for a work no longer served is answered OK.

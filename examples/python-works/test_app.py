@@ -9,6 +9,7 @@ import json
 import pathlib
 import re
 import unittest
+import uuid
 
 import app
 from componentize_py_types import Err
@@ -16,6 +17,7 @@ from conductor_fakes import FakeHost
 from wit_world.exports.plugin import HostEvent_Timer, ListOptions
 from wit_world.imports.types import (
     CloudEvent,
+    Error_Internal,
     Error_Invalid,
     Extension,
     ExtensionValue_Integer,
@@ -80,6 +82,7 @@ class PythonWorks(unittest.TestCase):
             ({"clusters": {"c1": {"w": {}}}}, "config.clusters.c1.w: missing field `manifests`"),
             ({"clusters": {}, "colour": "blue"}, "config.colour: unknown field"),
             ({"announce_after_ms": "soon"}, "config.announce_after_ms: must be a number"),
+            ({"raise_uncaught_for": 3}, "config.raise_uncaught_for: must be a resource id"),
         ]:
             with self.assertRaises(Err) as refused:
                 self.plugin.check_config(json.dumps(config))
@@ -104,11 +107,27 @@ class PythonWorks(unittest.TestCase):
         other = ListOptions(cluster_name="cluster1", data_type="coordination.k8s.io.v1.leases")
         self.assertEqual(self.plugin.list(other), [])
 
-    def test_work_uids_are_stable_and_uuid_shaped(self):
+    def test_work_uids_are_the_uuid5_every_language_derives(self):
         uid = app.uid_of("cluster1", "web")
-        self.assertRegex(uid, r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-        self.assertEqual(uid, app.uid_of("cluster1", "web"))
+        # CPython's own uuid5, and the value static-works' and js-works' tests pin.
+        self.assertEqual(uid, str(uuid.uuid5(uuid.UUID(app.WORKS_NAMESPACE), "cluster1/web")))
+        self.assertEqual(uid, "41c88e70-99b2-599a-8b94-e770d3a8540f")
         self.assertNotEqual(uid, app.uid_of("cluster1", "db"))
+
+    def test_an_uncaught_exception_answers_internal_with_its_traceback(self):
+        self.plugin.init(json.dumps({**CONFIG, "raise_uncaught_for": "boom"}))
+        with self.assertRaises(Err) as failed:
+            self.plugin.handle(ANONYMOUS, status_event("boom", b"{}"))
+        error = failed.exception.value
+        self.assertIsInstance(error, Error_Internal)
+        self.assertIn("uncaught exception in handle:\nTraceback (most recent call last):", error.value)
+        self.assertIn("in deliberate_bug", error.value)
+        self.assertTrue(
+            error.value.endswith("RuntimeError: a deliberate bug for boom (config.raise_uncaught_for)"), error.value
+        )
+        # The next call is served.
+        self.plugin.handle(ANONYMOUS, status_event(app.uid_of("cluster1", "web"), b'{"conditions":[]}'))
+        self.assertEqual(self.host.logs[-1], ("info", "status of cluster1/web stored (17 bytes)"))
 
     def test_stores_status_and_refuses_a_malformed_one(self):
         uid = app.uid_of("cluster1", "web")

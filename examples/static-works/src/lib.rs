@@ -94,23 +94,14 @@ impl StaticWorks {
     }
 }
 
-/// A stable UID for a work: the same on every instance and every restart.
+/// The namespace of the works' UIDs (a UUID of our own, fixed: python-works and js-works use it
+/// too).
+const WORKS_NAMESPACE: uuid::Uuid = uuid::uuid!("e20657af-4e0b-4517-81e3-7b0c5931e4e4");
+
+/// A stable UID for a work: the same on every instance, every restart, and in every language —
+/// the name-based UUID (version 5) of "cluster/name" in [`WORKS_NAMESPACE`].
 fn uid_of(cluster: &str, name: &str) -> String {
-    // FNV-1a over "cluster/name", spread into a UUID-shaped string.
-    let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
-    for b in cluster.bytes().chain([b'/']).chain(name.bytes()) {
-        h ^= u128::from(b);
-        h = h.wrapping_mul(0x0000000001000000000000000000013B);
-    }
-    let x = format!("{h:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &x[0..8],
-        &x[8..12],
-        &x[12..16],
-        &x[16..20],
-        &x[20..32]
-    )
+    uuid::Uuid::new_v5(&WORKS_NAMESPACE, format!("{cluster}/{name}").as_bytes()).to_string()
 }
 
 impl Plugin for StaticWorks {
@@ -253,6 +244,14 @@ mod tests {
         .unwrap();
         let err = StaticWorks::check(&bad).unwrap_err();
         assert!(err.to_string().contains("clusters.c1.w.generation"), "{err}");
+    }
+
+    #[test]
+    fn work_uids_are_the_uuid5_every_language_derives() {
+        // CPython: str(uuid.uuid5(uuid.UUID("e20657af-4e0b-4517-81e3-7b0c5931e4e4"), "cluster1/web")),
+        // as python-works and js-works compute it with their SDK's uuid5.
+        assert_eq!(uid_of("cluster1", "web"), "41c88e70-99b2-599a-8b94-e770d3a8540f");
+        assert_eq!(uid_of("cluster2", "db"), "461ee096-6995-56d3-8329-76778dad7bf4");
     }
 
     #[test]
