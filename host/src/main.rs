@@ -1,9 +1,9 @@
 //! The `conductor` command.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use conductor::config::{Config, PluginKind};
+use conductor::config::{Config, LoadedConfig, PluginKind};
 use conductor::plugins::PluginFile;
 
 /// CloudEvents conductor for Open Cluster Management hubs: serves OCM's CloudEvents-over-gRPC
@@ -175,8 +175,15 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
+/// Reads the configuration, and keeps compiled components where it says.
+fn load(config: &Path, plugins: PluginFolder) -> anyhow::Result<LoadedConfig> {
+    let loaded = Config::load(config, plugins.folder)?;
+    conductor::plugins::wasm::set_compile_cache(loaded.compile_cache());
+    Ok(loaded)
+}
+
 fn serve(config: PathBuf, plugins: PluginFolder) -> anyhow::Result<()> {
-    let loaded = Config::load(&config, plugins.folder)?;
+    let loaded = load(&config, plugins)?;
     let runtime = runtime()?;
     let traces = match &loaded.config.telemetry.otlp {
         Some(otlp) => {
@@ -194,14 +201,14 @@ fn serve(config: PathBuf, plugins: PluginFolder) -> anyhow::Result<()> {
 }
 
 fn check(file: PathBuf, connect: bool, plugins: PluginFolder) -> anyhow::Result<()> {
-    let loaded = Config::load(&file, plugins.folder)?;
+    let loaded = load(&file, plugins)?;
     let summary = runtime()?.block_on(conductor::app::describe(&loaded, connect))?;
     print!("{summary}");
     Ok(())
 }
 
 fn list(config: PathBuf, plugins: PluginFolder) -> anyhow::Result<()> {
-    let loaded = Config::load(&config, plugins.folder)?;
+    let loaded = load(&config, plugins)?;
     runtime()?.block_on(async {
         for (name, plugin) in &loaded.config.plugins {
             let Some(file) = loaded.plugin_file(plugin) else {
@@ -244,6 +251,7 @@ fn inspect(file: PathBuf, kind: Option<FileKind>) -> anyhow::Result<()> {
         None if file.extension().is_some_and(|e| e == "wasm") => PluginKind::Component,
         None => PluginKind::Native,
     };
+    conductor::plugins::wasm::set_compile_cache(conductor::config::default_compile_cache());
     let f = runtime()?.block_on(PluginFile::read(kind, &file))?;
     let d = &f.description;
     let from = match kind {

@@ -6,7 +6,7 @@ pub mod events;
 
 use std::{
     io::{BufRead, BufReader},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::{Arc, Mutex, mpsc},
     time::Duration,
@@ -185,6 +185,9 @@ listen = "127.0.0.1:0"
 [log]
 format = "json"
 level = "info"
+# Tests reload with SIGHUP or POST /reload when they mean to; tests/reload.rs watches.
+[reload]
+watch = false
 "#;
 
 /// A memory source named `memory` serving works, clusters and leases.
@@ -215,15 +218,25 @@ impl Conductor {
     /// Starts `command` (a conductor binary, or a wrapper that runs one) with `serve --config
     /// <file holding config>` appended, and waits until it serves gRPC. The configuration's
     /// folder can be read by everyone, so the command may run as another user.
-    pub fn start_command(mut command: Command, config: &str) -> Result<Self> {
+    pub fn start_command(command: Command, config: &str) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
         let path = dir.path().join("conductor.toml");
         std::fs::write(&path, config)?;
+        Self::spawn(command, &path, dir)
+    }
+
+    /// Starts conductor with the configuration file at `path` as it is (a symlink, say), and
+    /// waits until it serves gRPC.
+    pub fn start_file(path: &Path) -> Result<Self> {
+        Self::spawn(Command::new(conductor_bin()), path, tempfile::tempdir()?)
+    }
+
+    fn spawn(mut command: Command, path: &Path, dir: tempfile::TempDir) -> Result<Self> {
         let mut child = command
             .arg("serve")
             .arg("--config")
-            .arg(&path)
+            .arg(path)
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -32,6 +32,29 @@ use crate::tls::ReloadingTls;
 /// A request to re-read the configuration, with where to send the outcome (none for SIGHUP).
 pub struct ReloadRequest {
     pub reply: Option<oneshot::Sender<Result<ReloadSummary, String>>>,
+    pub trigger: ReloadTrigger,
+}
+
+/// What asked for a reload (logged with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadTrigger {
+    /// SIGHUP.
+    Signal,
+    /// `POST /reload` (`conductor reload`).
+    Admin,
+    /// The configuration file or a plugin file changed (`[reload] watch`).
+    FilesChanged,
+}
+
+impl ReloadTrigger {
+    /// Its name in logs and in `conductor_config_reloads_total{trigger}`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Signal => "signal",
+            Self::Admin => "admin",
+            Self::FilesChanged => "files",
+        }
+    }
 }
 
 /// What the admin endpoint serves from.
@@ -102,7 +125,14 @@ async fn render_metrics(State(state): State<AdminState>) -> ([(&'static str, &'s
 
 async fn request_reload(State(state): State<AdminState>) -> (StatusCode, String) {
     let (reply, outcome) = oneshot::channel();
-    if state.reload.try_send(ReloadRequest { reply: Some(reply) }).is_err() {
+    if state
+        .reload
+        .try_send(ReloadRequest {
+            reply: Some(reply),
+            trigger: ReloadTrigger::Admin,
+        })
+        .is_err()
+    {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "a reload is already pending\n".to_owned(),

@@ -5,6 +5,7 @@ pub mod backends;
 pub mod check;
 pub mod plugin_set;
 pub mod security;
+mod watch;
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::admin::{self, Inspector, ReloadRequest, ReloadSummary};
+use crate::admin::{self, Inspector, ReloadRequest, ReloadSummary, ReloadTrigger};
 use crate::broker::{Broker, EventSink, Fanout};
 use crate::config::LoadedConfig;
 use crate::plugins::{Backends, HostContext, Mode};
@@ -102,6 +103,21 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     set_health(&health, tonic_health::ServingStatus::Serving).await;
     let (reload_tx, mut reload_rx) = mpsc::channel::<ReloadRequest>(4);
     tokio::spawn(reload_on_signal(reload_tx.clone()));
+    let (watched_tx, watched_rx) = tokio::sync::watch::channel(loaded.watched_files());
+    if config.reload.watch {
+        tracing::info!(
+            interval = %config.reload.watch_interval,
+            files = watched_rx.borrow().len(),
+            "watching the configuration and plugin files (reload.watch)"
+        );
+        tokio::spawn(watch::watch_files(
+            watched_rx,
+            config.reload.watch_interval.0,
+            config.reload.debounce.0,
+            reload_tx.clone(),
+            shutdown.clone(),
+        ));
+    }
     let inspector = Arc::new(Inspector::new(
         Arc::clone(&broker),
         loaded.path.clone(),
@@ -143,8 +159,16 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
                     _ = stopped.cancelled() => break,
                     r = reload_rx.recv() => match r { Some(r) => r, None => break },
                 };
-                let outcome = reload(&mut current, &mut plugins, &broker, &host).await;
+                let outcome = reload(&mut current, request.trigger, &mut plugins, &broker, &host).await;
+                let applied = outcome.as_ref().map(|s| !s.restart_needed.is_empty()).map_err(|_| ());
+                host.metrics.config.reloaded(request.trigger.as_str(), applied);
                 inspector.reloaded(&outcome, plugins.entries());
+                watched_tx.send_if_modified(|files| {
+                    let now = current.watched_files();
+                    let changed = *files != now;
+                    *files = now;
+                    changed
+                });
                 if let Some(reply) = request.reply {
                     let _ = reply.send(outcome);
                 }
@@ -211,11 +235,12 @@ async fn serve_until_drained(
 /// load whole changes nothing.
 async fn reload(
     current: &mut LoadedConfig,
+    trigger: ReloadTrigger,
     plugins: &mut PluginSet,
     broker: &Broker,
     host: &HostContext,
 ) -> Result<ReloadSummary, String> {
-    tracing::info!(file = %current.path.display(), "reloading the configuration");
+    tracing::info!(file = %current.path.display(), trigger = trigger.as_str(), "reloading the configuration");
     let next = match current.reread() {
         Ok(next) => next,
         Err(e) => {
@@ -223,6 +248,7 @@ async fn reload(
             return Err(e.to_string());
         }
     };
+    crate::plugins::wasm::set_compile_cache(next.compile_cache());
     match plugins.reload(current, &next, host).await {
         Ok(summary) => {
             broker.set_registry(plugins.registry());
@@ -263,7 +289,14 @@ async fn reload_on_signal(reload: mpsc::Sender<ReloadRequest>) {
     };
     while hup.recv().await.is_some() {
         tracing::info!("SIGHUP received");
-        if reload.send(ReloadRequest { reply: None }).await.is_err() {
+        if reload
+            .send(ReloadRequest {
+                reply: None,
+                trigger: ReloadTrigger::Signal,
+            })
+            .await
+            .is_err()
+        {
             return;
         }
     }

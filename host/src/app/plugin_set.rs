@@ -302,5 +302,6 @@ fn restart_needed(current: &LoadedConfig, next: &LoadedConfig) -> Vec<String> {
         "telemetry",
         format!("{:?}", a.telemetry) == format!("{:?}", b.telemetry),
     );
+    differs("reload", a.reload == b.reload);
     changed
 }

@@ -12,6 +12,7 @@ mod databases;
 mod kubernetes;
 mod log;
 mod plugins;
+mod reload;
 mod server;
 mod telemetry;
 mod units;
@@ -31,6 +32,7 @@ pub use databases::{DatabaseConfig, EmbeddedDatabase, TlsMode};
 pub use kubernetes::KubernetesConfig;
 pub use log::{LogConfig, LogFormat};
 pub use plugins::{KUBE_VERBS, KubeResourceGrant, PluginConfig, PluginKind, PluginLimits};
+pub use reload::ReloadConfig;
 pub use server::{ServerConfig, TlsConfig};
 pub use telemetry::{OtlpConfig, TelemetryConfig};
 pub use units::{ByteSize, HumanDuration};
@@ -51,6 +53,11 @@ pub struct Config {
     /// to this file. Unset: the folder of this file. A top-level key: write it before any table.
     #[serde(default)]
     pub plugin_folder: Option<PathBuf>,
+    /// Where compiled WebAssembly components are kept between runs, so a restart or a reload does
+    /// not compile them again; relative to this file. Unset: [`default_compile_cache`]. `""`:
+    /// nowhere (every start compiles). A top-level key.
+    #[serde(default)]
+    pub compile_cache: Option<PathBuf>,
     #[serde(default)]
     pub server: ServerConfig,
     #[serde(default)]
@@ -62,6 +69,9 @@ pub struct Config {
     /// Traces.
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// Whether a changed configuration is applied by itself.
+    #[serde(default)]
+    pub reload: ReloadConfig,
     /// Plugins by name.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
@@ -97,6 +107,14 @@ impl fmt::Display for ConfigError {
     }
 }
 
+/// Where compiled components are kept when the configuration names no folder:
+/// `$XDG_CACHE_HOME/conductor/compiled`, else `~/.cache/conductor/compiled` (`None` with neither).
+pub fn default_compile_cache() -> Option<PathBuf> {
+    let nonempty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let base = nonempty("XDG_CACHE_HOME").or_else(|| nonempty("HOME").map(|home| home.join(".cache")))?;
+    Some(base.join("conductor").join("compiled"))
+}
+
 /// A configuration read from a file: the values and where they came from.
 #[derive(Debug, Clone)]
 pub struct LoadedConfig {
@@ -130,6 +148,25 @@ impl LoadedConfig {
             Some(folder) => self.resolve(folder),
             None => self.resolve(Path::new("")),
         }
+    }
+
+    /// Where compiled components are kept (`None`: nowhere).
+    pub fn compile_cache(&self) -> Option<PathBuf> {
+        match self.config.compile_cache.as_deref() {
+            None => default_compile_cache(),
+            Some(p) if p.as_os_str().is_empty() => None,
+            Some(p) => Some(self.resolve(p)),
+        }
+    }
+
+    /// The files whose change reloads this configuration: the file itself and every plugin file
+    /// it names (blobs are read on every call, so a changed blob needs no reload).
+    pub fn watched_files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.path.clone()];
+        for plugin in self.config.plugins.values() {
+            files.extend(self.plugin_file(plugin));
+        }
+        files
     }
 
     /// A path from the configuration, resolved against the folder of the configuration file.
@@ -221,6 +258,7 @@ impl Config {
         self.broker.validate()?;
         self.log.validate()?;
         self.telemetry.validate()?;
+        self.reload.validate()?;
         for (name, plugin) in &self.plugins {
             plugin.validate(&format!("plugins.{name}"), &self.databases)?;
         }
@@ -417,6 +455,35 @@ mod tests {
         assert_eq!(key, "telemetry.otlp.timeout");
         let (key, _) = check_dev("[telemetry.otlp]\nendpoint = \"http://c:4317\"\nsample_ratio = 1.5\n").unwrap_err();
         assert_eq!(key, "telemetry.otlp.sample_ratio");
+    }
+
+    #[test]
+    fn reload_watches_by_default_within_bounds() {
+        let c = check_dev("").unwrap();
+        assert!(c.reload.watch);
+        assert_eq!(c.reload.watch_interval.0, Duration::from_secs(1));
+        let (key, _) = check_dev("[reload]\nwatch_interval = \"10ms\"\n").unwrap_err();
+        assert_eq!(key, "reload.watch_interval");
+        let (key, _) = check_dev("[reload]\ndebounce = \"2m\"\n").unwrap_err();
+        assert_eq!(key, "reload.debounce");
+    }
+
+    #[test]
+    fn compile_cache_is_resolved_against_the_file_or_off() {
+        let l = loaded("compile_cache = \"cache\"\n", None);
+        assert_eq!(l.compile_cache(), Some(PathBuf::from("/etc/conductor/cache")));
+        let l = loaded("compile_cache = \"/var/cache/conductor\"\n", None);
+        assert_eq!(l.compile_cache(), Some(PathBuf::from("/var/cache/conductor")));
+        assert_eq!(loaded("compile_cache = \"\"\n", None).compile_cache(), None);
+        assert_eq!(loaded("", None).compile_cache(), default_compile_cache());
+        let files = loaded("[plugins.a]\nkind = \"component\"\nfile = \"/opt/a.wasm\"\n", None).watched_files();
+        assert_eq!(
+            files,
+            [
+                PathBuf::from("/etc/conductor/conductor.toml"),
+                PathBuf::from("/opt/a.wasm")
+            ]
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
 use super::broker_metrics::BrokerMetrics;
+use super::config_metrics::ConfigMetrics;
 use super::exported::ExportedMetrics;
 use super::labels::code_name;
 use super::plugin_metrics::{Families, PluginMetrics};
@@ -34,6 +35,8 @@ pub struct Metrics {
     pub exported: ExportedMetrics,
     /// Connections, limits, authentication and authorization.
     pub security: SecurityMetrics,
+    /// Configuration reloads.
+    pub config: ConfigMetrics,
     /// Whether the broker series carry each cluster's name as `consumer` (upstream's labels), or
     /// [`ALL_CONSUMERS`] for every cluster (`[admin] consumer_label = false`).
     per_consumer: bool,
@@ -119,6 +122,7 @@ impl Metrics {
         }
         Self {
             security: SecurityMetrics::new(&registry),
+            config: ConfigMetrics::new(&registry),
             plugins: Families::new(&registry),
             broker: BrokerMetrics::new(&registry),
             ready: register_process_and_build(&registry),

@@ -1,6 +1,7 @@
 //! Logs, metrics, traces and readiness.
 
 pub mod broker_metrics;
+pub mod config_metrics;
 pub mod exported;
 mod labels;
 pub mod logging;

@@ -12,6 +12,7 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
 
+use super::compiled;
 use crate::plugins::LoadError;
 
 /// The epoch advances this often: a busy guest yields to the async runtime at least this often.
@@ -40,8 +41,9 @@ pub(super) fn engine() -> &'static Engine {
     })
 }
 
-/// Compiles a component on a blocking thread (cached by path, mtime and size, so inspecting,
-/// loading and reloading an unchanged file compile once).
+/// Compiles a component on a blocking thread (cached in memory by path, mtime and size, so
+/// inspecting, loading and reloading an unchanged file compile once; and on disk by content, see
+/// [`compiled`], so a restart does not compile again).
 pub(super) async fn compile(file: &Path) -> Result<Component, LoadError> {
     type Key = (PathBuf, SystemTime, u64);
     static CACHE: OnceLock<Mutex<HashMap<Key, Component>>> = OnceLock::new();
@@ -59,13 +61,18 @@ pub(super) async fn compile(file: &Path) -> Result<Component, LoadError> {
         return Ok(c.clone());
     }
     let path = file.to_owned();
-    let component = tokio::task::spawn_blocking(move || Component::from_file(engine(), &path))
-        .await
-        .map_err(|e| LoadError::Runtime(format!("compiling {}: {e}", file.display())))?
-        .map_err(|e| LoadError::NotAPlugin {
-            path: file.to_owned(),
-            reason: format!("not a WebAssembly component: {e:#}"),
+    let component = tokio::task::spawn_blocking(move || {
+        let bytes = std::fs::read(&path).map_err(|source| LoadError::Open {
+            path: path.clone(),
+            source,
         })?;
+        compiled::compile_or_load(engine(), &path, &bytes).map_err(|e| LoadError::NotAPlugin {
+            path: path.clone(),
+            reason: format!("not a WebAssembly component: {e:#}"),
+        })
+    })
+    .await
+    .map_err(|e| LoadError::Runtime(format!("compiling {}: {e}", file.display())))??;
     cache.lock().insert(key, component.clone());
     Ok(component)
 }

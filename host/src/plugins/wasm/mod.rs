@@ -5,17 +5,20 @@
 //! instance when a call traps. Compilation runs on a blocking thread, never on an async worker.
 //!
 //! - `engine`: the engine, compilation, and what a component imports;
+//! - `compiled`: compiled components kept on disk between runs;
 //! - `state`: one instance's sandbox (its store and limits);
 //! - `output`: its stdout and stderr, line by line into the plugin's log;
 //! - `imports`: the host side of each capability interface;
 //! - `runtime`: linking, instantiation, the pool of instances and the calls.
 
+mod compiled;
 mod engine;
 mod imports;
 mod output;
 mod runtime;
 mod state;
 
+pub use compiled::set_folder as set_compile_cache;
 pub use runtime::{WasmRuntime, check_config, describe};
 
 /// The host's side of a guest's `pg.transaction` handle: its id in the instance's

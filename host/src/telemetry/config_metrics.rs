@@ -1,0 +1,118 @@
+//! Metrics of configuration reloads, named as Prometheus names its own
+//! (`prometheus_config_last_reload_successful`).
+
+use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
+
+/// The triggers a reload can have (the `trigger` label).
+pub const TRIGGERS: [&str; 3] = ["signal", "admin", "files"];
+
+/// Reloads by trigger and result, and what the last one left.
+#[derive(Clone)]
+pub struct ConfigMetrics {
+    reloads: IntCounterVec,
+    last_successful: IntGauge,
+    last_success_time: IntGauge,
+    restart_needed: IntGauge,
+}
+
+impl ConfigMetrics {
+    pub fn new(registry: &Registry) -> Self {
+        let reloads = IntCounterVec::new(
+            Opts::new(
+                "conductor_config_reloads_total",
+                "Configuration reloads by what asked for them (signal, admin, files) and result (ok, error).",
+            ),
+            &["trigger", "result"],
+        )
+        .expect("valid metric");
+        let gauge = |name: &str, help: &str| IntGauge::with_opts(Opts::new(name, help)).expect("valid metric");
+        let m = Self {
+            reloads,
+            last_successful: gauge(
+                "conductor_config_last_reload_successful",
+                "1 when the last reload applied the configuration file (or none was tried), 0 when it was refused: the file on disk is not what runs.",
+            ),
+            last_success_time: gauge(
+                "conductor_config_last_reload_success_timestamp_seconds",
+                "When the running configuration was loaded (start or last applied reload), Unix seconds.",
+            ),
+            restart_needed: gauge(
+                "conductor_config_restart_needed",
+                "1 when an applied reload changed settings that take effect only on restart (server, auth, broker, admin, log, databases, kubernetes, telemetry, reload).",
+            ),
+        };
+        for trigger in TRIGGERS {
+            for result in ["ok", "error"] {
+                m.reloads.with_label_values(&[trigger, result]);
+            }
+        }
+        m.last_successful.set(1);
+        m.last_success_time.set(now());
+        for c in [
+            Box::new(m.reloads.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(m.last_successful.clone()),
+            Box::new(m.last_success_time.clone()),
+            Box::new(m.restart_needed.clone()),
+        ] {
+            registry.register(c).expect("metric registered once");
+        }
+        m
+    }
+
+    /// A reload asked for by `trigger` (one of [`TRIGGERS`]) ended: applied, and whether settings
+    /// that need a restart changed; or refused.
+    pub fn reloaded(&self, trigger: &str, outcome: Result<bool, ()>) {
+        let result = if outcome.is_ok() { "ok" } else { "error" };
+        self.reloads.with_label_values(&[trigger, result]).inc();
+        self.last_successful.set(i64::from(outcome.is_ok()));
+        if let Ok(restart_needed) = outcome {
+            self.last_success_time.set(now());
+            if restart_needed {
+                self.restart_needed.set(1);
+            }
+        }
+    }
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_reload_is_counted_and_shown_until_one_is_applied() {
+        let registry = Registry::new();
+        let m = ConfigMetrics::new(&registry);
+        let value = |name: &str| {
+            registry
+                .gather()
+                .into_iter()
+                .find(|f| f.name() == name)
+                .map(|f| f.get_metric()[0].get_gauge().get_value())
+        };
+        assert_eq!(value("conductor_config_last_reload_successful"), Some(1.0));
+        m.reloaded("files", Err(()));
+        assert_eq!(value("conductor_config_last_reload_successful"), Some(0.0));
+        m.reloaded("signal", Ok(true));
+        assert_eq!(value("conductor_config_last_reload_successful"), Some(1.0));
+        assert_eq!(value("conductor_config_restart_needed"), Some(1.0));
+        let reloads = registry
+            .gather()
+            .into_iter()
+            .find(|f| f.name() == "conductor_config_reloads_total")
+            .unwrap();
+        assert_eq!(reloads.get_metric().len(), 6, "every trigger and result from the start");
+        let errors: f64 = reloads
+            .get_metric()
+            .iter()
+            .filter(|m| m.get_label().iter().any(|l| l.value() == "error"))
+            .map(|m| m.get_counter().get_value())
+            .sum();
+        assert_eq!(errors, 1.0);
+    }
+}
