@@ -30,6 +30,12 @@ scripts/build-plugins.sh -p static-works -p misbehaving-plugin -p wrong-version-
 # The Python and JavaScript example plugins (their unit tests, then the components, into
 # target/polyglot/; componentize-py and componentize-js cached under ~/.cache/conductor/tools).
 scripts/build-polyglot-plugins.sh
+# Compile each Python and JavaScript component once, one after the other, into the compile cache
+# (~/.cache/conductor/compiled): the tests that load them in parallel then load them in
+# milliseconds instead of all compiling the same components at once on the same cores.
+for component in "$CARGO_TARGET_DIR"/polyglot/*.wasm; do
+    "$CARGO_TARGET_DIR/debug/conductor" plugins inspect "$component" >/dev/null
+done
 # The image's build steps (deploy/Containerfile runs the same script), into a staging root that
 # tests/image.rs starts conductor from — with the test build, not a release one. Somewhere every
 # user can read: the test runs the staged binary as the image's user.

@@ -9,7 +9,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::{Arc, Mutex, mpsc},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -26,6 +26,9 @@ pub const WORKS: &str = "io.open-cluster-management.works.v1alpha1.manifestbundl
 pub const CLUSTERS: &str = "cluster.open-cluster-management.io.v1.managedclusters";
 pub const LEASES: &str = "coordination.k8s.io.v1.leases";
 pub const HEARTBEAT: &str = "io.open-cluster-management.cloudevents.heartbeat";
+
+/// How long conductor may take from start to serving gRPC before a test gives up on it.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The `conductor` binary built beside the test executables (or `$CONDUCTOR_BIN`).
 pub fn conductor_bin() -> PathBuf {
@@ -257,8 +260,11 @@ impl Conductor {
             });
         }
         let mut admin_addr = None;
+        // A Python or JavaScript component not yet in the compile cache takes tens of seconds to
+        // compile, longer while other tests compile theirs on the same cores.
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
-            let line = match rx.recv_timeout(Duration::from_secs(20)) {
+            let line = match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(line) => line,
                 Err(_) => {
                     let _ = child.kill();
