@@ -17,8 +17,11 @@
 //! - [`host_events`]: each plugin's queue of host events (watch changes, notifications, timers);
 //! - [`kube`] and [`database`]: the Kubernetes API server and PostgreSQL, as the capabilities and
 //!   the auth layer reach them;
+//! - [`oci`]: plugins kept in OCI registries (pulled by digest, signatures verified, cached on
+//!   disk) and published to them;
 //! - [`sources`]: the built-in sources;
 //! - [`config`]: `conductor.toml`, one file per section;
+//! - [`dynamic`]: plugins registered at runtime as `SourcePlugin` custom resources;
 //! - [`telemetry`]: logs, metrics and readiness;
 //! - [`admin`]: the admin HTTP endpoint (metrics, health, reload, the inspector);
 //!   [`admin_client`]: its client, behind `conductor inspect` and `conductor reload`;
@@ -33,11 +36,14 @@ pub mod auth;
 pub mod broker;
 pub mod config;
 pub mod database;
+pub mod dynamic;
 pub mod grpc;
 pub mod host_events;
 pub mod kube;
 pub mod net;
+pub mod oci;
 pub mod plugins;
+mod private_folder;
 pub mod proto;
 pub mod registry;
 pub mod sources;

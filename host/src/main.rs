@@ -123,6 +123,34 @@ enum PluginsCommand {
         #[arg(long, value_enum)]
         kind: Option<FileKind>,
     },
+    /// Publish a built component to a registry (`oci://registry/repository:tag`) as conductor
+    /// loads plugins from one (the CNCF layout for WebAssembly), optionally signed; prints the
+    /// digest and the `file = "oci://…@sha256:…"` to load it by.
+    Push {
+        /// The component (`.wasm`).
+        file: PathBuf,
+        /// `oci://registry[:port]/repository[:tag]`.
+        reference: String,
+        /// Sign it with this ECDSA P-256 key (PKCS#8 PEM): a cosign signature beside it.
+        #[arg(long, value_name = "KEY")]
+        sign_key: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Fetch a plugin from a registry (`oci://…@sha256:…`) into the cache and describe it, without
+    /// loading it.
+    Pull {
+        /// `oci://registry[:port]/repository@sha256:<digest>`.
+        reference: String,
+        /// Accept it only if signed with this key (PEM public key, as `cosign.pub`).
+        #[arg(long, value_name = "KEY")]
+        verify_key: Option<PathBuf>,
+        /// The folder pulled artifacts are kept in (default: as `[oci] cache`).
+        #[arg(long, value_name = "DIR")]
+        cache: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
     /// Show what a configuration would load: each plugin and its routes, or why not.
     List {
         /// The configuration file.
@@ -131,6 +159,24 @@ enum PluginsCommand {
         #[command(flatten)]
         plugins: PluginFolder,
     },
+}
+
+/// How a command reaches a registry.
+#[derive(clap::Args)]
+struct RegistryArgs {
+    /// A Docker config file with the registry's credentials (default:
+    /// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`, when present).
+    #[arg(long, value_name = "FILE")]
+    auth_file: Option<PathBuf>,
+    /// CA certificates (PEM) trusted for the registry besides the machine's.
+    #[arg(long, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+}
+
+impl RegistryArgs {
+    fn options(self) -> conductor::oci::RegistryOptions {
+        conductor::app::distribute::command_line_options(self.auth_file, self.ca_file)
+    }
 }
 
 /// Where plugins named by a bare file name are found.
@@ -159,6 +205,24 @@ fn main() -> std::process::ExitCode {
         Command::Plugins {
             command: PluginsCommand::Inspect { file, kind },
         } => inspect(file, kind),
+        Command::Plugins {
+            command:
+                PluginsCommand::Push {
+                    file,
+                    reference,
+                    sign_key,
+                    registry,
+                },
+        } => push(&file, &reference, sign_key.as_deref(), registry),
+        Command::Plugins {
+            command:
+                PluginsCommand::Pull {
+                    reference,
+                    verify_key,
+                    cache,
+                    registry,
+                },
+        } => pull(&reference, verify_key.as_deref(), cache, registry),
         Command::Inspect { what, admin, output } => inspect_running(what, &admin.endpoint(), output),
         Command::Reload { admin } => reload(&admin.endpoint()),
     };
@@ -211,13 +275,20 @@ fn list(config: PathBuf, plugins: PluginFolder) -> anyhow::Result<()> {
     let loaded = load(&config, plugins)?;
     runtime()?.block_on(async {
         for (name, plugin) in &loaded.config.plugins {
-            let Some(file) = loaded.plugin_file(plugin) else {
+            if plugin.kind == PluginKind::Memory {
                 println!(
                     "{name}: built-in {:?} source, routes {:?}",
                     plugin.kind,
                     loaded.config.sources_of(name)
                 );
                 continue;
+            }
+            let file = match conductor::app::artifacts::locate(&loaded, name).await {
+                Ok(located) => located.path,
+                Err(e) => {
+                    println!("{name}: would NOT load: {e}");
+                    continue;
+                }
             };
             let read = PluginFile::read(plugin.kind, &file).await;
             let checked = read.and_then(|f| f.check(&conductor::plugins::grants(plugin).capabilities).map(|_| f));
@@ -253,25 +324,39 @@ fn inspect(file: PathBuf, kind: Option<FileKind>) -> anyhow::Result<()> {
     };
     conductor::plugins::wasm::set_compile_cache(conductor::config::default_compile_cache());
     let f = runtime()?.block_on(PluginFile::read(kind, &file))?;
-    let d = &f.description;
-    let from = match kind {
-        PluginKind::Component => "read from its imports",
-        _ => "declared",
-    };
-    println!("file:          {}", file.display());
-    println!("kind:          {kind:?}");
-    println!("name:          {}", d.name);
-    println!("version:       {}", d.version);
-    println!("contract:      conductor:plugin@{}", d.sdk_version);
-    println!("sources:       {}", d.sources.join(", "));
-    println!("data types:    {}", d.data_types.join(", "));
-    println!("capabilities:  {} ({from})", names(&f.capabilities).join(", "));
-    if d.concurrent_notifications > 1 {
-        println!(
-            "notifications: up to {} on-events calls at once (at most pool_size)",
-            d.concurrent_notifications
-        );
-    }
+    print!("{}", conductor::app::distribute::describe(&f));
+    Ok(())
+}
+
+fn push(file: &Path, reference: &str, sign_key: Option<&Path>, registry: RegistryArgs) -> anyhow::Result<()> {
+    conductor::plugins::wasm::set_compile_cache(conductor::config::default_compile_cache());
+    let out = runtime()?.block_on(conductor::app::distribute::push(
+        file,
+        reference,
+        &registry.options(),
+        sign_key,
+    ))?;
+    print!("{out}");
+    Ok(())
+}
+
+fn pull(
+    reference: &str,
+    verify_key: Option<&Path>,
+    cache: Option<PathBuf>,
+    registry: RegistryArgs,
+) -> anyhow::Result<()> {
+    conductor::plugins::wasm::set_compile_cache(conductor::config::default_compile_cache());
+    let cache = cache
+        .or_else(conductor::config::default_oci_cache)
+        .ok_or_else(|| anyhow::anyhow!("no cache folder: give --cache (neither XDG_CACHE_HOME nor HOME is set)"))?;
+    let out = runtime()?.block_on(conductor::app::distribute::pull(
+        reference,
+        &cache,
+        &registry.options(),
+        verify_key,
+    ))?;
+    print!("{out}");
     Ok(())
 }
 

@@ -69,6 +69,17 @@ impl Registry {
     /// source a plugin declares that no route names. Two plugins declaring the same unrouted
     /// source is an error.
     pub fn new(plugins: Vec<Arc<dyn Source>>, routes: &BTreeMap<String, String>) -> Result<Self, RegistryError> {
+        Self::with_routed_only(plugins, routes, &std::collections::BTreeSet::new())
+    }
+
+    /// As [`Registry::new`], except that the plugins named in `routed_only` serve only the
+    /// sources routed to them, not those they declare (plugins registered at runtime serve what
+    /// their resource names).
+    pub fn with_routed_only(
+        plugins: Vec<Arc<dyn Source>>,
+        routes: &BTreeMap<String, String>,
+        routed_only: &std::collections::BTreeSet<String>,
+    ) -> Result<Self, RegistryError> {
         let mut table: BTreeMap<String, Arc<dyn Source>> = BTreeMap::new();
         for (source, plugin) in routes {
             let p = plugins
@@ -81,7 +92,7 @@ impl Registry {
             table.insert(source.clone(), Arc::clone(p));
         }
         let mut declared: BTreeMap<String, Arc<dyn Source>> = BTreeMap::new();
-        for p in &plugins {
+        for p in plugins.iter().filter(|p| !routed_only.contains(p.name())) {
             for source in p.sources() {
                 if routes.contains_key(source) {
                     continue;

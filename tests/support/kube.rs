@@ -2,7 +2,8 @@
 //! by `scripts/setup-kube-apiserver.sh`, with client-certificate authentication (a test CA, a
 //! serving certificate for 127.0.0.1 and an admin in `system:masters`), and every CRD of
 //! `tests/crds` loaded: OCM's, and the built-in kinds the plugins use (CSRs, leases, events)
-//! registered as CRDs of the same group/version/kind.
+//! registered as CRDs of the same group/version/kind; and conductor's own `SourcePlugin` CRD from
+//! `deploy/components/source-plugins`.
 //!
 //! [`Front`] puts an HTTP front before it for conductor: everything is forwarded to the API server
 //! with the admin's credentials, except the few built-in APIs that server does not have, which
@@ -116,6 +117,10 @@ impl KubeApi {
         let mut names = Vec::new();
         let mut files: Vec<_> = std::fs::read_dir(&crds).unwrap().flatten().map(|e| e.path()).collect();
         files.sort();
+        // conductor's own, as deploy/ ships it.
+        files.push(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/components/source-plugins/sourceplugins.crd.yaml"),
+        );
         for file in files {
             let crd = std::fs::read_to_string(&file).unwrap();
             let name = crd

@@ -44,6 +44,8 @@ pub enum ReloadTrigger {
     Admin,
     /// The configuration file or a plugin file changed (`[reload] watch`).
     FilesChanged,
+    /// A `SourcePlugin` resource was created, changed or deleted (`[dynamic] source_plugins`).
+    SourcePlugins,
 }
 
 impl ReloadTrigger {
@@ -53,6 +55,7 @@ impl ReloadTrigger {
             Self::Signal => "signal",
             Self::Admin => "admin",
             Self::FilesChanged => "files",
+            Self::SourcePlugins => "source-plugins",
         }
     }
 }

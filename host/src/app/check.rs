@@ -80,7 +80,7 @@ async fn check_plugin(loaded: &LoadedConfig, name: &str) -> Result<Checked, Conf
             })
         }
         PluginKind::Component | PluginKind::Native => {
-            let path = loaded.plugin_file(plugin).expect("validated: plugins have files");
+            let path = super::artifacts::locate(loaded, name).await?.path;
             let failed =
                 |e: &dyn std::error::Error| loaded.error(&key, format!("{}: {}", path.display(), error_chain(e)));
             let file = PluginFile::read(plugin.kind, &path).await.map_err(|e| failed(&e))?;
@@ -148,7 +148,13 @@ pub async fn connect(loaded: &LoadedConfig) -> Result<Vec<String>, ConfigError> 
             ));
             continue;
         }
-        let path = loaded.plugin_file(plugin).expect("validated: plugins have files");
+        let path = match super::artifacts::locate(loaded, name).await {
+            Ok(located) => located.path,
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        };
         let reached = async {
             let file = PluginFile::read(plugin.kind, &path).await?;
             let source = PluginSource::load(name, plugin, file, Default::default(), &host).await?;

@@ -1,10 +1,14 @@
 //! Wiring: configuration → backends → plugins → registry → broker → gRPC server and admin
 //! endpoint; reloads that re-read `conductor.toml`; and the orderly shutdown on SIGTERM or SIGINT.
 
+pub mod artifacts;
 pub mod backends;
 pub mod check;
+pub mod distribute;
 pub mod plugin_set;
+mod reconfigure;
 pub mod security;
+mod source_plugins;
 mod watch;
 
 use std::sync::Arc;
@@ -14,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::admin::{self, Inspector, ReloadRequest, ReloadSummary, ReloadTrigger};
+use crate::admin::{self, Inspector, ReloadRequest, ReloadTrigger};
 use crate::broker::{Broker, EventSink, Fanout};
 use crate::config::LoadedConfig;
 use crate::plugins::{Backends, HostContext, Mode};
@@ -81,7 +85,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
             return Err(e.into());
         }
     };
-    let mut plugins = match PluginSet::start(&loaded, &host).await {
+    let plugins = match PluginSet::start(&loaded, &host).await {
         Ok(p) => p,
         Err(e) => {
             host.backends.databases.close().await;
@@ -148,32 +152,41 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
             streams_end.cancel();
         }
     };
+    let dynamic = source_plugins::start(&loaded, &host, &readiness, shutdown.clone()).await;
     let reloads = {
         let broker = Arc::clone(&broker);
         let host = host.clone();
         let stopped = shutdown.clone();
-        let mut current = loaded.clone();
+        let mut config = reconfigure::Reconfigurer::new(loaded.clone(), plugins);
+        let mut dynamic = dynamic;
         tokio::spawn(async move {
             loop {
-                let request = tokio::select! {
+                let (trigger, outcome, reply) = tokio::select! {
                     _ = stopped.cancelled() => break,
-                    r = reload_rx.recv() => match r { Some(r) => r, None => break },
+                    r = reload_rx.recv() => match r {
+                        Some(r) => (r.trigger, config.reload_file(r.trigger, &broker, &host).await, r.reply),
+                        None => break,
+                    },
+                    Some(resources) = source_plugins::changed(&mut dynamic) => {
+                        (ReloadTrigger::SourcePlugins, config.resources_changed(resources, &broker, &host).await, None)
+                    }
                 };
-                let outcome = reload(&mut current, request.trigger, &mut plugins, &broker, &host).await;
                 let applied = outcome.as_ref().map(|s| !s.restart_needed.is_empty()).map_err(|_| ());
-                host.metrics.config.reloaded(request.trigger.as_str(), applied);
-                inspector.reloaded(&outcome, plugins.entries());
+                host.metrics.config.reloaded(trigger.as_str(), applied);
+                inspector.reloaded(&outcome, config.plugins().entries());
+                source_plugins::report(&dynamic, &config);
                 watched_tx.send_if_modified(|files| {
-                    let now = current.watched_files();
+                    let now = config.applied().watched_files();
                     let changed = *files != now;
                     *files = now;
                     changed
                 });
-                if let Some(reply) = request.reply {
+                if let Some(reply) = reply {
                     let _ = reply.send(outcome);
                 }
             }
-            plugins
+            source_plugins::stop(dynamic).await;
+            config
         })
     };
     let parts = crate::grpc::ServerParts {
@@ -195,8 +208,8 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     }
     shutdown.cancel();
     // The plugins (and their database connections) go before the databases they use.
-    if let Ok(mut plugins) = reloads.await {
-        plugins.stop().await;
+    if let Ok(config) = reloads.await {
+        config.stop().await;
     }
     drop(broker);
     host.backends.databases.close().await;
@@ -227,48 +240,6 @@ async fn serve_until_drained(
         } => {
             tracing::warn!(grace = ?grace, "connections still open after server.shutdown_grace_period: dropping them");
             Ok(())
-        }
-    }
-}
-
-/// Re-reads the configuration file and applies what changed; a configuration that does not
-/// load whole changes nothing.
-async fn reload(
-    current: &mut LoadedConfig,
-    trigger: ReloadTrigger,
-    plugins: &mut PluginSet,
-    broker: &Broker,
-    host: &HostContext,
-) -> Result<ReloadSummary, String> {
-    tracing::info!(file = %current.path.display(), trigger = trigger.as_str(), "reloading the configuration");
-    let next = match current.reread() {
-        Ok(next) => next,
-        Err(e) => {
-            tracing::error!(error = %e, "reload refused; the running configuration stays");
-            return Err(e.to_string());
-        }
-    };
-    crate::plugins::wasm::set_compile_cache(next.compile_cache());
-    match plugins.reload(current, &next, host).await {
-        Ok(summary) => {
-            broker.set_registry(plugins.registry());
-            plugins.stop_retired().await;
-            *current = next;
-            if !summary.restart_needed.is_empty() {
-                tracing::warn!(sections = ?summary.restart_needed, "these settings changed and take effect on restart");
-            }
-            tracing::info!(
-                added = ?summary.added,
-                removed = ?summary.removed,
-                replaced = ?summary.replaced,
-                kept = ?summary.kept,
-                "configuration reloaded"
-            );
-            Ok(summary)
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "reload refused; the running configuration stays");
-            Err(e.to_string())
         }
     }
 }

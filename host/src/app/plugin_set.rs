@@ -4,7 +4,6 @@
 //! configuration that does not load whole is refused whole: the running plugins keep serving.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -33,13 +32,6 @@ pub struct PluginSet {
     retired: Vec<Running>,
 }
 
-fn file_hash(path: &std::path::Path) -> Result<u64, std::io::Error> {
-    let bytes = std::fs::read(path)?;
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut hasher);
-    Ok(hasher.finish())
-}
-
 /// Loads one configured plugin (not started); errors name the plugin's key.
 async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStores) -> Result<Running, ConfigError> {
     let plugin = &loaded.config.plugins[name];
@@ -51,22 +43,16 @@ async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStor
                 .map_err(|(k, reason)| loaded.error(format!("{key}.config.{k}"), reason))?;
             Ok(Running {
                 config: plugin.clone(),
-                file_hash: None,
+                digest: None,
                 source: Arc::new(memory),
                 plugin: None,
                 loaded_at: SystemTime::now(),
             })
         }
         PluginKind::Component | PluginKind::Native => {
-            let path = loaded.plugin_file(plugin).expect("validated: plugins have files");
+            let located = super::artifacts::locate(loaded, name).await?;
+            let path = located.path;
             let failed = |reason: String| loaded.error(&key, format!("{}: {reason}", path.display()));
-            let hash = tokio::task::spawn_blocking({
-                let path = path.clone();
-                move || file_hash(&path)
-            })
-            .await
-            .map_err(|e| failed(e.to_string()))?
-            .map_err(|e| failed(e.to_string()))?;
             let file = PluginFile::read(plugin.kind, &path)
                 .await
                 .map_err(|e| failed(error_chain(&e)))?;
@@ -75,7 +61,7 @@ async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStor
                 .map_err(|e| failed(error_chain(&e)))?;
             Ok(Running {
                 config: plugin.clone(),
-                file_hash: Some(hash),
+                digest: Some(located.digest),
                 source: Arc::clone(&source) as Arc<dyn Source>,
                 plugin: Some(source),
                 loaded_at: SystemTime::now(),
@@ -188,12 +174,15 @@ impl PluginSet {
         let mut fresh: BTreeMap<String, Running> = BTreeMap::new();
         let mut plan = BTreeMap::new();
         for name in next.config.plugins.keys() {
+            // A file may have changed under the same name; an artifact pinned by digest cannot.
             let unchanged = match self.running.get(name) {
-                Some(old) if old.config == next.config.plugins[name] => match &old.config.file {
+                Some(old) if old.config == next.config.plugins[name] => match next.plugin_file(&old.config) {
                     None => true,
-                    Some(_) => {
-                        let path = next.plugin_file(&old.config).expect("a file");
-                        file_hash(&path).ok() == old.file_hash
+                    Some(path) => {
+                        std::fs::read(&path)
+                            .ok()
+                            .map(|b| crate::oci::reference::sha256_digest(&b))
+                            == old.digest
                     }
                 },
                 _ => false,
@@ -273,7 +262,8 @@ impl PluginSet {
 /// The registry over `running` with `loaded`'s routes.
 fn registry(loaded: &LoadedConfig, running: &BTreeMap<String, Running>) -> Result<Registry, ConfigError> {
     let sources = running.values().map(|r| Arc::clone(&r.source)).collect();
-    Registry::new(sources, &loaded.config.routes).map_err(|e| loaded.error("routes", e.to_string()))
+    Registry::with_routed_only(sources, &loaded.config.routes, &loaded.routed_only)
+        .map_err(|e| loaded.error("routes", e.to_string()))
 }
 
 /// The settings that differ between two configurations but apply only on restart.
@@ -303,5 +293,9 @@ fn restart_needed(current: &LoadedConfig, next: &LoadedConfig) -> Vec<String> {
         format!("{:?}", a.telemetry) == format!("{:?}", b.telemetry),
     );
     differs("reload", a.reload == b.reload);
+    differs(
+        "dynamic.source_plugins",
+        a.dynamic.source_plugins == b.dynamic.source_plugins && a.dynamic.replica == b.dynamic.replica,
+    );
     changed
 }

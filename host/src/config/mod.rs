@@ -9,8 +9,10 @@ mod admin;
 mod auth;
 mod broker;
 mod databases;
+mod dynamic;
 mod kubernetes;
 mod log;
+mod oci;
 mod plugins;
 mod reload;
 mod server;
@@ -29,9 +31,11 @@ pub use admin::{AdminAuthorization, AdminConfig};
 pub use auth::{AuthConfig, Authenticator, Authorization};
 pub use broker::BrokerConfig;
 pub use databases::{DatabaseConfig, EmbeddedDatabase, TlsMode};
+pub use dynamic::{DynamicConfig, MaxGrants};
 pub use kubernetes::KubernetesConfig;
 pub use log::{LogConfig, LogFormat};
-pub use plugins::{KUBE_VERBS, KubeResourceGrant, PluginConfig, PluginKind, PluginLimits};
+pub use oci::OciConfig;
+pub use plugins::{KUBE_VERBS, KubeResourceGrant, PluginConfig, PluginKind, PluginLimits, VerifyConfig};
 pub use reload::ReloadConfig;
 pub use server::{ServerConfig, TlsConfig};
 pub use telemetry::{OtlpConfig, TelemetryConfig};
@@ -72,6 +76,12 @@ pub struct Config {
     /// Whether a changed configuration is applied by itself.
     #[serde(default)]
     pub reload: ReloadConfig,
+    /// How plugins named `file = "oci://…"` are pulled.
+    #[serde(default)]
+    pub oci: OciConfig,
+    /// Plugins registered at runtime as `SourcePlugin` resources, and what they may be granted.
+    #[serde(default)]
+    pub dynamic: DynamicConfig,
     /// Plugins by name.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
@@ -107,12 +117,24 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// Where compiled components are kept when the configuration names no folder:
-/// `$XDG_CACHE_HOME/conductor/compiled`, else `~/.cache/conductor/compiled` (`None` with neither).
-pub fn default_compile_cache() -> Option<PathBuf> {
+/// conductor's folder for what it keeps between runs: `$XDG_CACHE_HOME/conductor`, else
+/// `~/.cache/conductor` (`None` with neither).
+pub fn cache_home() -> Option<PathBuf> {
     let nonempty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     let base = nonempty("XDG_CACHE_HOME").or_else(|| nonempty("HOME").map(|home| home.join(".cache")))?;
-    Some(base.join("conductor").join("compiled"))
+    Some(base.join("conductor"))
+}
+
+/// Where compiled components are kept when the configuration names no folder:
+/// [`cache_home`]`/compiled`.
+pub fn default_compile_cache() -> Option<PathBuf> {
+    cache_home().map(|home| home.join("compiled"))
+}
+
+/// Where pulled plugin artifacts are kept when the configuration names no folder:
+/// [`cache_home`]`/oci`.
+pub fn default_oci_cache() -> Option<PathBuf> {
+    cache_home().map(|home| home.join("oci"))
 }
 
 /// A configuration read from a file: the values and where they came from.
@@ -123,12 +145,19 @@ pub struct LoadedConfig {
     /// `plugin_folder` given on the command line, which wins over the file's and survives
     /// reloads.
     pub plugin_folder_override: Option<PathBuf>,
+    /// Plugins that serve only the sources routed to them, not those they declare: the ones
+    /// registered at runtime (`SourcePlugin`), added to the file's.
+    pub routed_only: std::collections::BTreeSet<String>,
 }
 
 impl LoadedConfig {
     /// A plugin's file: a bare file name is looked up in the plugin folder, a path is resolved
-    /// against the folder of the configuration file.
+    /// against the folder of the configuration file. `None` for the memory source and for a
+    /// plugin pulled from a registry (`oci://…`).
     pub fn plugin_file(&self, plugin: &PluginConfig) -> Option<PathBuf> {
+        if plugin.oci_reference().is_some() {
+            return None;
+        }
         let file = plugin.file.as_deref()?;
         let bare = file.components().count() == 1 && !file.to_string_lossy().contains('/');
         Some(if bare {
@@ -156,6 +185,24 @@ impl LoadedConfig {
             None => default_compile_cache(),
             Some(p) if p.as_os_str().is_empty() => None,
             Some(p) => Some(self.resolve(p)),
+        }
+    }
+
+    /// Where pulled plugin artifacts are kept.
+    pub fn oci_cache(&self) -> Option<PathBuf> {
+        match &self.config.oci.cache {
+            Some(folder) => Some(self.resolve(folder)),
+            None => default_oci_cache(),
+        }
+    }
+
+    /// How registries are reached, with the paths resolved.
+    pub fn registry_options(&self) -> crate::oci::RegistryOptions {
+        let oci = &self.config.oci;
+        crate::oci::RegistryOptions {
+            auth_file: oci.auth_file.as_deref().map(|f| self.resolve(f)),
+            ca_file: oci.ca_file.as_deref().map(|f| self.resolve(f)),
+            timeout: oci.timeout.0,
         }
     }
 
@@ -207,6 +254,7 @@ impl Config {
             path: path.to_owned(),
             config,
             plugin_folder_override: plugin_folder,
+            routed_only: Default::default(),
         };
         loaded
             .config
@@ -259,6 +307,8 @@ impl Config {
         self.log.validate()?;
         self.telemetry.validate()?;
         self.reload.validate()?;
+        self.oci.validate()?;
+        self.dynamic.validate()?;
         for (name, plugin) in &self.plugins {
             plugin.validate(&format!("plugins.{name}"), &self.databases)?;
         }
@@ -532,6 +582,7 @@ mod tests {
             path: PathBuf::from("/etc/conductor/conductor.toml"),
             config: check_dev(text).unwrap(),
             plugin_folder_override: plugin_folder_override.map(PathBuf::from),
+            routed_only: Default::default(),
         }
     }
 

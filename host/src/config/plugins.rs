@@ -13,8 +13,13 @@ pub struct PluginConfig {
     pub kind: PluginKind,
     /// The plugin file (`component`: a `.wasm` component; `native`: a shared library): a bare
     /// file name is looked up in `plugin_folder`; a path is relative to the configuration file's
-    /// folder.
+    /// folder; `oci://registry/repository@sha256:…` is a component pulled from a registry
+    /// (`[oci]`), pinned by its manifest's digest.
     pub file: Option<PathBuf>,
+    /// Accept only an artifact signed with this key (cosign's key-based signatures); for
+    /// `oci://` files.
+    #[serde(default)]
+    pub verify: Option<VerifyConfig>,
     /// The host capabilities granted (`emit`, `log`, `timer`, `kv`, `pg`, `kube`, `metrics`,
     /// `blob`); deny by default.
     #[serde(default)]
@@ -37,6 +42,14 @@ pub struct PluginConfig {
     /// The plugin's own settings, handed to it at start.
     #[serde(default)]
     pub config: toml::Table,
+}
+
+/// `verify = { public_key_file = "…" }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyConfig {
+    /// An ECDSA P-256 public key in PEM (`cosign.pub`); relative to the configuration file.
+    pub public_key_file: PathBuf,
 }
 
 fn default_pool_size() -> usize {
@@ -178,6 +191,12 @@ pub enum PluginKind {
 }
 
 impl PluginConfig {
+    /// The `oci://…` reference `file` holds, if it names an artifact in a registry.
+    pub fn oci_reference(&self) -> Option<String> {
+        let file = self.file.as_deref()?.to_str()?;
+        crate::oci::is_oci(file).then(|| file.to_owned())
+    }
+
     /// Checks the plugin's table at `key` (`plugins.<name>`) against the configured databases.
     pub(crate) fn validate(&self, key: &str, databases: &BTreeMap<String, DatabaseConfig>) -> Result<(), Invalid> {
         let at = |field: &str| format!("{key}.{field}");
@@ -187,6 +206,20 @@ impl PluginConfig {
                 return invalid(at("file"), "required for a component or native plugin");
             }
             _ => {}
+        }
+        if let Some(reference) = self.oci_reference() {
+            crate::oci::ArtifactReference::parse_pinned(&reference).or_else(|e| invalid(at("file"), e))?;
+            if self.kind != PluginKind::Component {
+                return invalid(
+                    at("kind"),
+                    "a plugin from a registry (file = \"oci://…\") is a component",
+                );
+            }
+        } else if self.verify.is_some() {
+            return invalid(
+                at("verify"),
+                "signatures are checked for plugins pulled from a registry (file = \"oci://…@sha256:…\")",
+            );
         }
         for (i, grant) in self.grants.iter().enumerate() {
             if conductor_plugin_sdk::Capability::parse(grant).is_none() {

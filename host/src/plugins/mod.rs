@@ -39,8 +39,9 @@ use pool::Wait;
 #[derive(Clone)]
 pub struct Running {
     pub config: PluginConfig,
-    /// A fingerprint of the plugin file's contents (none for the memory source).
-    pub file_hash: Option<u64>,
+    /// `sha256:…` of what was loaded: the file's bytes, or the manifest digest of an artifact
+    /// pulled from a registry (none for the memory source).
+    pub digest: Option<String>,
     pub source: Arc<dyn Source>,
     /// The plugin behind `source` (none for the memory source).
     pub plugin: Option<Arc<PluginSource>>,

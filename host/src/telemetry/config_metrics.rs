@@ -4,7 +4,7 @@
 use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
 
 /// The triggers a reload can have (the `trigger` label).
-pub const TRIGGERS: [&str; 3] = ["signal", "admin", "files"];
+pub const TRIGGERS: [&str; 4] = ["signal", "admin", "files", "source-plugins"];
 
 /// Reloads by trigger and result, and what the last one left.
 #[derive(Clone)]
@@ -20,7 +20,7 @@ impl ConfigMetrics {
         let reloads = IntCounterVec::new(
             Opts::new(
                 "conductor_config_reloads_total",
-                "Configuration reloads by what asked for them (signal, admin, files) and result (ok, error).",
+                "Configuration reloads by what asked for them (signal, admin, files, source-plugins) and result (ok, error).",
             ),
             &["trigger", "result"],
         )

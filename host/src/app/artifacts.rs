@@ -1,0 +1,67 @@
+//! Where a configured plugin's component or library is on disk: its file, or — for
+//! `file = "oci://…"` — the artifact pulled from its registry into the cache (`[oci]`), its digest
+//! verified and, with `verify`, its signature. Every error names the plugin's key.
+
+use std::path::PathBuf;
+
+use crate::config::{ConfigError, LoadedConfig};
+use crate::oci::{self, ArtifactReference, PublicKey};
+
+/// A plugin's file and what identifies its contents.
+#[derive(Debug, Clone)]
+pub struct Located {
+    pub path: PathBuf,
+    /// `sha256:…`: for an artifact from a registry, its manifest's digest; for a file, the
+    /// digest of its bytes.
+    pub digest: String,
+    /// The registry reference it was pulled by.
+    pub reference: Option<ArtifactReference>,
+}
+
+/// The file of `plugins.<name>` (not the memory source), pulled first if it is in a registry.
+pub async fn locate(loaded: &LoadedConfig, name: &str) -> Result<Located, ConfigError> {
+    let plugin = &loaded.config.plugins[name];
+    let key = format!("plugins.{name}");
+    let Some(text) = plugin.oci_reference() else {
+        let path = loaded
+            .plugin_file(plugin)
+            .ok_or_else(|| loaded.error(format!("{key}.file"), "required for a component or native plugin"))?;
+        let digest = tokio::task::spawn_blocking({
+            let path = path.clone();
+            move || std::fs::read(&path).map(|bytes| oci::reference::sha256_digest(&bytes))
+        })
+        .await
+        .map_err(|e| loaded.error(&key, e.to_string()))?
+        .map_err(|e| loaded.error(&key, format!("cannot read {}: {e}", path.display())))?;
+        return Ok(Located {
+            path,
+            digest,
+            reference: None,
+        });
+    };
+    let reference = ArtifactReference::parse_pinned(&text).map_err(|e| loaded.error(format!("{key}.file"), e))?;
+    let public_key = match &plugin.verify {
+        Some(verify) => {
+            let file = loaded.resolve(&verify.public_key_file);
+            let at = format!("{key}.verify.public_key_file");
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| loaded.error(&at, format!("cannot read {}: {e}", file.display())))?;
+            Some(PublicKey::from_pem(&text).map_err(|e| loaded.error(&at, format!("{}: {e}", file.display())))?)
+        }
+        None => None,
+    };
+    let cache = loaded.oci_cache().ok_or_else(|| {
+        loaded.error(
+            "oci.cache",
+            "no folder for pulled plugins: set it (neither XDG_CACHE_HOME nor HOME is set)",
+        )
+    })?;
+    let fetched = oci::fetch(&reference, &cache, &loaded.registry_options(), public_key.as_ref())
+        .await
+        .map_err(|e| loaded.error(format!("{key}.file"), format!("{reference}: {e}")))?;
+    Ok(Located {
+        path: fetched.path,
+        digest: fetched.manifest_digest,
+        reference: Some(reference),
+    })
+}

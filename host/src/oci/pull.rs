@@ -1,0 +1,121 @@
+//! Fetching a pinned plugin artifact: from the cache when it holds it intact (and verified with
+//! the same key), else from the registry, every digest checked and the signature verified before
+//! anything is kept.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::{ArtifactCache, ArtifactReference, OciError, PublicKey, Registry, RegistryOptions, artifact, signature};
+
+/// A plugin artifact on disk, pulled (or found in the cache).
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The component, in the cache.
+    pub path: PathBuf,
+    pub reference: ArtifactReference,
+    /// The manifest's digest (the one the reference pins).
+    pub manifest_digest: String,
+    /// The component's digest.
+    pub layer_digest: String,
+    /// The manifest's annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// The fingerprint of the key its signature verified with, when one was asked for.
+    pub verified_with: Option<String>,
+    /// Whether it was loaded from the cache without asking the registry.
+    pub from_cache: bool,
+}
+
+/// Pulls the artifact `reference` pins into the cache at `cache_dir`, or finds it there, and
+/// verifies its signature with `key` when given. A cached artifact is used without the registry
+/// when its manifest and component are intact and (with a key) its signature verified with the
+/// same key before.
+pub async fn fetch(
+    reference: &ArtifactReference,
+    cache_dir: &Path,
+    options: &RegistryOptions,
+    key: Option<&PublicKey>,
+) -> Result<Fetched, OciError> {
+    let digest = reference
+        .digest
+        .clone()
+        .ok_or_else(|| OciError::Setup(format!("{reference} is not pinned by digest")))?;
+    let cache = ArtifactCache::open(cache_dir).map_err(OciError::Cache)?;
+    let fetched = |manifest: &[u8], from_cache: bool| -> Result<Fetched, OciError> {
+        let (layer, annotations) = artifact::wasm_layer(manifest)?;
+        Ok(Fetched {
+            path: cache.blob_path(&layer.digest),
+            reference: reference.clone(),
+            manifest_digest: digest.clone(),
+            layer_digest: layer.digest,
+            annotations,
+            verified_with: key.map(|k| k.fingerprint.clone()),
+            from_cache,
+        })
+    };
+    if let Some(manifest) = cache.manifest(&digest) {
+        let (layer, _) = artifact::wasm_layer(&manifest)?;
+        let verified = key.is_none_or(|k| cache.is_verified(&digest, &k.fingerprint));
+        if verified && cache.has_blob(&layer.digest) {
+            tracing::debug!(%reference, "plugin artifact found in the cache");
+            return fetched(&manifest, true);
+        }
+    }
+    let registry = Registry::connect(reference, options)?;
+    let (manifest, _) = registry
+        .manifest(reference)
+        .await?
+        .ok_or_else(|| OciError::Artifact(format!("{reference}: the registry has no such manifest")))?;
+    let (layer, _) = artifact::wasm_layer(&manifest)?;
+    if let Some(key) = key {
+        verify(&registry, reference, &digest, key).await?;
+    }
+    let component = registry.blob(reference, &layer).await?;
+    cache.store_blob(&layer.digest, &component).map_err(OciError::Cache)?;
+    cache.store_manifest(&digest, &manifest).map_err(OciError::Cache)?;
+    if let Some(key) = key {
+        cache
+            .mark_verified(&digest, &key.fingerprint)
+            .map_err(OciError::Cache)?;
+    }
+    tracing::info!(%reference, component = %layer.digest, bytes = component.len(), signed = key.is_some(), "plugin artifact pulled");
+    fetched(&manifest, false)
+}
+
+/// Checks that one of the cosign signatures beside `manifest_digest` verifies with `key`.
+async fn verify(
+    registry: &Registry,
+    reference: &ArtifactReference,
+    manifest_digest: &str,
+    key: &PublicKey,
+) -> Result<(), OciError> {
+    let tag = signature::signature_tag(manifest_digest);
+    let signatures = reference.at_tag(&tag);
+    let Some((manifest, _)) = registry.manifest(&signatures).await? else {
+        return Err(OciError::Signature(format!(
+            "{reference} is not signed: the repository has no {tag} (sign it with `cosign sign --key` or `conductor plugins push --sign-key`)"
+        )));
+    };
+    let mut reasons = Vec::new();
+    for (layer, signature) in artifact::signature_layers(&manifest)? {
+        let Some(signature) = signature else {
+            reasons.push(format!(
+                "layer {} has no {} annotation",
+                layer.digest,
+                signature::SIGNATURE_ANNOTATION
+            ));
+            continue;
+        };
+        let payload = registry.blob(&signatures, &layer).await?;
+        match key.check(&payload, &signature, manifest_digest) {
+            Ok(()) => return Ok(()),
+            Err(e) => reasons.push(e),
+        }
+    }
+    if reasons.is_empty() {
+        reasons.push(format!("{tag} holds no {} layer", signature::PAYLOAD_MEDIA_TYPE));
+    }
+    Err(OciError::Signature(format!(
+        "no signature of {reference} verifies with the key: {}",
+        reasons.join("; ")
+    )))
+}

@@ -1,0 +1,200 @@
+//! One registry, through `oci-client`: HTTPS only, the server's certificate verified (against the
+//! machine's roots and an optional CA file), credentials from a Docker config file.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::OciDescriptor;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, RegistryOperation};
+
+use super::reference::{ArtifactReference, sha256_digest};
+use super::{OciError, credentials};
+
+/// The media type of the manifests conductor reads and writes.
+pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// How conductor reaches registries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryOptions {
+    /// A Docker config file with credentials (`{"auths": …}`); none: anonymous.
+    pub auth_file: Option<PathBuf>,
+    /// CA certificates (PEM) trusted for registries besides the machine's.
+    pub ca_file: Option<PathBuf>,
+    /// How long connecting and each read may take.
+    pub timeout: Duration,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        Self {
+            auth_file: None,
+            ca_file: None,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A client of the registry of one reference.
+pub struct Registry {
+    client: Client,
+    auth: RegistryAuth,
+    name: String,
+}
+
+/// `e` and its causes (reqwest's own message names only the URL).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out = format!("{out}: {text}");
+        }
+        source = s.source();
+    }
+    out
+}
+
+fn is_not_found(e: &OciDistributionError) -> bool {
+    match e {
+        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+            matches!(
+                e.code,
+                OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::NotFound
+            )
+        }),
+        OciDistributionError::ServerError { code, .. } => *code == 404,
+        OciDistributionError::ImageManifestNotFoundError(_) => true,
+        _ => false,
+    }
+}
+
+impl Registry {
+    /// A client for `reference`'s registry.
+    pub fn connect(reference: &ArtifactReference, options: &RegistryOptions) -> Result<Self, OciError> {
+        // reqwest is built without a crypto provider of its own: it uses the process's, ring (the
+        // one every other TLS client and server of conductor uses).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut config = ClientConfig {
+            protocol: ClientProtocol::Https,
+            connect_timeout: Some(options.timeout),
+            read_timeout: Some(options.timeout),
+            platform_resolver: None,
+            ..ClientConfig::default()
+        };
+        if let Some(ca) = &options.ca_file {
+            let data = std::fs::read(ca)
+                .map_err(|e| OciError::Setup(format!("cannot read the CA file {}: {e}", ca.display())))?;
+            config.extra_root_certificates.push(Certificate {
+                encoding: CertificateEncoding::Pem,
+                data,
+            });
+        }
+        let client =
+            Client::try_from(config).map_err(|e| OciError::Setup(format!("registry client: {}", chain(&e))))?;
+        let auth =
+            credentials::for_registry(options.auth_file.as_deref(), &reference.registry).map_err(OciError::Setup)?;
+        Ok(Self {
+            client,
+            auth,
+            name: reference.registry.clone(),
+        })
+    }
+
+    fn failed(&self, what: &str, e: &OciDistributionError) -> OciError {
+        OciError::Registry {
+            registry: self.name.clone(),
+            reason: format!("{what}: {}", chain(e)),
+        }
+    }
+
+    /// The manifest `reference` names, as the registry serves it, and its digest; `None` when the
+    /// registry has none.
+    pub async fn manifest(&self, reference: &ArtifactReference) -> Result<Option<(Vec<u8>, String)>, OciError> {
+        let r = reference.to_client();
+        match self
+            .client
+            .pull_manifest_raw(&r, &self.auth, &[MANIFEST_MEDIA_TYPE])
+            .await
+        {
+            Ok((bytes, _)) => {
+                let digest = sha256_digest(&bytes);
+                if let Some(expected) = &reference.digest
+                    && *expected != digest
+                {
+                    return Err(OciError::Artifact(format!(
+                        "the registry served a manifest with digest {digest} for {reference}"
+                    )));
+                }
+                Ok(Some((bytes.to_vec(), digest)))
+            }
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(self.failed(&format!("cannot get the manifest of {reference}"), &e)),
+        }
+    }
+
+    /// The blob `descriptor` names, its digest checked.
+    pub async fn blob(&self, reference: &ArtifactReference, descriptor: &OciDescriptor) -> Result<Vec<u8>, OciError> {
+        let mut bytes = Vec::with_capacity(usize::try_from(descriptor.size).unwrap_or(0).min(256 << 20));
+        self.client
+            .pull_blob(&reference.to_client(), descriptor, &mut bytes)
+            .await
+            .map_err(|e| self.failed(&format!("cannot get the blob {} of {reference}", descriptor.digest), &e))?;
+        let digest = sha256_digest(&bytes);
+        if digest != descriptor.digest {
+            return Err(OciError::Artifact(format!(
+                "the blob {} of {reference} has digest {digest}",
+                descriptor.digest
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// Logs in for pushing to `reference`'s repository.
+    pub async fn login_for_push(&self, reference: &ArtifactReference) -> Result<(), OciError> {
+        self.client
+            .auth(&reference.to_client(), &self.auth, RegistryOperation::Push)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.failed("cannot log in", &e))
+    }
+
+    /// Uploads `bytes` as a blob of `reference`'s repository (nothing when it is there already).
+    pub async fn push_blob(&self, reference: &ArtifactReference, bytes: Vec<u8>) -> Result<String, OciError> {
+        let digest = sha256_digest(&bytes);
+        let r = reference.to_client();
+        if self.client.blob_exists(&r, &digest).await.unwrap_or(false) {
+            return Ok(digest);
+        }
+        self.client
+            .push_blob(&r, bytes, &digest)
+            .await
+            .map_err(|e| self.failed(&format!("cannot upload the blob {digest}"), &e))?;
+        Ok(digest)
+    }
+
+    /// Uploads `manifest` under `reference`'s tag (or digest); returns its digest.
+    pub async fn push_manifest(&self, reference: &ArtifactReference, manifest: Vec<u8>) -> Result<String, OciError> {
+        let digest = sha256_digest(&manifest);
+        let content_type = MANIFEST_MEDIA_TYPE
+            .parse()
+            .map_err(|_| OciError::Setup("media type".into()))?;
+        self.client
+            .push_manifest_raw(&reference.to_client(), manifest, content_type)
+            .await
+            .map_err(|e| self.failed(&format!("cannot upload the manifest to {reference}"), &e))?;
+        Ok(digest)
+    }
+}
+
+/// The default Docker config file of the user running a command: `$DOCKER_CONFIG/config.json`,
+/// else `~/.docker/config.json`, if it exists.
+pub fn default_auth_file() -> Option<PathBuf> {
+    let dir = std::env::var_os("DOCKER_CONFIG")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker")))?;
+    Some(dir.join("config.json")).filter(|f| f.exists())
+}
