@@ -10,6 +10,8 @@
 #   - Prometheus and promtool (Debian's package `prometheus`, installed with apt-get when missing:
 #     deploy/observability's rules are checked and tested with promtool, and a real Prometheus
 #     scrapes conductor in tests/observability.rs),
+#   - an OCI registry, skopeo and htpasswd (Debian's docker-registry, skopeo and apache2-utils,
+#     installed with apt-get when missing: tests/oci.rs pushes plugins to a real registry),
 #   - a real Kubernetes API server for CRDs (apiextensions-apiserver + etcd, built once by
 #     scripts/setup-kube-apiserver.sh: about 12 minutes the first time, then cached).
 # Idempotent; slow things are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/conductor.
@@ -139,6 +141,19 @@ fi
 PROMETHEUS="$(command -v prometheus)"
 PROMTOOL="$(command -v promtool)"
 "$PROMTOOL" --version >/dev/null 2>&1 || { log "promtool at $PROMTOOL does not run"; exit 1; }
+
+# --- OCI registry, skopeo, htpasswd (tests/oci.rs, tests/source_plugins.rs) ----------------
+if command -v docker-registry >/dev/null 2>&1 && command -v skopeo >/dev/null 2>&1 && command -v htpasswd >/dev/null 2>&1; then
+    log "docker-registry, skopeo and htpasswd present"
+elif command -v apt-get >/dev/null 2>&1; then
+    log "installing docker-registry, skopeo and apache2-utils via apt-get"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry skopeo apache2-utils >&2
+    # The package starts a registry of its own (on :5000); the tests run their own.
+    (service docker-registry stop || true) >/dev/null 2>&1
+else
+    log "docker-registry/skopeo/htpasswd not found and apt-get is unavailable"; exit 1
+fi
 
 # --- Rust target --------------------------------------------------------------------------
 cd "$ROOT"  # so a rust-toolchain file, if any, selects the toolchain

@@ -108,7 +108,11 @@ impl Inspector {
         inspect::Plugin {
             name: name.to_owned(),
             form: form.to_owned(),
-            file: plugin.map(|p| p.file().path.display().to_string()),
+            // A plugin from a registry by its reference (its file is in the artifact cache).
+            file: config
+                .oci_reference()
+                .or_else(|| plugin.map(|p| p.file().path.display().to_string())),
+            digest: entry.digest.clone(),
             declared_name: description.map(|d| d.name.clone()),
             version: description.map(|d| d.version.clone()),
             contract: description.map(|d| d.sdk_version.clone()),

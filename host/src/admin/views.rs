@@ -42,7 +42,11 @@ pub struct Plugin {
     pub name: String,
     /// `component`, `native` or `memory`.
     pub form: String,
+    /// Its file, or the `oci://…@sha256:…` reference it was pulled by.
     pub file: Option<String>,
+    /// `sha256:…` of what runs: the file's bytes, or the artifact's manifest digest.
+    #[serde(default)]
+    pub digest: Option<String>,
     /// The name and version the plugin declares, and the contract it was built against (none
     /// for the built-in memory source).
     pub declared_name: Option<String>,

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::{ByteSize, Invalid, KubeResourceGrant, VerifyConfig, invalid};
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DynamicConfig {
     /// Watch `SourcePlugin` resources (`sourceplugins.conductor.open-cluster-management.io`) on
@@ -38,18 +38,6 @@ pub struct MaxGrants {
     pub databases: Vec<String>,
     pub pool_size: usize,
     pub memory: ByteSize,
-}
-
-impl Default for DynamicConfig {
-    fn default() -> Self {
-        Self {
-            source_plugins: false,
-            replica: None,
-            allow_plugin_folder: false,
-            verify: None,
-            max_grants: MaxGrants::default(),
-        }
-    }
 }
 
 impl Default for MaxGrants {

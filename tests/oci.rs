@@ -1,0 +1,401 @@
+//! Plugins from an OCI registry, against a real one (the CNCF distribution server with TLS and
+//! basic auth): pushed with `conductor plugins push` (signed) and by skopeo, signed by conductor
+//! and independently with openssl over cosign's payload; loaded by digest and serving an agent,
+//! restarted from the cache with the registry down; and everything that must be refused — a tag
+//! without digest, a digest the registry lacks, an unsigned or wrongly signed or tampered
+//! artifact, a registry that is down — refused with the reason while the running plugin serves.
+
+#[path = "support/registry.rs"]
+mod registry;
+
+use std::path::Path;
+use std::process::Command;
+
+use base64::Engine as _;
+use conductor_blackbox_tests::events::{self, attr_str};
+use conductor_blackbox_tests::{
+    Conductor, Form, Sub, WORKS, conductor_bin, http_post, plugin_artifact, publish, subscribe,
+};
+use registry::{Registry, key_pair, write_layout};
+
+fn component() -> std::path::PathBuf {
+    plugin_artifact("static-works", Form::Component)
+}
+
+/// Runs `conductor <args>`: (success, stdout + stderr).
+fn conductor(args: &[&str]) -> (bool, String) {
+    let out = Command::new(conductor_bin()).args(args).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// `conductor plugins push` of static-works to `<path>:<tag>`, signed with `key` if given;
+/// returns the digest.
+fn push(registry: &Registry, path: &str, tag: &str, key: Option<&Path>) -> String {
+    push_file(registry, &component(), path, tag, key)
+}
+
+fn push_file(registry: &Registry, file: &Path, path: &str, tag: &str, key: Option<&Path>) -> String {
+    let reference = format!("{}:{tag}", registry.reference(path));
+    let (auth, ca) = (
+        registry.auth_file.display().to_string(),
+        registry.ca.display().to_string(),
+    );
+    let file = file.display().to_string();
+    let mut args = vec![
+        "plugins",
+        "push",
+        &file,
+        &reference,
+        "--auth-file",
+        &auth,
+        "--ca-file",
+        &ca,
+    ];
+    let key = key.map(|k| k.display().to_string());
+    if let Some(k) = &key {
+        args.extend(["--sign-key", k]);
+    }
+    let (ok, out) = conductor(&args);
+    assert!(ok, "{out}");
+    let digest = out
+        .lines()
+        .find_map(|l| l.strip_prefix("digest:"))
+        .unwrap_or_else(|| panic!("no digest in {out}"))
+        .trim()
+        .to_owned();
+    assert!(
+        out.contains(&format!(
+            "load it with: file = \"{}@{digest}\"",
+            registry.reference(path)
+        )),
+        "{out}"
+    );
+    digest
+}
+
+/// The plugin `works` (static-works, as every example configures it) from `file`, verified with
+/// `public_key` if given, pulled with the registry's credentials into `cache`.
+fn config(registry: &Registry, file: &str, public_key: Option<&Path>, cache: &Path) -> String {
+    let verify = public_key
+        .map(|k| format!("verify = {{ public_key_file = \"{}\" }}\n", k.display()))
+        .unwrap_or_default();
+    format!(
+        r#"
+[oci]
+cache = "{cache}"
+auth_file = "{auth}"
+ca_file = "{ca}"
+timeout = "3s"
+
+[plugins.works]
+kind = "component"
+file = "{file}"
+{verify}grants = ["emit", "log", "timer", "kv"]
+pool_size = 1
+[plugins.works.config]
+announce_after_ms = 300
+[plugins.works.config.clusters.cluster1.web]
+generation = 3
+manifests = [{{ apiVersion = "v1", kind = "ConfigMap", metadata = {{ name = "web", namespace = "default" }} }}]
+"#,
+        cache = cache.display(),
+        auth = registry.auth_file.display(),
+        ca = registry.ca.display(),
+    )
+}
+
+/// `conductor check-config` of `config` (the harness's base configuration and it): (success,
+/// output).
+fn check(config: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("conductor.toml");
+    std::fs::write(&file, format!("{}\n{config}", conductor_blackbox_tests::BASE_CONFIG)).unwrap();
+    conductor(&["check-config", &file.display().to_string()])
+}
+
+/// A resync of cluster1's works answers the configured work from static-works.
+async fn served(c: &Conductor) {
+    let mut client = c.client().await.unwrap();
+    let mut sub: Sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        let e = sub.next_event().await.unwrap();
+        if e.r#type.ends_with("resync_response") && e.source == "static" {
+            assert!(attr_str(&e, "ce-resourceid").is_some(), "{e:?}");
+            return;
+        }
+    }
+    panic!("no resync response from static-works");
+}
+
+#[tokio::test]
+async fn a_signed_plugin_pushed_to_a_registry_loads_by_digest_serves_and_restarts_from_the_cache() {
+    let mut registry = Registry::start();
+    let keys = tempfile::tempdir().unwrap();
+    let (private, public) = key_pair(keys.path(), "cosign");
+    let digest = push(&registry, "conductor/static-works", "v1", Some(&private));
+    let pinned = format!("{}@{digest}", registry.reference("conductor/static-works"));
+    let cache = tempfile::tempdir().unwrap();
+
+    let c = Conductor::start(&config(&registry, &pinned, Some(&public), cache.path())).unwrap();
+    let line = c.wait_for_log("plugin artifact pulled").await;
+    assert!(line.contains(r#""signed":true"#), "{line}");
+    served(&c).await;
+    let (_, plugins) = c.admin_get("/inspect/plugins").await.unwrap();
+    assert!(
+        plugins.contains(&digest),
+        "the inspector shows the digest it runs: {plugins}"
+    );
+    drop(c);
+
+    // `plugins pull` describes it without loading it.
+    let pulled = tempfile::tempdir().unwrap();
+    let (ok, out) = conductor(&[
+        "plugins",
+        "pull",
+        &pinned,
+        "--verify-key",
+        &public.display().to_string(),
+        "--cache",
+        &pulled.path().display().to_string(),
+        "--auth-file",
+        &registry.auth_file.display().to_string(),
+        "--ca-file",
+        &registry.ca.display().to_string(),
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("name:          static-works"), "{out}");
+    assert!(out.contains("signature:     verified with the key sha256:"), "{out}");
+    assert!(out.contains("org.opencontainers.image.version=0.1.0"), "{out}");
+
+    // The registry down: a restart loads what it pulled before from the cache.
+    registry.stop();
+    let c = Conductor::start(&config(&registry, &pinned, Some(&public), cache.path())).unwrap();
+    served(&c).await;
+    assert!(
+        !c.logs().contains("plugin artifact pulled"),
+        "not pulled again: {}",
+        c.logs()
+    );
+}
+
+#[tokio::test]
+async fn what_is_not_pinned_not_there_unsigned_or_signed_by_another_key_is_refused_and_the_running_plugin_serves_on() {
+    let mut registry = Registry::start();
+    let keys = tempfile::tempdir().unwrap();
+    let (private, public) = key_pair(keys.path(), "cosign");
+    let (_, other_public) = key_pair(keys.path(), "other");
+    let signed = push(&registry, "conductor/signed", "v1", Some(&private));
+    // Another component, so that its digest is another (the same bytes pushed twice in one second
+    // are the same artifact, signed or not).
+    let other_component = plugin_artifact("misbehaving-plugin", Form::Component);
+    let unsigned = push_file(&registry, &other_component, "conductor/unsigned", "v1", None);
+    let at = |path: &str, digest: &str| format!("{}@{digest}", registry.reference(path));
+    let fresh = || tempfile::tempdir().unwrap();
+    // A well-formed digest the registry does not have.
+    let absent = format!(
+        "sha256:{}",
+        signed.trim_start_matches("sha256:").chars().rev().collect::<String>()
+    );
+
+    let cases = [
+        (
+            config(
+                &registry,
+                &format!("{}:v1", registry.reference("conductor/signed")),
+                None,
+                fresh().path(),
+            ),
+            "plugins.works.file: ",
+            "is not pinned by digest",
+        ),
+        (
+            config(&registry, &at("conductor/signed", &absent), None, fresh().path()),
+            "plugins.works.file: ",
+            "the registry has no such manifest",
+        ),
+        (
+            config(
+                &registry,
+                &at("conductor/unsigned", &unsigned),
+                Some(&public),
+                fresh().path(),
+            ),
+            "plugins.works.file: ",
+            "is not signed: the repository has no sha256-",
+        ),
+        (
+            config(
+                &registry,
+                &at("conductor/signed", &signed),
+                Some(&other_public),
+                fresh().path(),
+            ),
+            "plugins.works.file: ",
+            "the signature does not verify with the public key",
+        ),
+    ];
+    for (config, key, reason) in &cases {
+        let (ok, out) = check(config);
+        assert!(!ok, "accepted: {config}\n{out}");
+        assert!(out.contains(key) && out.contains(reason), "want {key}…{reason}:\n{out}");
+    }
+    // Without credentials, the registry refuses.
+    let anonymous = config(&registry, &at("conductor/signed", &signed), None, fresh().path())
+        .replace(&format!("auth_file = \"{}\"\n", registry.auth_file.display()), "");
+    let (ok, out) = check(&anonymous);
+    assert!(!ok && out.contains(&format!("registry {}", registry.host())), "{out}");
+
+    // A running plugin stays when the next one cannot be had.
+    let cache = fresh();
+    let c = Conductor::start(&config(
+        &registry,
+        &at("conductor/signed", &signed),
+        Some(&public),
+        cache.path(),
+    ))
+    .unwrap();
+    served(&c).await;
+    let admin = c.admin_addr.clone().unwrap();
+    c.rewrite_config(&config(
+        &registry,
+        &at("conductor/unsigned", &unsigned),
+        Some(&public),
+        cache.path(),
+    ));
+    let (code, body) = http_post(&admin, "/reload").await.unwrap();
+    assert_ne!(code, 200, "{body}");
+    assert!(body.contains("is not signed"), "{body}");
+    served(&c).await;
+    let unsigned_ref = at("conductor/unsigned", &unsigned);
+    registry.stop();
+    c.rewrite_config(&config(&registry, &unsigned_ref, None, cache.path()));
+    let (code, body) = http_post(&admin, "/reload").await.unwrap();
+    assert_ne!(code, 200, "signed {signed} unsigned {unsigned}: {body}\n{}", c.logs());
+    assert!(body.contains(&format!("registry {}", registry.host())), "{body}");
+    served(&c).await;
+}
+
+/// cosign's simple-signing payload for `digest` in `repository`, written here independently of
+/// conductor's code.
+fn cosign_payload(repository: &str, digest: &str) -> Vec<u8> {
+    format!(
+        r#"{{"critical":{{"identity":{{"docker-reference":"{repository}"}},"image":{{"docker-manifest-digest":"{digest}"}},"type":"cosign container image signature"}},"optional":null}}"#
+    )
+    .into_bytes()
+}
+
+/// Pushes, with skopeo, a signature layout for the artifact `digest` of `path`: `payload` in a
+/// simple-signing layer annotated with `signature`.
+fn push_signature(registry: &Registry, path: &str, digest: &str, payload: &[u8], signature: &str) {
+    let layout = tempfile::tempdir().unwrap();
+    let tag = format!("{}.sig", digest.replacen(':', "-", 1));
+    let config = br#"{"architecture":"","config":{},"created":"0001-01-01T00:00:00Z","os":"","rootfs":{"type":"layers","diff_ids":[]}}"#;
+    write_layout(
+        layout.path(),
+        &tag,
+        ("application/vnd.oci.image.config.v1+json", config),
+        &[(
+            "application/vnd.dev.cosign.simplesigning.v1+json",
+            payload,
+            Some(serde_json::json!({ "dev.cosignproject.cosign/signature": signature })),
+        )],
+    );
+    registry.skopeo_push(layout.path(), path, &tag);
+}
+
+#[tokio::test]
+async fn an_artifact_pushed_by_skopeo_with_a_signature_made_by_openssl_verifies_and_a_tampered_one_does_not() {
+    let registry = Registry::start();
+    let keys = tempfile::tempdir().unwrap();
+    let (private, public) = key_pair(keys.path(), "cosign");
+    let wasm = std::fs::read(component()).unwrap();
+    let layout = tempfile::tempdir().unwrap();
+    let layer_digest = conductor::oci::reference::sha256_digest(&wasm);
+    let config = format!(r#"{{"architecture":"wasm","os":"wasip2","layerDigests":["{layer_digest}"]}}"#);
+    let digest = write_layout(
+        layout.path(),
+        "v1",
+        ("application/vnd.wasm.config.v0+json", config.as_bytes()),
+        &[("application/wasm", &wasm, None)],
+    );
+    registry.skopeo_push(layout.path(), "others/static-works", "v1");
+    let pinned = format!("{}@{digest}", registry.reference("others/static-works"));
+
+    // Unsigned, it loads without a key.
+    let (ok, out) = check(&self::config(
+        &registry,
+        &pinned,
+        None,
+        tempfile::tempdir().unwrap().path(),
+    ));
+    assert!(ok, "{out}");
+
+    // Signed with openssl over cosign's payload: verifies.
+    let payload = cosign_payload(&format!("{}/others/static-works", registry.host()), &digest);
+    let payload_file = keys.path().join("payload.json");
+    std::fs::write(&payload_file, &payload).unwrap();
+    let signature = Command::new("openssl")
+        .args(["dgst", "-sha256", "-sign"])
+        .arg(&private)
+        .arg(&payload_file)
+        .output()
+        .unwrap();
+    assert!(signature.status.success());
+    let signature = base64::engine::general_purpose::STANDARD.encode(&signature.stdout);
+    push_signature(&registry, "others/static-works", &digest, &payload, &signature);
+    let (ok, out) = check(&self::config(
+        &registry,
+        &pinned,
+        Some(&public),
+        tempfile::tempdir().unwrap().path(),
+    ));
+    assert!(ok, "{out}");
+
+    // The same signature over a payload changed by one byte: refused.
+    let mut tampered = payload.clone();
+    let at = tampered.len() - 2;
+    tampered.insert(at, b' ');
+    push_signature(&registry, "others/static-works", &digest, &tampered, &signature);
+    let (ok, out) = check(&self::config(
+        &registry,
+        &pinned,
+        Some(&public),
+        tempfile::tempdir().unwrap().path(),
+    ));
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("the signature does not verify with the public key"),
+        "{out}"
+    );
+
+    // A valid signature of another artifact's digest: refused too.
+    let other = cosign_payload(&format!("{}/others/static-works", registry.host()), &layer_digest);
+    std::fs::write(&payload_file, &other).unwrap();
+    let signed_other = Command::new("openssl")
+        .args(["dgst", "-sha256", "-sign"])
+        .arg(&private)
+        .arg(&payload_file)
+        .output()
+        .unwrap();
+    let signed_other = base64::engine::general_purpose::STANDARD.encode(&signed_other.stdout);
+    push_signature(&registry, "others/static-works", &digest, &other, &signed_other);
+    let (ok, out) = check(&self::config(
+        &registry,
+        &pinned,
+        Some(&public),
+        tempfile::tempdir().unwrap().path(),
+    ));
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!("the signature is for \"{layer_digest}\"")),
+        "{out}"
+    );
+}
