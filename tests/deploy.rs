@@ -1074,6 +1074,164 @@ fn objects(yaml: &str) -> BTreeMap<(String, String), Value> {
         .collect()
 }
 
+/// `overlay` rendered as an operator's own overlay adds `component` (`resources: [<overlay>]`,
+/// `components: [<component>]`), and rendered alone: (with, without).
+fn render_with_component(
+    overlay: &str,
+    component: &Path,
+) -> (BTreeMap<(String, String), Value>, BTreeMap<(String, String), Value>) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let overlay_dir = repo().join("deploy/overlays").join(overlay);
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
+            relative(dir.path(), &overlay_dir).display(),
+            relative(dir.path(), component).display()
+        ),
+    )
+    .expect("the kustomization is written");
+    let out = Command::new(kubectl())
+        .args(["kustomize", "--load-restrictor", "LoadRestrictionsNone"])
+        .arg(dir.path())
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "{overlay} with {}: {}",
+        component.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let with = objects(&String::from_utf8(out.stdout).expect("UTF-8 YAML"));
+    let without = objects(&render(overlay));
+    // The overlay's objects are untouched.
+    for (key, object) in &without {
+        assert_eq!(
+            with.get(key),
+            Some(object),
+            "{overlay}: {key:?} changed by {}",
+            component.display()
+        );
+    }
+    (with, without)
+}
+
+/// The optional component `deploy/components/source-plugins` added to each overlay: it adds the
+/// SourcePlugin CRD the tests load (tests/source_plugins.rs), conductor's right to watch them and
+/// write their status — bound to the Deployment's ServiceAccount — and the editor role; the
+/// overlay's configuration serves them, and each replica is named by its pod.
+#[test]
+fn the_overlays_render_with_the_source_plugins_component() {
+    let component = repo().join("deploy/components/source-plugins");
+    for overlay in OVERLAYS {
+        let (with, without) = render_with_component(overlay, &component);
+        let added: BTreeSet<(&str, &str)> = with
+            .keys()
+            .filter(|k| !without.contains_key(*k))
+            .map(|(kind, name)| (kind.as_str(), name.as_str()))
+            .collect();
+        let (watcher, editor) = (
+            "open-cluster-management:conductor:source-plugins",
+            "open-cluster-management:conductor:source-plugin-editor",
+        );
+        assert_eq!(
+            added,
+            BTreeSet::from([
+                (
+                    "CustomResourceDefinition",
+                    "sourceplugins.conductor.open-cluster-management.io"
+                ),
+                ("ClusterRole", watcher),
+                ("ClusterRoleBinding", watcher),
+                ("ClusterRole", editor),
+            ]),
+            "{overlay}"
+        );
+        let get = |kind: &str, name: &str| &with[&(kind.to_owned(), name.to_owned())];
+        let crd = get(
+            "CustomResourceDefinition",
+            "sourceplugins.conductor.open-cluster-management.io",
+        );
+        let shipped: Value = serde_saphyr::from_str(
+            &std::fs::read_to_string(component.join("sourceplugins.crd.yaml")).expect("the CRD"),
+        )
+        .expect("YAML");
+        assert_eq!(
+            difference(&crd["spec"], &shipped["spec"], "spec"),
+            None,
+            "{overlay}: the CRD is the file"
+        );
+        assert_eq!(crd["spec"]["group"], conductor::dynamic::GROUP, "{overlay}");
+        assert_eq!(crd["spec"]["names"]["plural"], conductor::dynamic::PLURAL, "{overlay}");
+        assert_eq!(
+            crd["spec"]["versions"][0]["name"],
+            conductor::dynamic::VERSION,
+            "{overlay}"
+        );
+
+        let role: ClusterRole = typed(get("ClusterRole", watcher), "the source-plugins role").expect("typed");
+        let mut granted = BTreeSet::new();
+        for rule in role.rules.unwrap_or_default() {
+            for resource in rule.resources.unwrap_or_default() {
+                for verb in &rule.verbs {
+                    granted.insert((resource.clone(), verb.clone()));
+                }
+            }
+        }
+        for (resource, verb) in [
+            ("sourceplugins", "list"),
+            ("sourceplugins", "watch"),
+            ("sourceplugins/status", "patch"),
+        ] {
+            assert!(
+                granted.contains(&(resource.to_owned(), verb.to_owned())),
+                "{overlay}: {resource} {verb}"
+            );
+        }
+        let binding: ClusterRoleBinding = typed(get("ClusterRoleBinding", watcher), "the binding").expect("typed");
+        let deployment: Deployment = typed(get("Deployment", "conductor"), "the Deployment").expect("typed");
+        let pod = deployment.spec.template.spec.expect("a pod spec");
+        let subject = &binding.subjects.unwrap_or_default()[0];
+        assert_eq!(
+            (Some(subject.name.as_str()), subject.namespace.as_deref()),
+            (
+                pod.service_account_name.as_deref(),
+                deployment.metadata.namespace.as_deref()
+            ),
+            "{overlay}: bound to conductor's ServiceAccount"
+        );
+        let container = pod
+            .containers
+            .iter()
+            .find(|c| c.name == CONTAINER)
+            .expect("the container");
+        let pod_name = container
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == "POD_NAME")
+            .and_then(|e| e.value_from.as_ref())
+            .and_then(|v| v.field_ref.as_ref())
+            .map(|f| f.field_path.as_str());
+        assert_eq!(
+            pod_name,
+            Some("metadata.name"),
+            "{overlay}: each replica reports under its pod's name"
+        );
+        let config_text = with
+            .iter()
+            .find(|((kind, name), _)| kind == "ConfigMap" && name.starts_with("conductor-config"))
+            .and_then(|(_, cm)| cm["data"]["conductor.toml"].as_str())
+            .expect("the configuration");
+        let config = Config::parse(config_text).expect("the configuration parses");
+        assert!(config.dynamic.source_plugins, "{overlay}: [dynamic] source_plugins");
+        assert!(
+            config.oci.cache.is_some(),
+            "{overlay}: pulled plugins are kept in the pod's cache volume"
+        );
+    }
+}
+
 /// The optional component `deploy/observability` added to each overlay, as an operator's own
 /// overlay adds it (`resources: [<overlay>]`, `components: [<deploy/observability>]`): it renders,
 /// leaves the overlay's objects as they were, and adds the PrometheusRule holding exactly
@@ -1092,29 +1250,7 @@ fn the_overlays_render_with_the_observability_component() {
     )
     .expect("the dashboard is JSON");
     for overlay in OVERLAYS {
-        let dir = tempfile::tempdir().expect("a temporary folder");
-        let overlay_dir = repo().join("deploy/overlays").join(overlay);
-        std::fs::write(
-            dir.path().join("kustomization.yaml"),
-            format!(
-                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
-                relative(dir.path(), &overlay_dir).display(),
-                relative(dir.path(), &observability).display()
-            ),
-        )
-        .expect("the kustomization is written");
-        let out = Command::new(kubectl())
-            .args(["kustomize", "--load-restrictor", "LoadRestrictionsNone"])
-            .arg(dir.path())
-            .output()
-            .expect("kubectl runs");
-        assert!(
-            out.status.success(),
-            "{overlay} with deploy/observability: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let with = objects(&String::from_utf8(out.stdout).expect("UTF-8 YAML"));
-        let without = objects(&render(overlay));
+        let (with, without) = render_with_component(overlay, &observability);
 
         // The overlay's objects are untouched; exactly the component's are added.
         for (key, object) in &without {

@@ -99,6 +99,11 @@ impl Reconfigurer {
         broker: &Broker,
         host: &HostContext,
     ) -> Result<ReloadSummary, String> {
+        tracing::info!(
+            trigger = ReloadTrigger::SourcePlugins.as_str(),
+            resources = resources.len(),
+            "applying the SourcePlugin resources"
+        );
         self.resources = resources;
         let file = self.file.clone();
         self.apply(file, broker, host).await.map_err(|e| {
