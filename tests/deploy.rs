@@ -1074,12 +1074,12 @@ fn objects(yaml: &str) -> BTreeMap<(String, String), Value> {
         .collect()
 }
 
+/// Rendered objects by (kind, name).
+type Objects = BTreeMap<(String, String), Value>;
+
 /// `overlay` rendered as an operator's own overlay adds `component` (`resources: [<overlay>]`,
 /// `components: [<component>]`), and rendered alone: (with, without).
-fn render_with_component(
-    overlay: &str,
-    component: &Path,
-) -> (BTreeMap<(String, String), Value>, BTreeMap<(String, String), Value>) {
+fn render_with_component(overlay: &str, component: &Path) -> (Objects, Objects) {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let overlay_dir = repo().join("deploy/overlays").join(overlay);
     std::fs::write(
