@@ -28,7 +28,8 @@ enum Command {
     },
     /// Check a configuration file — reading and describing every plugin it names, their grants,
     /// their own configuration and the routes — and print what it would run; exit 1 naming the
-    /// file, key and reason of the first error. Nothing is written, started or connected to.
+    /// file, key and reason of the first error. Nothing is started or connected to, and nothing
+    /// written but the plugins it pulls from registries (`oci://…`) into the artifact cache.
     CheckConfig {
         /// The configuration file to check.
         file: PathBuf,
