@@ -198,6 +198,36 @@ async fn source_plugin_resources_are_loaded_by_every_replica_reported_changed_re
     let mut sub2 = subscribe(&mut client2, "cluster1", WORKS).await.unwrap();
     assert_eq!(resynced_version(&r2, &mut sub2).await, 4);
 
+    // A new version that cannot be pulled: reported, and the running one keeps serving.
+    let (_, current) = api.request("GET", &format!("{PATH}/works"), None);
+    let current: Value = serde_json::from_str(&current).unwrap();
+    let hex = digest.trim_start_matches("sha256:");
+    let absent = file.replace(hex, &hex.chars().rev().collect::<String>());
+    let mut broken = source_plugin("works", spec(&absent, 5, &["emit", "log", "timer", "kv"]));
+    broken["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+    let (code, body) = api.request("PUT", &format!("{PATH}/works"), Some(&broken));
+    assert_eq!(code, 200, "{body}");
+    let resource = until_status(&api, "works", &[("r1", &r1), ("r2", &r2)], |e| {
+        e["observedGeneration"] == 3
+    })
+    .await;
+    for entry in resource["status"]["replicas"].as_array().unwrap() {
+        assert_eq!(entry["loaded"], true, "the earlier version serves: {entry}");
+        assert_eq!(entry["digest"], digest, "{entry}");
+        let loaded = condition(entry, "Loaded");
+        assert_eq!(
+            (&loaded["status"], &loaded["reason"]),
+            (&json!("False"), &json!("LoadFailed")),
+            "{entry}"
+        );
+        let message = loaded["message"].as_str().unwrap();
+        assert!(
+            message.contains("no such manifest") && message.contains("keeps serving"),
+            "{entry}"
+        );
+    }
+    assert_eq!(resynced_version(&r1, &mut sub).await, 4, "still the version before");
+
     // More than [dynamic.max_grants] allows: refused in its status by both, nothing loaded.
     let (code, body) = api.request(
         "POST",
