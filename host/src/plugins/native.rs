@@ -3,10 +3,13 @@
 //! never unloaded (their code may still be on a stack, and Rust `cdylib`s do not support
 //! unloading cleanly).
 //!
-//! Calls run on tokio's blocking threads, never on an async worker, one instance per call, with
-//! a deadline: a call past `limits.call_timeout` fails with a clear error at the deadline. Native
-//! code cannot be interrupted, so its thread keeps running the call until the plugin returns; the
-//! instance is then destroyed on that thread instead of going back to the pool.
+//! Each instance lives on a thread of its own ([`Worker`]), never on an async worker: a call is
+//! handed to that thread and answered from it, with no task of tokio's blocking pool per call
+//! (the thread spins a few microseconds for the next call before it sleeps, so calls in a row are
+//! not each a thread wake-up). A call has a deadline: past `limits.call_timeout` it fails with a
+//! clear error at the deadline. Native code cannot be interrupted, so the thread keeps running the
+//! call until the plugin returns; the instance is then destroyed on that thread instead of going
+//! back to the pool.
 
 use std::ffi::{CStr, c_void};
 use std::path::Path;
@@ -204,7 +207,8 @@ unsafe extern "C" fn host_free(buffer: Buffer) {
 struct Instance {
     api: &'static PluginApi,
     ptr: *mut c_void,
-    host: InstanceHost,
+    /// Kept while the instance lives: its host table points into it.
+    _host: Arc<InstanceHost>,
 }
 
 /// The `HostApi` of one instance and the context it points to (boxed: their addresses are fixed).
@@ -255,8 +259,98 @@ impl Drop for Instance {
     }
 }
 
+/// How long an instance's thread looks for the next call before it sleeps.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// A call handed to an instance's thread.
+struct Job {
+    request: Vec<u8>,
+    span: tracing::Span,
+    /// The answer, and whether the instance may serve again (not after a panic).
+    reply: tokio::sync::oneshot::Sender<(Result<PluginReply, Error>, bool)>,
+}
+
+/// An instance on a thread of its own. Dropping it ends the thread once its call (if any)
+/// returns, and the instance is destroyed there.
+struct Worker {
+    jobs: std::sync::mpsc::SyncSender<Job>,
+    host: Arc<InstanceHost>,
+}
+
+impl Worker {
+    /// Starts a thread that creates an instance and serves its calls; `Err` if `create` failed.
+    async fn start(
+        name: &str,
+        api: &'static PluginApi,
+        host: InstanceHost,
+        config: Arc<Vec<u8>>,
+    ) -> Result<Self, Error> {
+        let host = Arc::new(host);
+        let (jobs, queue) = std::sync::mpsc::sync_channel::<Job>(1);
+        let (made_tx, made) = tokio::sync::oneshot::channel();
+        let thread_host = Arc::clone(&host);
+        std::thread::Builder::new()
+            .name(format!("plugin-{name}"))
+            .spawn(move || {
+                // The host's capabilities (timers, host calls) run on the runtime, as from a
+                // thread of its blocking pool.
+                let runtime = thread_host.context.runtime.clone();
+                let _runtime = runtime.enter();
+                let instance = match create(api, thread_host, &config) {
+                    Ok(instance) => instance,
+                    Err(e) => {
+                        let _ = made_tx.send(Err(e));
+                        return;
+                    }
+                };
+                if made_tx.send(Ok(())).is_ok() {
+                    serve(&instance, &queue);
+                }
+            })
+            .map_err(|e| Error::Internal(format!("cannot start a thread for the plugin: {e}")))?;
+        made.await
+            .map_err(|_| Error::Internal("plugin init panicked".into()))??;
+        let worker = Self { jobs, host };
+        worker.host.end_call().await;
+        Ok(worker)
+    }
+}
+
+/// Runs the calls handed to `instance` until the worker is dropped.
+fn serve(instance: &Instance, queue: &std::sync::mpsc::Receiver<Job>) {
+    loop {
+        let job = match next_job(queue) {
+            Some(job) => job,
+            None => return,
+        };
+        let _in_call = job.span.enter();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(instance, &job.request)));
+        let (answer, healthy) = match outcome {
+            Ok(result) => (result, true),
+            Err(_) => (Err(Error::Internal("the plugin call panicked".into())), false),
+        };
+        let _ = job.reply.send((answer, healthy));
+        if !healthy {
+            return;
+        }
+    }
+}
+
+/// The next call: looked for during [`SPIN`], then waited for; `None` once the worker is gone.
+fn next_job(queue: &std::sync::mpsc::Receiver<Job>) -> Option<Job> {
+    let until = std::time::Instant::now() + SPIN;
+    loop {
+        match queue.try_recv() {
+            Ok(job) => return Some(job),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
+            Err(std::sync::mpsc::TryRecvError::Empty) if std::time::Instant::now() < until => std::hint::spin_loop(),
+            Err(std::sync::mpsc::TryRecvError::Empty) => return queue.recv().ok(),
+        }
+    }
+}
+
 pub struct NativeRuntime {
-    pool: Pool<Instance>,
+    pool: Pool<Worker>,
     call_timeout: Duration,
     name: String,
 }
@@ -273,19 +367,14 @@ impl NativeRuntime {
         let name = capabilities.plugin().to_owned();
         let config = Arc::new(config_json.into_bytes());
         let runtime = tokio::runtime::Handle::current();
-        let make: MakeInstance<Instance> = Arc::new(move || {
-            let config = Arc::clone(&config);
-            let host = InstanceHost::new(Arc::clone(&capabilities), runtime.clone());
-            Box::pin(async move {
-                let made = tokio::task::spawn_blocking(move || create(api, host, &config))
-                    .await
-                    .map_err(|e| Error::Internal(format!("plugin init panicked: {e}")))?;
-                if let Ok(instance) = &made {
-                    instance.host.end_call().await;
-                }
-                made
+        let make: MakeInstance<Worker> = {
+            let name = name.clone();
+            Arc::new(move || {
+                let (config, name) = (Arc::clone(&config), name.clone());
+                let host = InstanceHost::new(Arc::clone(&capabilities), runtime.clone());
+                Box::pin(async move { Worker::start(&name, api, host, config).await })
             })
-        });
+        };
         let first = make().await.map_err(LoadError::Init)?;
         Ok(Self {
             pool: Pool::new(&name, pool_size, limits.acquire_timeout.0, first, make),
@@ -295,7 +384,7 @@ impl NativeRuntime {
     }
 }
 
-fn create(api: &'static PluginApi, host: InstanceHost, config: &[u8]) -> Result<Instance, Error> {
+fn create(api: &'static PluginApi, host: Arc<InstanceHost>, config: &[u8]) -> Result<Instance, Error> {
     let mut ptr: *mut c_void = std::ptr::null_mut();
     // SAFETY: the host table lives in the instance; the config is borrowed for the call; the
     // returned buffer is read, then freed by the plugin.
@@ -308,7 +397,7 @@ fn create(api: &'static PluginApi, host: InstanceHost, config: &[u8]) -> Result<
             Some(Ok(e)) => Err(e),
             Some(Err(e)) => Err(Error::Internal(e)),
             None if ptr.is_null() => Err(Error::Internal("the plugin created no instance".into())),
-            None => Ok(Instance { api, ptr, host }),
+            None => Ok(Instance { api, ptr, _host: host }),
         }
     }
 }
@@ -327,22 +416,25 @@ fn call(instance: &Instance, request: &[u8]) -> Result<PluginReply, Error> {
 #[async_trait]
 impl Runtime for NativeRuntime {
     async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error> {
-        let bytes = abi::encode(&request);
+        let request = abi::encode(&request);
         self.pool
-            .with(wait, async |instance: Instance| {
+            .with(wait, async |worker: Worker| {
                 // The plugin's host calls happen on that thread: under the call's span.
-                let span = tracing::Span::current();
-                let running = tokio::task::spawn_blocking(move || {
-                    let _in_call = span.enter();
-                    let result = call(&instance, &bytes);
-                    (result, instance)
-                });
-                match tokio::time::timeout(self.call_timeout, running).await {
-                    Ok(Ok((result, instance))) => {
-                        instance.host.end_call().await;
-                        (result, Some(instance))
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                let job = Job {
+                    request,
+                    span: tracing::Span::current(),
+                    reply,
+                };
+                if worker.jobs.try_send(job).is_err() {
+                    return (Err(Error::Internal(format!("plugin {}: its instance's thread is gone", self.name))), None);
+                }
+                match tokio::time::timeout(self.call_timeout, answer).await {
+                    Ok(Ok((result, true))) => {
+                        worker.host.end_call().await;
+                        (result, Some(worker))
                     }
-                    Ok(Err(panicked)) => (Err(Error::Internal(format!("plugin {} call panicked: {panicked}", self.name))), None),
+                    Ok(Ok((_, false))) | Ok(Err(_)) => (Err(Error::Internal(format!("plugin {} call panicked", self.name))), None),
                     Err(_elapsed) => {
                         tracing::warn!(plugin = %self.name, timeout = ?self.call_timeout, "native plugin call exceeded its timeout; its thread runs on until the plugin returns, and the instance is discarded");
                         (
