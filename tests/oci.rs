@@ -125,14 +125,8 @@ async fn served(c: &Conductor) {
     publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
         .await
         .unwrap();
-    for _ in 0..10 {
-        let e = sub.next_event().await.unwrap();
-        if e.r#type.ends_with("resync_response") && e.source == "static" {
-            assert!(attr_str(&e, "ce-resourceid").is_some(), "{e:?}");
-            return;
-        }
-    }
-    panic!("no resync response from static-works");
+    let e = sub.next_from("resync_response", "static").await.unwrap();
+    assert!(attr_str(&e, "ce-resourceid").is_some(), "{e:?}");
 }
 
 #[tokio::test]
@@ -292,6 +286,20 @@ fn cosign_payload(repository: &str, digest: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The base64 of openssl's ECDSA signature (SHA-256, DER) over `payload` with `private`.
+fn openssl_sign(private: &Path, payload: &[u8], scratch: &Path) -> String {
+    let file = scratch.join("payload.json");
+    std::fs::write(&file, payload).unwrap();
+    let out = Command::new("openssl")
+        .args(["dgst", "-sha256", "-sign"])
+        .arg(private)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    base64::engine::general_purpose::STANDARD.encode(&out.stdout)
+}
+
 /// Pushes, with skopeo, a signature layout for the artifact `digest` of `path`: `payload` in a
 /// simple-signing layer annotated with `signature`.
 fn push_signature(registry: &Registry, path: &str, digest: &str, payload: &[u8], signature: &str) {
@@ -340,16 +348,7 @@ async fn an_artifact_pushed_by_skopeo_with_a_signature_made_by_openssl_verifies_
 
     // Signed with openssl over cosign's payload: verifies.
     let payload = cosign_payload(&format!("{}/others/static-works", registry.host()), &digest);
-    let payload_file = keys.path().join("payload.json");
-    std::fs::write(&payload_file, &payload).unwrap();
-    let signature = Command::new("openssl")
-        .args(["dgst", "-sha256", "-sign"])
-        .arg(&private)
-        .arg(&payload_file)
-        .output()
-        .unwrap();
-    assert!(signature.status.success());
-    let signature = base64::engine::general_purpose::STANDARD.encode(&signature.stdout);
+    let signature = openssl_sign(&private, &payload, keys.path());
     push_signature(&registry, "others/static-works", &digest, &payload, &signature);
     let (ok, out) = check(&self::config(
         &registry,
@@ -378,14 +377,7 @@ async fn an_artifact_pushed_by_skopeo_with_a_signature_made_by_openssl_verifies_
 
     // A valid signature of another artifact's digest: refused too.
     let other = cosign_payload(&format!("{}/others/static-works", registry.host()), &layer_digest);
-    std::fs::write(&payload_file, &other).unwrap();
-    let signed_other = Command::new("openssl")
-        .args(["dgst", "-sha256", "-sign"])
-        .arg(&private)
-        .arg(&payload_file)
-        .output()
-        .unwrap();
-    let signed_other = base64::engine::general_purpose::STANDARD.encode(&signed_other.stdout);
+    let signed_other = openssl_sign(&private, &other, keys.path());
     push_signature(&registry, "others/static-works", &digest, &other, &signed_other);
     let (ok, out) = check(&self::config(
         &registry,

@@ -131,16 +131,11 @@ async fn resynced_version(c: &Conductor, sub: &mut Sub) -> i64 {
     publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
         .await
         .unwrap();
-    for _ in 0..10 {
-        let e = sub.next_event().await.unwrap();
-        if e.r#type.ends_with("resync_response") && e.source == "static" {
-            let Some(Attr::CeInteger(v)) = attr(&e, "ce-resourceversion") else {
-                panic!("no version in {e:?}")
-            };
-            return i64::from(*v);
-        }
-    }
-    panic!("no resync response from static-works");
+    let e = sub.next_from("resync_response", "static").await.unwrap();
+    let Some(Attr::CeInteger(v)) = attr(&e, "ce-resourceversion") else {
+        panic!("no version in {e:?}")
+    };
+    i64::from(*v)
 }
 
 // The API server's front runs on this test's runtime: a second worker serves it while the test

@@ -25,7 +25,9 @@
 //! - [`telemetry`]: logs, metrics and readiness;
 //! - [`admin`]: the admin HTTP endpoint (metrics, health, reload, the inspector);
 //!   [`admin_client`]: its client, behind `conductor inspect` and `conductor reload`;
-//! - [`app`]: the wiring of all of these, reloads and the orderly shutdown.
+//! - [`app`]: the wiring of all of these, reloads and the orderly shutdown;
+//! - [`errors`]: an error and its causes as one line; `private_folder`: the caches' folders, private
+//!   to conductor's user.
 //!
 //! Modules form an acyclic graph: `scripts/module-cycles.py` checks it in the test command.
 
@@ -37,6 +39,7 @@ pub mod broker;
 pub mod config;
 pub mod database;
 pub mod dynamic;
+pub mod errors;
 pub mod grpc;
 pub mod host_events;
 pub mod kube;

@@ -426,6 +426,18 @@ impl Sub {
         }
     }
 
+    /// The next event whose type ends with `type_suffix` (`resync_response`, …) from `source`,
+    /// skipping others (at most 10).
+    pub async fn next_from(&mut self, type_suffix: &str, source: &str) -> Result<proto::CloudEvent> {
+        for _ in 0..10 {
+            let e = self.next_event().await?;
+            if e.r#type.ends_with(type_suffix) && e.source == source {
+                return Ok(e);
+            }
+        }
+        bail!("no {type_suffix} from {source} among the next 10 events")
+    }
+
     /// The next event that is not a heartbeat.
     pub async fn next_event(&mut self) -> Result<proto::CloudEvent> {
         loop {

@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use crate::admin::ReloadSummary;
 use crate::config::{ConfigError, LoadedConfig, PluginKind};
+pub use crate::errors::error_chain;
 use crate::plugins::{HostContext, KvStore, PluginFile, PluginSource, Running};
 use crate::registry::{Registry, Source};
 use crate::sources::MemorySource;
@@ -68,20 +69,6 @@ async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStor
             })
         }
     }
-}
-
-/// An error with its causes, `: `-separated.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out = format!("{out}: {text}");
-        }
-        source = s.source();
-    }
-    out
 }
 
 async fn start_all(

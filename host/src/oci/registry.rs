@@ -12,6 +12,7 @@ use oci_client::{Client, RegistryOperation};
 
 use super::reference::{ArtifactReference, sha256_digest};
 use super::{OciError, credentials};
+use crate::errors::error_chain;
 
 /// The media type of the manifests conductor reads and writes.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -42,20 +43,6 @@ pub struct Registry {
     client: Client,
     auth: RegistryAuth,
     name: String,
-}
-
-/// `e` and its causes (reqwest's own message names only the URL).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out = format!("{out}: {text}");
-        }
-        source = s.source();
-    }
-    out
 }
 
 fn is_not_found(e: &OciDistributionError) -> bool {
@@ -94,7 +81,7 @@ impl Registry {
             });
         }
         let client =
-            Client::try_from(config).map_err(|e| OciError::Setup(format!("registry client: {}", chain(&e))))?;
+            Client::try_from(config).map_err(|e| OciError::Setup(format!("registry client: {}", error_chain(&e))))?;
         let auth =
             credentials::for_registry(options.auth_file.as_deref(), &reference.registry).map_err(OciError::Setup)?;
         Ok(Self {
@@ -107,7 +94,7 @@ impl Registry {
     fn failed(&self, what: &str, e: &OciDistributionError) -> OciError {
         OciError::Registry {
             registry: self.name.clone(),
-            reason: format!("{what}: {}", chain(e)),
+            reason: format!("{what}: {}", error_chain(e)),
         }
     }
 
