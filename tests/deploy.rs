@@ -1081,6 +1081,16 @@ fn objects(yaml: &str) -> BTreeMap<(String, String), Value> {
 /// Rendered objects by (kind, name).
 type Objects = BTreeMap<(String, String), Value>;
 
+/// The conductor.toml of rendered objects (the ConfigMap conductor-config), parsed.
+fn configuration(objects: &Objects) -> Config {
+    let text = objects
+        .iter()
+        .find(|((kind, name), _)| kind == "ConfigMap" && name.starts_with("conductor-config"))
+        .and_then(|(_, cm)| cm["data"]["conductor.toml"].as_str())
+        .expect("the configuration");
+    Config::parse(text).expect("the configuration parses")
+}
+
 /// `overlay` rendered as an operator's own overlay adds `component` (`resources: [<overlay>]`,
 /// `components: [<component>]`), and rendered alone: (with, without).
 fn render_with_component(overlay: &str, component: &Path) -> (Objects, Objects) {
@@ -1211,12 +1221,7 @@ fn the_overlays_render_with_the_source_plugins_component() {
             Some("metadata.name"),
             "{overlay}: each replica reports under its pod's name"
         );
-        let config_text = with
-            .iter()
-            .find(|((kind, name), _)| kind == "ConfigMap" && name.starts_with("conductor-config"))
-            .and_then(|(_, cm)| cm["data"]["conductor.toml"].as_str())
-            .expect("the configuration");
-        let config = Config::parse(config_text).expect("the configuration parses");
+        let config = configuration(&with);
         assert!(config.dynamic.source_plugins, "{overlay}: [dynamic] source_plugins");
         assert!(
             config.oci.cache.is_some(),
@@ -1313,12 +1318,7 @@ fn the_overlays_render_with_the_observability_component() {
             .and_then(|ports| ports.iter().find(|p| p["name"] == port))
             .map(|p| p["targetPort"].clone());
         assert_eq!(target, Some(Value::from("admin")), "{overlay}");
-        let config_text = with
-            .iter()
-            .find(|((kind, name), _)| kind == "ConfigMap" && name.starts_with("conductor-config"))
-            .and_then(|(_, cm)| cm["data"]["conductor.toml"].as_str())
-            .expect("the configuration");
-        let config = Config::parse(config_text).expect("the configuration parses");
+        let config = configuration(&with);
         assert_eq!(
             config.admin.authorization,
             AdminAuthorization::Sar,

@@ -199,47 +199,37 @@ async fn what_is_not_pinned_not_there_unsigned_or_signed_by_another_key_is_refus
         signed.trim_start_matches("sha256:").chars().rev().collect::<String>()
     );
 
+    let refused =
+        |file: &str, key: Option<&Path>, reason: &'static str| (config(&registry, file, key, fresh().path()), reason);
     let cases = [
-        (
-            config(
-                &registry,
-                &format!("{}:v1", registry.reference("conductor/signed")),
-                None,
-                fresh().path(),
-            ),
-            "plugins.works.file: ",
+        refused(
+            &format!("{}:v1", registry.reference("conductor/signed")),
+            None,
             "is not pinned by digest",
         ),
-        (
-            config(&registry, &at("conductor/signed", &absent), None, fresh().path()),
-            "plugins.works.file: ",
+        refused(
+            &at("conductor/signed", &absent),
+            None,
             "the registry has no such manifest",
         ),
-        (
-            config(
-                &registry,
-                &at("conductor/unsigned", &unsigned),
-                Some(&public),
-                fresh().path(),
-            ),
-            "plugins.works.file: ",
+        refused(
+            &at("conductor/unsigned", &unsigned),
+            Some(&public),
             "is not signed: the repository has no sha256-",
         ),
-        (
-            config(
-                &registry,
-                &at("conductor/signed", &signed),
-                Some(&other_public),
-                fresh().path(),
-            ),
-            "plugins.works.file: ",
+        refused(
+            &at("conductor/signed", &signed),
+            Some(&other_public),
             "the signature does not verify with the public key",
         ),
     ];
-    for (config, key, reason) in &cases {
+    for (config, reason) in &cases {
         let (ok, out) = check(config);
         assert!(!ok, "accepted: {config}\n{out}");
-        assert!(out.contains(key) && out.contains(reason), "want {key}…{reason}:\n{out}");
+        assert!(
+            out.contains("plugins.works.file: ") && out.contains(reason),
+            "want {reason}:\n{out}"
+        );
     }
     // Without credentials, the registry refuses.
     let anonymous = config(&registry, &at("conductor/signed", &signed), None, fresh().path())
