@@ -95,13 +95,18 @@ impl Admin {
     }
 }
 
-#[derive(Subcommand, Clone, Copy)]
+#[derive(Subcommand, Clone)]
 enum InspectWhat {
     /// Live Subscribe streams: cluster, data type, user, remote address, age, events sent, queue.
     Subscribers,
     /// Plugins: form, version, grants, sources, data types, instances, calls, errors, call
     /// latency, last error, when loaded.
     Plugins,
+    /// One plugin: its row of `inspect plugins`, then every key it keeps in `kv` with its value.
+    Plugin {
+        /// The plugin's name in `conductor.toml`.
+        name: String,
+    },
     /// Source → plugin routes, and the last reload's outcome.
     Routes,
 }
@@ -282,11 +287,13 @@ fn inspect_running(
 ) -> anyhow::Result<()> {
     use conductor::admin::views as inspect;
     use conductor::admin_client::{client, table};
-    let path = match what {
-        InspectWhat::Subscribers => "/inspect/subscribers",
-        InspectWhat::Plugins => "/inspect/plugins",
-        InspectWhat::Routes => "/inspect/routes",
+    let path = match &what {
+        InspectWhat::Subscribers => "/inspect/subscribers".to_owned(),
+        InspectWhat::Plugins => "/inspect/plugins".to_owned(),
+        InspectWhat::Plugin { name } => format!("/inspect/plugins/{}", client::path_segment(name)),
+        InspectWhat::Routes => "/inspect/routes".to_owned(),
     };
+    let path = path.as_str();
     let body = runtime()?.block_on(client::request(admin, hyper::Method::GET, path))?;
     let now = chrono::Utc::now();
     let bad = |e: serde_json::Error| anyhow::anyhow!("{}{path} answered something else than expected: {e}", admin.url);
@@ -302,6 +309,9 @@ fn inspect_running(
         (Output::Table, InspectWhat::Plugins) => {
             let plugins: Vec<inspect::Plugin> = serde_json::from_str(&body).map_err(bad)?;
             table::plugins(&plugins, now)
+        }
+        (Output::Table, InspectWhat::Plugin { .. }) => {
+            table::plugin_detail(&serde_json::from_str(&body).map_err(bad)?, now)
         }
         (Output::Table, InspectWhat::Routes) => table::routes(&serde_json::from_str(&body).map_err(bad)?, now),
     };

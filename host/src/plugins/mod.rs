@@ -540,6 +540,11 @@ impl PluginSource {
         self.runtime.instances()
     }
 
+    /// What the plugin keeps in `kv` (shared by its instances, kept across reloads).
+    pub fn kv(&self) -> &KvStore {
+        self.capabilities.kv()
+    }
+
     pub fn queued_events(&self) -> usize {
         self.events.len()
     }
