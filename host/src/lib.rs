@@ -22,7 +22,8 @@
 //! - [`telemetry`]: logs, metrics and readiness;
 //! - [`admin`]: the admin HTTP endpoint (metrics, health, reload, the inspector);
 //!   [`admin_client`]: its client, behind `conductor inspect` and `conductor reload`;
-//! - [`app`]: the wiring of all of these, reloads and the orderly shutdown.
+//! - [`app`]: the wiring of all of these, reloads and the orderly shutdown;
+//! - [`authoring`]: what plugin authors run — `conductor plugins new` and `conductor plugins test`.
 //!
 //! Modules form an acyclic graph: `scripts/module-cycles.py` checks it in the test command.
 
@@ -30,6 +31,7 @@ pub mod admin;
 pub mod admin_client;
 pub mod app;
 pub mod auth;
+pub mod authoring;
 pub mod broker;
 pub mod config;
 pub mod database;

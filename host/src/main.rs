@@ -40,7 +40,7 @@ enum Command {
         #[command(flatten)]
         plugins: PluginFolder,
     },
-    /// Look at plugins.
+    /// Look at plugins, start one, test one.
     Plugins {
         #[command(subcommand)]
         command: PluginsCommand,
@@ -128,6 +128,31 @@ enum PluginsCommand {
         #[arg(long, value_enum)]
         kind: Option<FileKind>,
     },
+    /// Write a plugin project to start from: the plugin, a unit test against the SDK's fakes, a
+    /// build script, a conductor.toml that loads it and a plugin-test.toml for `plugins test`.
+    New {
+        /// The plugin's name (lowercase letters, digits and `-`): its package, plugin and source.
+        name: String,
+        /// The language of the plugin.
+        #[arg(long, value_enum)]
+        lang: conductor::authoring::new::Lang,
+        /// Where to write the project (default: ./NAME); it must not exist or be empty.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The conductor repository's plugin-sdk folder: the project depends on that checkout of
+        /// the SDK (Cargo path, `pip install <sdk>/python`, npm `file:<sdk>/js`) instead of the
+        /// contract's version.
+        #[arg(long, value_name = "PATH")]
+        sdk_path: Option<PathBuf>,
+    },
+    /// Load a plugin file in conductor's runtime with fake capabilities and replay the scripted
+    /// agent conversation of FILE (resync, status updates, deletes, timers), printing each call's
+    /// answer; exit 1 when one differs from what the script expects.
+    Test {
+        /// The script (a TOML file: the plugin's table, then `[[step]]`s; see the plugin
+        /// author's guide).
+        file: PathBuf,
+    },
     /// Show what a configuration would load: each plugin and its routes, or why not.
     List {
         /// The configuration file.
@@ -164,6 +189,18 @@ fn main() -> std::process::ExitCode {
         Command::Plugins {
             command: PluginsCommand::Inspect { file, kind },
         } => inspect(file, kind),
+        Command::Plugins {
+            command:
+                PluginsCommand::New {
+                    name,
+                    lang,
+                    dir,
+                    sdk_path,
+                },
+        } => new_plugin(name, lang, dir, sdk_path),
+        Command::Plugins {
+            command: PluginsCommand::Test { file },
+        } => test_plugin(&file),
         Command::Inspect { what, admin, output } => inspect_running(what, &admin.endpoint(), output),
         Command::Reload { admin } => reload(&admin.endpoint()),
     };
@@ -278,6 +315,32 @@ fn inspect(file: PathBuf, kind: Option<FileKind>) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+fn new_plugin(
+    name: String,
+    lang: conductor::authoring::new::Lang,
+    dir: Option<PathBuf>,
+    sdk_path: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    use conductor::authoring::new;
+    let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+    let created = new::create(&new::NewProject {
+        name,
+        lang,
+        dir,
+        sdk_path,
+    })?;
+    print!("{}", new::next_steps(&created, lang));
+    Ok(())
+}
+
+fn test_plugin(file: &Path) -> anyhow::Result<()> {
+    if runtime()?.block_on(conductor::authoring::test_plugin(file))? {
+        Ok(())
+    } else {
+        anyhow::bail!("{}: a call answered otherwise than the script expects", file.display())
+    }
 }
 
 fn inspect_running(

@@ -1,4 +1,4 @@
-//! The Python and JavaScript SDK packages carry the contract's version: the Python package's
+//! The SDK's packages carry the contract's version: the Rust crate's, the Python package's
 //! (`conductor_sdk.__version__`, which pyproject.toml reads) and the npm package's
 //! (`package.json`, and `CONTRACT` of `sdk.mjs`) must be `SDK_VERSION`, read from
 //! `wit/plugin.wit`. Moving the contract fails this test until both packages move with it.
@@ -19,6 +19,15 @@ fn assigned(text: &str, name: &str) -> Option<String> {
         let quote = rest.chars().next().filter(|q| *q == '"' || *q == '\'')?;
         Some(rest[1..].split(quote).next()?.to_owned())
     })
+}
+
+#[test]
+fn the_rust_crate_has_the_contracts_version() {
+    assert_eq!(
+        env!("CARGO_PKG_VERSION"),
+        SDK_VERSION,
+        "plugin-sdk/Cargo.toml: move the version with the contract"
+    );
 }
 
 #[test]

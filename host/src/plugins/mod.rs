@@ -424,6 +424,21 @@ impl PluginSource {
         Ok(())
     }
 
+    /// Runs the plugin's once-only `start` and delivers no host event afterwards: `conductor
+    /// plugins test` hands the plugin the events of its script itself (what `start` sets up —
+    /// timers, say — stays quiet until [`Self::stop`]).
+    pub async fn start_without_events(&self) -> Result<(), Error> {
+        self.call(PluginRequest::Start, Wait::Patient).await.map(|_| ())
+    }
+
+    /// One `on-events` call with `events`, counted like the dispatcher's (for `conductor plugins
+    /// test`).
+    pub async fn on_events(&self, events: Vec<HostEvent>) -> Result<(), Error> {
+        self.call(PluginRequest::OnEvents(events), Wait::Patient)
+            .await
+            .map(|_| ())
+    }
+
     /// The dispatcher: batches of queued host events to `on-events` calls, one at a time or, for
     /// notifications, on as many lanes as the plugin takes ([`Lanes`]). While a call runs, the
     /// next one starts once a quarter of a batch waits, after [`OVERTAKE_AFTER`], or when no call
