@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use conductor_blackbox_tests::events::{self, attr_str};
-use conductor_blackbox_tests::{Conductor, WORKS, conductor_bin, publish, subscribe};
+use conductor_blackbox_tests::{
+    Conductor, Form, WORKS, conductor_bin, plugin_artifact, polyglot_artifact, publish, subscribe,
+};
 use serde_json::{Value, json};
 
 fn repo() -> PathBuf {
@@ -234,4 +236,86 @@ fn a_bad_script_is_a_clear_error() {
         .unwrap();
     assert!(!out.status.success());
     assert!(text(&out).contains("x.wasm: cannot read"), "{}", text(&out));
+}
+
+/// `plugins test` with the plugin's table inline, on a native library: a timer the script fires
+/// makes the plugin emit (recorded, counted against `emitted`), a status is kept; a component that
+/// imports a capability `plugins test` does not fake (`pg`) is refused, saying so.
+#[test]
+fn plugins_test_fires_timers_counts_emitted_events_and_refuses_what_it_cannot_fake() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("static-test.toml");
+    let native = plugin_artifact("static-works", Form::Native);
+    std::fs::write(
+        &script,
+        format!(
+            r#"
+[plugin]
+name = "static"
+kind = "native"
+file = "{file}"
+grants = ["emit", "log", "timer", "kv"]
+[plugin.config]
+announce_after_ms = 60000
+[plugin.config.clusters.cluster1.web]
+manifests = []
+[plugin.config.clusters.cluster1.db]
+manifests = []
+
+[[step]]
+call = "resync"
+expect = {{ names = ["db", "web"], events = 2 }}
+
+[[step]]
+call = "timer"
+timer = "announce"
+expect = {{ emitted = 2 }}
+
+[[step]]
+call = "status"
+resource = "web"
+status = {{ conditions = [] }}
+expect = {{ kv_keys = ["status/cluster1/web"], emitted = 0 }}
+"#,
+            file = native.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(conductor_bin())
+        .args(["plugins", "test"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    let printed = text(&out);
+    assert!(out.status.success(), "{printed}");
+    for expected in [
+        "plugin:        static-works",
+        "2. timer announce",
+        "emit         spec.update_request web",
+        "log    info  announced 2 works to 2 subscribers",
+        "3 steps, 3 as expected",
+    ] {
+        assert!(printed.contains(expected), "no {expected:?} in\n{printed}");
+    }
+
+    let with_pg = polyglot_artifact("python_works_pg");
+    std::fs::write(
+        &script,
+        format!(
+            "[plugin]\nname = \"p\"\nkind = \"component\"\nfile = \"{}\"\ngrants = [\"emit\", \"log\", \"timer\", \"kv\"]\n[[step]]\ncall = \"resync\"\n",
+            with_pg.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(conductor_bin())
+        .args(["plugins", "test"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("the plugin imports `pg`, which plugins test does not fake"),
+        "{}",
+        text(&out)
+    );
 }
