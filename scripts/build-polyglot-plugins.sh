@@ -4,6 +4,7 @@
 # unit tests against the SDK's fakes.
 #
 #   scripts/build-polyglot-plugins.sh [python-works] [js-works]     # default: both
+#   scripts/build-polyglot-plugins.sh --tools                        # only install and link the tools
 #
 # Writes $CARGO_TARGET_DIR/polyglot/ (target/polyglot/ without it), skipping a component newer
 # than everything it is built from (the unit tests always run):
@@ -13,17 +14,20 @@
 #
 # The bindings are generated from plugin-sdk/wit at every build, never committed:
 # plugin-sdk/tools/plugin_wit.py derives the world of the capabilities a plugin uses (see its
-# header for why), componentize-py and componentize-js bind to it. The SDK's glue goes in with the
-# plugin: plugin-sdk/python/conductor_sdk.py is staged beside app.py, plugin.js imports
-# plugin-sdk/js/sdk.mjs by a relative path (componentize-js runs from the repository's root); the
-# SDK's own unit tests run first. The tools are pinned (plugin-sdk/python/requirements.txt,
-# plugin-sdk/js/package-lock.json) and installed once through the machine's own pip and npm
-# configuration, each into a folder named by its pin:
+# header for why), componentize-py and componentize-js bind to it. The SDK goes in with the
+# plugin: the package plugin-sdk/python/src/conductor_sdk is staged beside app.py, plugin.js
+# imports plugin-sdk/js/sdk.mjs by a relative path (componentize-js runs from the repository's
+# root); the SDK's own unit tests (plugin-sdk/python/tests, plugin-sdk/js/*.test.mjs) run first.
+# The tools are pinned (plugin-sdk/python/requirements.txt, plugin-sdk/js/tools/package-lock.json)
+# and installed once through the machine's own pip and npm configuration, each into a folder
+# named by its pin:
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/conductor/tools/componentize-py-<pin>/      (a venv)
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/conductor/tools/js-plugin-tools-<pin>/      (npm ci)
 # (<pin>: the first 12 hex digits of the SHA-256 of the pin files); a new pin installs anew and
-# removes the old. tools/bin/componentize-py and tools/bin/componentize-js link to the current
-# pin's, for building plugins of your own.
+# removes the old. tools/bin/componentize-py, tools/bin/componentize-js and tools/bin/rolldown
+# (the bundler jco brings, which a plugin importing the npm package `conductor-plugin-sdk` is
+# bundled with) link to the current pin's, for building plugins of your own (`--tools` installs
+# and links them without building anything).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
@@ -39,8 +43,9 @@ die() { log "$*"; exit 1; }
 
 plugins=("$@")
 [ ${#plugins[@]} -gt 0 ] || plugins=(python-works js-works)
+TOOLS_ONLY=0
 for p in "${plugins[@]}"; do
-    case "$p" in python-works | js-works) ;; *) die "unknown plugin $p (python-works, js-works)" ;; esac
+    case "$p" in python-works | js-works) ;; --tools) TOOLS_ONLY=1 ;; *) die "unknown plugin $p (python-works, js-works, --tools)" ;; esac
 done
 
 command -v python3 >/dev/null || die "python3 is needed (the WIT world generator and componentize-py)"
@@ -79,7 +84,7 @@ link_tool() {
     ln -sfn "$target" "$link"
 }
 
-componentize_py() {
+componentize_py_install() {
     local req="$ROOT/plugin-sdk/python/requirements.txt"
     local venv
     venv="$TOOLS/componentize-py-$(key_of "$req")"
@@ -92,24 +97,35 @@ componentize_py() {
         prune "$venv"
     fi
     link_tool "$venv/bin/componentize-py"
-    "$venv/bin/componentize-py" "$@"
+    COMPONENTIZE_PY="$venv/bin/componentize-py"
 }
 
-componentize_js() {
+componentize_py() {
+    componentize_py_install
+    "$COMPONENTIZE_PY" "$@"
+}
+
+componentize_js_install() {
     command -v npm >/dev/null || die "npm is needed (componentize-js)"
-    local dir
-    dir="$TOOLS/js-plugin-tools-$(key_of "$ROOT/plugin-sdk/js/package.json" "$ROOT/plugin-sdk/js/package-lock.json")"
+    local dir pins="$ROOT/plugin-sdk/js/tools"
+    dir="$TOOLS/js-plugin-tools-$(key_of "$pins/package.json" "$pins/package-lock.json")"
     if [ ! -f "$dir/.installed" ]; then
-        log "installing componentize-js and jco (plugin-sdk/js/package-lock.json) into $dir"
+        log "installing componentize-js and jco (plugin-sdk/js/tools/package-lock.json) into $dir"
         rm -rf "$dir"
         mkdir -p "$dir"
-        cp "$ROOT/plugin-sdk/js/package.json" "$ROOT/plugin-sdk/js/package-lock.json" "$dir/"
+        cp "$pins/package.json" "$pins/package-lock.json" "$dir/"
         (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
         touch "$dir/.installed"
         prune "$dir"
     fi
     link_tool "$dir/node_modules/.bin/componentize-js"
-    "$dir/node_modules/.bin/componentize-js" "$@"
+    link_tool "$dir/node_modules/.bin/rolldown"
+    COMPONENTIZE_JS="$dir/node_modules/.bin/componentize-js"
+}
+
+componentize_js() {
+    componentize_js_install
+    "$COMPONENTIZE_JS" "$@"
 }
 
 # The world for `capabilities`, generated from plugin-sdk/wit into $WORK/<name>-wit.
@@ -158,36 +174,39 @@ components() {
 PYTHON_SRC="examples/python-works"
 PYTHON_STAGE="$WORK/python-src"
 
-# The SDK's glue (plugin-sdk/python/conductor_sdk.py), then the plugin's, against the stubs.
+# The SDK's (plugin-sdk/python/tests: the glue, ocm, the world generator), then the plugin's,
+# against the stubs.
 python_unit_tests() {
     local bindings="$WORK/python-bindings"
     componentize_py -q -d "$(world python-bindings "$CAPABILITIES")" -w "$WORLD" bindings "$bindings"
-    PYTHONPATH="$bindings:$ROOT/plugin-sdk/python" PYTHONDONTWRITEBYTECODE=1 \
-        python3 -m unittest discover -s plugin-sdk/python -p 'test_*.py' &&
-        cd "$PYTHON_SRC" && PYTHONPATH="$bindings:$ROOT/plugin-sdk/python:." PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONPATH="$bindings:$ROOT/plugin-sdk/python/src" PYTHONDONTWRITEBYTECODE=1 \
+        python3 -m unittest discover -s plugin-sdk/python/tests -p 'test_*.py' &&
+        cd "$PYTHON_SRC" && PYTHONPATH="$bindings:$ROOT/plugin-sdk/python/src:." PYTHONDONTWRITEBYTECODE=1 \
         python3 -m unittest discover -s . -p 'test_*.py'
 }
 
 # `app` is the module holding `class Plugin`; only the plugin's own modules are staged (not its
-# tests), and the SDK's glue beside them.
+# tests), and the SDK's package beside them.
 componentize_python() {
     (cd "$WORK" && componentize_py -q -d "$2" -w "$WORLD" componentize -p "$PYTHON_STAGE" app -o "$1")
 }
 
 build_python() {
-    unit_tests "python-works and conductor_sdk.py (unittest, plugin-sdk/python/conductor_fakes.py)" last_lines python_unit_tests
+    unit_tests "python-works and the SDK package (unittest, conductor_sdk.fakes)" last_lines python_unit_tests
     mkdir -p "$PYTHON_STAGE"
     find "$PYTHON_SRC" -maxdepth 1 -name '*.py' ! -name 'test_*.py' -exec cp {} "$PYTHON_STAGE/" \;
-    cp plugin-sdk/python/conductor_sdk.py "$PYTHON_STAGE/"
+    cp -R plugin-sdk/python/src/conductor_sdk "$PYTHON_STAGE/"
+    find "$PYTHON_STAGE" -name __pycache__ -prune -exec rm -rf {} +
     components python-works python_works "$PYTHON_SRC" componentize_python
 }
 
 # --- JavaScript ------------------------------------------------------------------------------
 JS_SRC="examples/js-works"
 
-# The SDK's glue (plugin-sdk/js/sdk.mjs), then the plugin's, against the fakes.
+# The SDK's (plugin-sdk/js/*.test.mjs: the glue, ocm, the package and its world generator), then
+# the plugin's, against the fakes.
 js_unit_tests() {
-    node --test --test-reporter=tap plugin-sdk/js/sdk.test.mjs &&
+    node --test --test-reporter=tap plugin-sdk/js/ &&
         cd "$JS_SRC" && node --import "$ROOT/plugin-sdk/js/register.mjs" --test --test-reporter=tap
 }
 
@@ -200,12 +219,22 @@ componentize_javascript() {
 
 build_js() {
     command -v node >/dev/null || die "node is needed (the unit tests and componentize-js)"
-    unit_tests "js-works and sdk.mjs (node:test, plugin-sdk/js fakes)" pass_fail js_unit_tests
+    unit_tests "js-works and the SDK package (node:test, plugin-sdk/js fakes)" pass_fail js_unit_tests
     components js-works js_works "$JS_SRC" componentize_javascript
 }
 
-plugin_wit_unit_tests() { PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s plugin-sdk/tools; }
-unit_tests "plugin_wit.py" last_lines plugin_wit_unit_tests
+if [ "$TOOLS_ONLY" = 1 ]; then
+    componentize_py_install
+    command -v node >/dev/null || die "node is needed (componentize-js)"
+    componentize_js_install
+    ls -l "$TOOLS/bin" >&2
+    exit 0
+fi
+plugin_wit_unit_tests() {
+    PYTHONPATH=plugin-sdk/python/src PYTHONDONTWRITEBYTECODE=1 \
+        python3 -m unittest discover -s plugin-sdk/python/tests -p 'test_plugin_wit.py'
+}
+unit_tests "the world generator (conductor_plugin_wit)" last_lines plugin_wit_unit_tests
 for p in "${plugins[@]}"; do
     case "$p" in
         python-works) build_python ;;

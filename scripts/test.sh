@@ -28,7 +28,9 @@ python3 scripts/module-cycles.py host/src plugin-sdk/src plugins/*/src load/src
 cargo build --workspace --all-targets --locked
 scripts/build-plugins.sh -p static-works -p misbehaving-plugin -p wrong-version-plugin -p flaky-plugin -p greedy-plugin
 # The Python and JavaScript example plugins (their unit tests, then the components, into
-# target/polyglot/; componentize-py and componentize-js cached under ~/.cache/conductor/tools).
+# target/polyglot/; componentize-py, componentize-js and rolldown cached under
+# ~/.cache/conductor/tools, where the projects tests/authoring.rs makes with `conductor plugins
+# new` take them from).
 scripts/build-polyglot-plugins.sh
 # Compile each Python and JavaScript component once, one after the other, into the compile cache
 # (~/.cache/conductor/compiled): the tests that load them in parallel then load them in

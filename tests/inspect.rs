@@ -1,6 +1,6 @@
 //! The inspector, against the real binary: agents connect and plugins load, then every field
-//! that `conductor inspect subscribers|plugins|routes` prints (JSON and table) is checked
-//! against what the test did; `conductor reload` applies a changed configuration and reports a
+//! that `conductor inspect subscribers|plugins|plugin <name>|routes` prints (JSON and table) is
+//! checked against what the test did — a plugin's `kv` included; `conductor reload` applies a changed configuration and reports a
 //! refused one.
 
 use std::net::SocketAddr;
@@ -56,9 +56,39 @@ fn cli(c: &Conductor, args: &[&str]) -> (bool, String, String) {
 }
 
 fn inspect_json(c: &Conductor, what: &str) -> Value {
-    let (ok, out, err) = cli(c, &["inspect", what, "--output", "json"]);
-    assert!(ok, "inspect {what} failed: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("inspect {what} printed no JSON ({e}):\n{out}"))
+    inspect_json_of(c, &[what])
+}
+
+/// `conductor inspect <what…> --output json`, parsed.
+fn inspect_json_of(c: &Conductor, what: &[&str]) -> Value {
+    let args: Vec<&str> = ["inspect"]
+        .iter()
+        .chain(what)
+        .chain(&["--output", "json"])
+        .copied()
+        .collect();
+    let (ok, out, err) = cli(c, &args);
+    assert!(ok, "inspect {what:?} failed: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("inspect {what:?} printed no JSON ({e}):\n{out}"))
+}
+
+/// What `conductor inspect plugin <name>` shows of a plugin's `kv`: (keys, bytes, [(key, bytes,
+/// text)]).
+fn kv_of(detail: &Value) -> (u64, u64, Vec<(String, u64, String)>) {
+    let kv = &detail["kv"];
+    let entries = kv["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no kv entries in {detail}"))
+        .iter()
+        .map(|e| {
+            (
+                e["key"].as_str().unwrap().to_owned(),
+                e["bytes"].as_u64().unwrap(),
+                e["text"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    (kv["keys"].as_u64().unwrap(), kv["bytes"].as_u64().unwrap(), entries)
 }
 
 fn time(v: &Value) -> DateTime<Utc> {
@@ -258,6 +288,51 @@ async fn inspect_shows_subscribers_plugins_and_routes_as_they_are() {
         "{table}"
     );
 
+    // One plugin, with what it keeps in `kv`: the status static-works stored (the refused one is
+    // not kept), as JSON and as a table; the memory source keeps none; an unknown name is a 404.
+    let detail = inspect_json_of(&c, &["plugin", "static"]);
+    assert_eq!(
+        (&detail["name"], &detail["form"]),
+        (&"static".into(), &"component".into())
+    );
+    assert_eq!(detail["calls"]["total"], 4, "the row of `inspect plugins`: {detail}");
+    let stored = r#"{"conditions":[]}"#;
+    let key = "status/cluster1/web";
+    assert_eq!(
+        kv_of(&detail),
+        (
+            1,
+            (key.len() + stored.len()) as u64,
+            vec![(key.to_owned(), stored.len() as u64, stored.to_owned())]
+        ),
+        "{detail}"
+    );
+    assert_eq!(
+        detail["kv"]["entries"][0]["base64"],
+        Value::Null,
+        "a UTF-8 value is shown as text"
+    );
+    let (ok, table, err) = cli(&c, &["inspect", "plugin", "static"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        row(&table, "static")[..6],
+        ["static", "component", env!("CARGO_PKG_VERSION"), "1/2", "4", "1"]
+    );
+    assert!(
+        table.contains(&format!("kv: 1 keys, {} bytes", key.len() + stored.len())),
+        "{table}"
+    );
+    assert_eq!(row(&table, key), [key, "17", stored], "{table}");
+    let memory = inspect_json_of(&c, &["plugin", "leases"]);
+    assert_eq!(memory["kv"], Value::Null, "{memory}");
+    let (ok, table, err) = cli(&c, &["inspect", "plugin", "leases"]);
+    assert!(ok && table.contains("kv: none"), "{table}{err}");
+    let (ok, _, err) = cli(&c, &["inspect", "plugin", "nope"]);
+    assert!(!ok);
+    assert!(err.contains("404") && err.contains("no plugin named \"nope\""), "{err}");
+    let (code, _) = c.admin_get("/inspect/plugins/nope").await.unwrap();
+    assert_eq!(code, 404);
+
     // Routes.
     let routes = inspect_json(&c, "routes");
     let listed: Vec<(&str, &str)> = routes["routes"]
@@ -283,6 +358,11 @@ async fn inspect_shows_subscribers_plugins_and_routes_as_they_are() {
     assert_eq!((&sw["pool_size"], &sw["instances"]), (&3.into(), &1.into()));
     assert_eq!(sw["calls"]["total"], 1, "only its start so far");
     assert!(time(&sw["loaded_at"]) > loaded);
+    assert_eq!(
+        kv_of(&inspect_json_of(&c, &["plugin", "static"])).2[0].0,
+        key,
+        "kv is kept across the reload"
+    );
     let reload = &inspect_json(&c, "routes")["last_reload"];
     assert_eq!(reload["applied"], true);
     assert_eq!(strings(&reload["changes"]["replaced"]), ["static"]);

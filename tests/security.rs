@@ -870,6 +870,10 @@ async fn the_admin_endpoint_takes_tls_and_tokens_checked_with_subject_access_rev
         ("GET", "/metrics", Some(SCRAPER_TOKEN), 200),
         ("GET", "/inspect/plugins", Some(SCRAPER_TOKEN), 403),
         ("GET", "/inspect/subscribers", Some(ADMIN_TOKEN), 200),
+        // One plugin with its `kv`: behind the same review, on its own path.
+        ("GET", "/inspect/plugins/chaos", None, 401),
+        ("GET", "/inspect/plugins/chaos", Some(SCRAPER_TOKEN), 403),
+        ("GET", "/inspect/plugins/chaos", Some(ADMIN_TOKEN), 200),
         ("POST", "/reload", Some(SCRAPER_TOKEN), 403),
         ("POST", "/reload", Some(ADMIN_TOKEN), 200),
     ] {
@@ -886,7 +890,12 @@ async fn the_admin_endpoint_takes_tls_and_tokens_checked_with_subject_access_rev
             Some((a["verb"].as_str()?.to_owned(), a["path"].as_str()?.to_owned()))
         })
         .collect();
-    for want in [("get", "/metrics"), ("get", "/inspect/plugins"), ("post", "/reload")] {
+    for want in [
+        ("get", "/metrics"),
+        ("get", "/inspect/plugins"),
+        ("get", "/inspect/plugins/chaos"),
+        ("post", "/reload"),
+    ] {
         assert!(
             reviewed.iter().any(|(v, p)| (v.as_str(), p.as_str()) == want),
             "a SubjectAccessReview of {want:?} in {reviewed:?}"

@@ -19,15 +19,16 @@
 //
 // Built with componentize-js against the world plugin-sdk/tools/plugin_wit.py derives from the
 // contract for the capabilities emit, log, timer and kv (scripts/build-polyglot-plugins.sh): the
-// `conductor:plugin/…` imports below are bound at build time; the SDK's glue
-// (plugin-sdk/js/sdk.mjs) is imported by its relative path. plugin.test.js runs this module under
-// node:test against the SDK's JavaScript fakes.
+// `conductor:plugin/…` imports below are bound at build time; the SDK (plugin-sdk/js/sdk.mjs: its
+// glue, and its `ocm` encoders for the events) is imported by its relative path — a project of
+// its own imports the npm package `conductor-plugin-sdk` instead. plugin.test.js runs this module
+// under node:test against the SDK's JavaScript fakes.
 
 import { emit } from 'conductor:plugin/emit@0.5.0';
 import { log } from 'conductor:plugin/log@0.5.0';
 import { set as setTimer } from 'conductor:plugin/timer@0.5.0';
 import { get as kvGet, set as kvSet } from 'conductor:plugin/kv@0.5.0';
-import { PluginError, guard, uuid5 } from '../../plugin-sdk/js/sdk.mjs';
+import { PluginError, guard, ocm, uuid5 } from '../../plugin-sdk/js/sdk.mjs';
 
 export { PluginError };
 
@@ -37,7 +38,7 @@ export const VERSION = '0.1.0';
 export const CONTRACT = '0.5.0';
 // The source name agents echo back as `originalsource`.
 export const SOURCE = 'js';
-export const MANIFEST_BUNDLES = 'io.open-cluster-management.works.v1alpha1.manifestbundles';
+export const MANIFEST_BUNDLES = ocm.MANIFEST_BUNDLES;
 const ANNOUNCE = 'announce';
 const S32_MAX = 2 ** 31 - 1;
 // The namespace of the works' UIDs (a UUID of our own, fixed: static-works and python-works use it too).
@@ -111,55 +112,23 @@ export function parseConfig(text) {
   return { works, announceAfter: announce ?? undefined, raiseFor: raiseFor ?? undefined };
 }
 
-function uuid4() {
-  const b = crypto.getRandomValues(new Uint8Array(16));
-  b[6] = (b[6] & 0x0f) | 0x40;
-  b[8] = (b[8] & 0x3f) | 0x80;
-  const x = Array.from(b, (v) => v.toString(16).padStart(2, '0')).join('');
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
-}
-
 /**
- * A work as the `manifestbundles` spec event OCM's work agents read: `resourceid` = uid,
- * `resourceversion` = generation (an integer), `metadata` = the ObjectMeta JSON, and the
- * ManifestBundle as data.
+ * A work as the `manifestbundles` spec event OCM's work agents read, encoded by the SDK
+ * (`ocm.manifestWorkEvent`): `resourceid` = uid, `resourceversion` = generation (an integer),
+ * `metadata` = the ObjectMeta JSON, and the ManifestBundle as data.
  */
 export function workEvent(work, action) {
-  const metadata = {
-    generation: work.generation,
-    labels: { 'app.kubernetes.io/managed-by': NAME },
-    name: work.name,
-    namespace: work.cluster,
-    uid: work.uid,
+  const manifestWork = {
+    metadata: {
+      generation: work.generation,
+      labels: { 'app.kubernetes.io/managed-by': NAME },
+      name: work.name,
+      namespace: work.cluster,
+      uid: work.uid,
+    },
+    spec: { workload: { manifests: work.manifests } },
   };
-  const now = Date.now();
-  const string = (name, val) => ({ name, value: { tag: 'string', val } });
-  return {
-    id: uuid4(),
-    source: SOURCE,
-    specVersion: '1.0',
-    type: `${MANIFEST_BUNDLES}.spec.${action}`,
-    dataContentType: 'application/json',
-    dataSchema: undefined,
-    subject: undefined,
-    time: { seconds: BigInt(Math.floor(now / 1000)), nanos: (now % 1000) * 1_000_000 },
-    extensions: [
-      string('originalsource', ''),
-      string('clustername', work.cluster),
-      string('resourceid', work.uid),
-      { name: 'resourceversion', value: { tag: 'integer', val: work.generation } },
-      string('metadata', JSON.stringify(metadata)),
-      string('logtracing', '{}'),
-    ],
-    data: new TextEncoder().encode(JSON.stringify({ manifests: work.manifests })),
-  };
-}
-
-function extensionStr(event, name) {
-  const found = event.extensions.find((e) => e.name === name);
-  if (!found) throw invalid(`the event has no ${name} extension`);
-  if (found.value.tag !== 'string') throw invalid(`extension ${name} is not a string`);
-  return found.value.val;
+  return ocm.manifestWorkEvent(manifestWork, SOURCE, action);
 }
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
@@ -208,8 +177,8 @@ export const plugin = guard({
     if (!event.type.endsWith('.status.update_request')) {
       throw invalid(`${NAME} is read-only: ${event.type} is not supported`);
     }
-    const cluster = extensionStr(event, 'clustername');
-    const resource = extensionStr(event, 'resourceid');
+    const cluster = ocm.clusterName(event);
+    const resource = ocm.resourceId(event);
     if (resource === raiseFor) deliberateBug(resource);
     const work = works.find((w) => w.cluster === cluster && w.uid === resource);
     if (!work) {

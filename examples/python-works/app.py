@@ -19,26 +19,19 @@ configuration, one table per cluster, under the source name `python`:
 
 Built with componentize-py against the world plugin-sdk/tools/plugin_wit.py derives from the
 contract for the capabilities emit, log, timer and kv (scripts/build-polyglot-plugins.sh), with
-the SDK's `conductor_sdk.py` (plugin-sdk/python) staged beside it. The `wit_world` modules are
-generated at build time; `test_app.py` runs this module against the SDK's Python fakes.
+the SDK's package `conductor_sdk` (plugin-sdk/python/src) staged beside it: its glue, and its
+`ocm` encoders for the events. The `wit_world` modules are generated at build time; `test_app.py`
+runs this module against the SDK's Python fakes (`conductor_sdk.fakes`).
 """
 
 import json
-import time
-import uuid
 
 import conductor_sdk
 from componentize_py_types import Err
+from conductor_sdk import ocm
 from wit_world.exports.plugin import Description, HostEvent_Timer
 from wit_world.imports import emit, kv, log, timer
-from wit_world.imports.types import (
-    CloudEvent,
-    Error_Invalid,
-    Extension,
-    ExtensionValue_Integer,
-    ExtensionValue_String,
-    Timestamp,
-)
+from wit_world.imports.types import Error_Invalid
 
 NAME = "python-works"
 VERSION = "0.1.0"
@@ -46,7 +39,7 @@ VERSION = "0.1.0"
 CONTRACT = "0.5.0"
 # The source name agents echo back as `originalsource`.
 SOURCE = "python"
-MANIFEST_BUNDLES = "io.open-cluster-management.works.v1alpha1.manifestbundles"
+MANIFEST_BUNDLES = ocm.MANIFEST_BUNDLES
 ANNOUNCE = "announce"
 S32_MAX = 2**31 - 1
 # The namespace of the works' UIDs (a UUID of our own, fixed: static-works and js-works use it too).
@@ -129,49 +122,20 @@ def parse_config(text):
 
 
 def work_event(work, action):
-    """A work as the `manifestbundles` spec event OCM's work agents read: `resourceid` = uid,
-    `resourceversion` = generation (an integer), `metadata` = the ObjectMeta JSON, and the
-    ManifestBundle as data."""
-    metadata = {
-        "generation": work["generation"],
-        "labels": {"app.kubernetes.io/managed-by": NAME},
-        "name": work["name"],
-        "namespace": work["cluster"],
-        "uid": work["uid"],
+    """A work as the `manifestbundles` spec event OCM's work agents read, encoded by the SDK
+    (`ocm.manifest_work_event`): `resourceid` = uid, `resourceversion` = generation (an integer),
+    `metadata` = the ObjectMeta JSON, and the ManifestBundle as data."""
+    manifest_work = {
+        "metadata": {
+            "generation": work["generation"],
+            "labels": {"app.kubernetes.io/managed-by": NAME},
+            "name": work["name"],
+            "namespace": work["cluster"],
+            "uid": work["uid"],
+        },
+        "spec": {"workload": {"manifests": work["manifests"]}},
     }
-    now = time.time_ns()
-
-    def string(name, value):
-        return Extension(name, ExtensionValue_String(value))
-
-    return CloudEvent(
-        id=str(uuid.uuid4()),
-        source=SOURCE,
-        spec_version="1.0",
-        type=f"{MANIFEST_BUNDLES}.spec.{action}",
-        data_content_type="application/json",
-        data_schema=None,
-        subject=None,
-        time=Timestamp(now // 1_000_000_000, now % 1_000_000_000),
-        extensions=[
-            string("originalsource", ""),
-            string("clustername", work["cluster"]),
-            string("resourceid", work["uid"]),
-            Extension("resourceversion", ExtensionValue_Integer(work["generation"])),
-            string("metadata", json.dumps(metadata, separators=(",", ":"), sort_keys=True)),
-            string("logtracing", "{}"),
-        ],
-        data=json.dumps({"manifests": work["manifests"]}, separators=(",", ":")).encode(),
-    )
-
-
-def extension_str(event, name):
-    for e in event.extensions:
-        if e.name == name:
-            if isinstance(e.value, ExtensionValue_String):
-                return e.value.value
-            raise invalid(f"extension {name} is not a string")
-    raise invalid(f"the event has no {name} extension")
+    return ocm.manifest_work_event(manifest_work, SOURCE, action)
 
 
 # One component instance runs one Python interpreter: the instance's state lives here.
@@ -213,8 +177,8 @@ class Plugin(conductor_sdk.Plugin):
         parts = event.type.rsplit(".", 2)
         if len(parts) != 3 or parts[1:] != ["status", "update_request"]:
             raise invalid(f"{NAME} is read-only: {event.type} is not supported")
-        cluster = extension_str(event, "clustername")
-        resource = extension_str(event, "resourceid")
+        cluster = ocm.cluster_name(event)
+        resource = ocm.resource_id(event)
         if resource == _raise_for:
             deliberate_bug(resource)
         work = next((w for w in _works if w["cluster"] == cluster and w["uid"] == resource), None)

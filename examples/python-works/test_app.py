@@ -1,4 +1,4 @@
-"""Unit tests of python-works with the SDK's Python fakes (plugin-sdk/python/conductor_fakes.py):
+"""Unit tests of python-works with the SDK's Python fakes (`conductor_sdk.fakes`, plugin-sdk/python):
 no host, no WebAssembly. scripts/build-polyglot-plugins.sh runs them before building the
 component, with the generated `wit_world` stubs on the path:
 
@@ -13,7 +13,7 @@ import uuid
 
 import app
 from componentize_py_types import Err
-from conductor_fakes import FakeHost
+from conductor_sdk.fakes import FakeHost
 from wit_world.exports.plugin import HostEvent_Timer, ListOptions
 from wit_world.imports.types import (
     CloudEvent,

@@ -26,6 +26,7 @@
 //! - [`admin`]: the admin HTTP endpoint (metrics, health, reload, the inspector);
 //!   [`admin_client`]: its client, behind `conductor inspect` and `conductor reload`;
 //! - [`app`]: the wiring of all of these, reloads and the orderly shutdown;
+//! - [`authoring`]: what plugin authors run — `conductor plugins new` and `conductor plugins test`;
 //! - [`errors`]: an error and its causes as one line; `private_folder`: the caches' folders, private
 //!   to conductor's user.
 //!
@@ -35,6 +36,7 @@ pub mod admin;
 pub mod admin_client;
 pub mod app;
 pub mod auth;
+pub mod authoring;
 pub mod broker;
 pub mod config;
 pub mod database;

@@ -41,7 +41,7 @@ enum Command {
         #[command(flatten)]
         plugins: PluginFolder,
     },
-    /// Look at plugins.
+    /// Look at plugins, start one, test one.
     Plugins {
         #[command(subcommand)]
         command: PluginsCommand,
@@ -96,13 +96,18 @@ impl Admin {
     }
 }
 
-#[derive(Subcommand, Clone, Copy)]
+#[derive(Subcommand, Clone)]
 enum InspectWhat {
     /// Live Subscribe streams: cluster, data type, user, remote address, age, events sent, queue.
     Subscribers,
     /// Plugins: form, version, grants, sources, data types, instances, calls, errors, call
     /// latency, last error, when loaded.
     Plugins,
+    /// One plugin: its row of `inspect plugins`, then every key it keeps in `kv` with its value.
+    Plugin {
+        /// The plugin's name in `conductor.toml`.
+        name: String,
+    },
     /// Source → plugin routes, and the last reload's outcome.
     Routes,
 }
@@ -151,6 +156,31 @@ enum PluginsCommand {
         cache: Option<PathBuf>,
         #[command(flatten)]
         registry: RegistryArgs,
+    },
+    /// Write a plugin project to start from: the plugin, a unit test against the SDK's fakes, a
+    /// build script, a conductor.toml that loads it and a plugin-test.toml for `plugins test`.
+    New {
+        /// The plugin's name (lowercase letters, digits and `-`): its package, plugin and source.
+        name: String,
+        /// The language of the plugin.
+        #[arg(long, value_enum)]
+        lang: conductor::authoring::new::Lang,
+        /// Where to write the project (default: ./NAME); it must not exist or be empty.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The conductor repository's plugin-sdk folder: the project depends on that checkout of
+        /// the SDK (Cargo path, `pip install <sdk>/python`, npm `file:<sdk>/js`) instead of the
+        /// contract's version.
+        #[arg(long, value_name = "PATH")]
+        sdk_path: Option<PathBuf>,
+    },
+    /// Load a plugin file in conductor's runtime with fake capabilities and replay the scripted
+    /// agent conversation of FILE (resync, status updates, deletes, timers), printing each call's
+    /// answer; exit 1 when one differs from what the script expects.
+    Test {
+        /// The script (a TOML file: the plugin's table, then `[[step]]`s; see the plugin
+        /// author's guide).
+        file: PathBuf,
     },
     /// Show what a configuration would load: each plugin and its routes, or why not.
     List {
@@ -224,6 +254,18 @@ fn main() -> std::process::ExitCode {
                     registry,
                 },
         } => pull(&reference, verify_key.as_deref(), cache, registry),
+        Command::Plugins {
+            command:
+                PluginsCommand::New {
+                    name,
+                    lang,
+                    dir,
+                    sdk_path,
+                },
+        } => new_plugin(name, lang, dir, sdk_path),
+        Command::Plugins {
+            command: PluginsCommand::Test { file },
+        } => test_plugin(&file),
         Command::Inspect { what, admin, output } => inspect_running(what, &admin.endpoint(), output),
         Command::Reload { admin } => reload(&admin.endpoint()),
     };
@@ -361,6 +403,32 @@ fn pull(
     Ok(())
 }
 
+fn new_plugin(
+    name: String,
+    lang: conductor::authoring::new::Lang,
+    dir: Option<PathBuf>,
+    sdk_path: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    use conductor::authoring::new;
+    let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+    let created = new::create(&new::NewProject {
+        name,
+        lang,
+        dir,
+        sdk_path,
+    })?;
+    print!("{}", new::next_steps(&created, lang));
+    Ok(())
+}
+
+fn test_plugin(file: &Path) -> anyhow::Result<()> {
+    if runtime()?.block_on(conductor::authoring::test_plugin(file))? {
+        Ok(())
+    } else {
+        anyhow::bail!("{}: a call answered otherwise than the script expects", file.display())
+    }
+}
+
 fn inspect_running(
     what: InspectWhat,
     admin: &conductor::admin_client::client::Endpoint,
@@ -368,11 +436,13 @@ fn inspect_running(
 ) -> anyhow::Result<()> {
     use conductor::admin::views as inspect;
     use conductor::admin_client::{client, table};
-    let path = match what {
-        InspectWhat::Subscribers => "/inspect/subscribers",
-        InspectWhat::Plugins => "/inspect/plugins",
-        InspectWhat::Routes => "/inspect/routes",
+    let path = match &what {
+        InspectWhat::Subscribers => "/inspect/subscribers".to_owned(),
+        InspectWhat::Plugins => "/inspect/plugins".to_owned(),
+        InspectWhat::Plugin { name } => format!("/inspect/plugins/{}", client::path_segment(name)),
+        InspectWhat::Routes => "/inspect/routes".to_owned(),
     };
+    let path = path.as_str();
     let body = runtime()?.block_on(client::request(admin, hyper::Method::GET, path))?;
     let now = chrono::Utc::now();
     let bad = |e: serde_json::Error| anyhow::anyhow!("{}{path} answered something else than expected: {e}", admin.url);
@@ -388,6 +458,9 @@ fn inspect_running(
         (Output::Table, InspectWhat::Plugins) => {
             let plugins: Vec<inspect::Plugin> = serde_json::from_str(&body).map_err(bad)?;
             table::plugins(&plugins, now)
+        }
+        (Output::Table, InspectWhat::Plugin { .. }) => {
+            table::plugin_detail(&serde_json::from_str(&body).map_err(bad)?, now)
         }
         (Output::Table, InspectWhat::Routes) => table::routes(&serde_json::from_str(&body).map_err(bad)?, now),
     };

@@ -1,10 +1,9 @@
 // Module hooks (see register.mjs): `conductor:plugin/<interface>@<version>` resolves to
-// fakes/<interface>.mjs when <version> is the contract's own (plugin-sdk/wit/plugin.wit).
-import { existsSync, readFileSync } from 'node:fs';
+// fakes/<interface>.mjs when <version> is the contract's own (`CONTRACT` of sdk.mjs, the
+// package's version).
+import { existsSync } from 'node:fs';
 
-const wit = new URL('../wit/plugin.wit', import.meta.url);
-const CONTRACT = /^package conductor:plugin@([0-9.]+);/m.exec(readFileSync(wit, 'utf8'))?.[1];
-if (!CONTRACT) throw new Error(`${wit.pathname} declares no \`package conductor:plugin@<version>;\``);
+import { CONTRACT } from './sdk.mjs';
 
 export async function resolve(specifier, context, nextResolve) {
   const m = /^conductor:plugin\/([a-z-]+)@(.+)$/.exec(specifier);

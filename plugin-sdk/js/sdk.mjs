@@ -18,12 +18,20 @@
 //   (`crypto.subtle.digest` answers a Promise, and exports cannot wait): SHA-1 is written out here.
 // - `stableHash(data)`: a 64-bit FNV-1a hash of a string or bytes, as a BigInt: the same in every
 //   process and every language.
+// - `ocm`: OCM's event encoders and status parsers (ocm.mjs), as the Rust SDK's `ocm` module.
+// - `CONTRACT`: the contract version this SDK is built for (`conductor:plugin@CONTRACT`).
 //
-// A plugin imports it by a relative path (componentize-js follows relative imports within the
-// folder it runs from; scripts/build-polyglot-plugins.sh runs it from the repository's root):
+// The npm package `conductor-plugin-sdk` (this folder; its version is the contract's): a plugin
+// imports it by name and is bundled before componentize-js builds it (componentize-js loads
+// relative modules only), as `conductor plugins new --lang js` sets up; its fakes
+// (`conductor-plugin-sdk/fakes`, `node --import conductor-plugin-sdk/register --test`) run its
+// unit tests in Node, its world generator (`conductor-plugin-wit`) derives the WIT to build
+// against. Within the repository the examples import this file by a relative path instead:
 //
-//     import { guard, PluginError, uuid5 } from '../../plugin-sdk/js/sdk.mjs';
+//     import { guard, PluginError, uuid5 } from 'conductor-plugin-sdk';   // or '../../plugin-sdk/js/sdk.mjs'
 //     export const plugin = guard({ describe() { … }, handle(identity, event) { … }, … });
+
+import { PluginError } from './error.mjs';
 
 /** The exports of `interface plugin` that answer `result<_, error>`, by their JavaScript names. */
 export const EXPORTS = ['checkConfig', 'init', 'start', 'list', 'handle', 'onEvents'];
@@ -34,14 +42,14 @@ export const NAMESPACE_URL = '6ba7b811-9dad-11d1-80b4-00c04fd430c8';
 export const NAMESPACE_OID = '6ba7b812-9dad-11d1-80b4-00c04fd430c8';
 export const NAMESPACE_X500 = '6ba7b814-9dad-11d1-80b4-00c04fd430c8';
 
-/** The contract's `error`: thrown from an export, the host receives its `payload`. */
-export class PluginError extends Error {
-  constructor(tag, message) {
-    super(message);
-    this.name = 'PluginError';
-    this.payload = { tag, val: message };
-  }
-}
+export { PluginError };
+export * as ocm from './ocm.mjs';
+
+/**
+ * The contract this SDK is built for, and the package's version (the same: a test fails if
+ * package.json's version, this or plugin-sdk/wit/plugin.wit's package declaration differ).
+ */
+export const CONTRACT = '0.5.0';
 
 const GUARDED = Symbol('conductor.guarded');
 

@@ -136,6 +136,36 @@ impl Inspector {
         }
     }
 
+    /// One plugin, with what it keeps in `kv`; none when no plugin of that name runs.
+    pub fn plugin_detail(&self, name: &str) -> Option<inspect::PluginDetail> {
+        let running = self.plugins.read().get(name).cloned()?;
+        let kv = running.plugin.as_deref().map(|p| {
+            use base64::Engine as _;
+            let store = p.kv();
+            let (keys, bytes) = store.size();
+            let entries = store
+                .entries()
+                .into_iter()
+                .map(|(key, value)| {
+                    let text = std::str::from_utf8(&value).ok().map(str::to_owned);
+                    inspect::KvEntry {
+                        key,
+                        bytes: value.len(),
+                        base64: text
+                            .is_none()
+                            .then(|| base64::engine::general_purpose::STANDARD.encode(&value)),
+                        text,
+                    }
+                })
+                .collect();
+            inspect::Kv { keys, bytes, entries }
+        });
+        Some(inspect::PluginDetail {
+            plugin: self.plugin(name, &running),
+            kv,
+        })
+    }
+
     pub fn routes(&self) -> inspect::Routes {
         let registry = self.broker.registry();
         let routes = registry

@@ -2,7 +2,8 @@
 //! `/readyz` (the gRPC listener is serving and not shutting down, and no database LISTEN connection
 //! is down) and `POST /reload` (re-read `conductor.toml` and apply what changed, as SIGHUP does;
 //! answers with what changed, or why the new configuration was refused); and the inspector's
-//! JSON views, `/inspect/subscribers`, `/inspect/plugins` and `/inspect/routes`. Over HTTP or
+//! JSON views, `/inspect/subscribers`, `/inspect/plugins`, `/inspect/plugins/<name>` (one plugin
+//! and what it keeps in `kv`) and `/inspect/routes`. Over HTTP or
 //! HTTPS ([`https`]), open or guarded by token and SubjectAccessReview ([`authorize`]).
 
 pub mod authorize;
@@ -114,11 +115,23 @@ fn routes(state: AdminState) -> Router {
             "/inspect/plugins",
             get(|State(s): State<AdminState>| async move { Json(s.inspector.plugins()) }),
         )
+        .route("/inspect/plugins/{name}", get(plugin_detail))
         .route(
             "/inspect/routes",
             get(|State(s): State<AdminState>| async move { Json(s.inspector.routes()) }),
         )
         .with_state(state)
+}
+
+async fn plugin_detail(
+    State(state): State<AdminState>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> Result<Json<views::PluginDetail>, (StatusCode, String)> {
+    state
+        .inspector
+        .plugin_detail(&name)
+        .map(Json)
+        .ok_or_else(|| (StatusCode::NOT_FOUND, format!("no plugin named {name:?} runs\n")))
 }
 
 async fn render_metrics(State(state): State<AdminState>) -> ([(&'static str, &'static str); 1], String) {

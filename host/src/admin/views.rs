@@ -1,5 +1,5 @@
 //! What the admin endpoint answers, as JSON: the inspector's views of a running conductor
-//! (`/inspect/subscribers`, `/inspect/plugins`, `/inspect/routes`) and a reload's outcome
+//! (`/inspect/subscribers`, `/inspect/plugins`, `/inspect/plugins/<name>`, `/inspect/routes`) and a reload's outcome
 //! (`POST /reload`). `conductor inspect` reads the same types back.
 
 use chrono::{DateTime, Utc};
@@ -71,6 +71,35 @@ pub struct Plugin {
     pub calls: Option<Calls>,
     /// When it was loaded: at startup, or by the reload that last replaced it.
     pub loaded_at: DateTime<Utc>,
+}
+
+/// One configured plugin with what it keeps in `kv` (`/inspect/plugins/<name>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PluginDetail {
+    #[serde(flatten)]
+    pub plugin: Plugin,
+    /// What the plugin holds in `kv`, sorted by key (none for the built-in memory source).
+    pub kv: Option<Kv>,
+}
+
+/// A plugin's `kv` state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Kv {
+    /// Keys held, and bytes of keys and values together (what `limits.kv_keys` and
+    /// `limits.kv_bytes` bound).
+    pub keys: usize,
+    pub bytes: usize,
+    pub entries: Vec<KvEntry>,
+}
+
+/// One key and its value: as text when the value is UTF-8, else base64.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvEntry {
+    pub key: String,
+    /// The value's length in bytes.
+    pub bytes: usize,
+    pub text: Option<String>,
+    pub base64: Option<String>,
 }
 
 /// What a plugin's calls did since it was loaded.

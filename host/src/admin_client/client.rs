@@ -64,6 +64,17 @@ pub enum ClientError {
 
 /// The answer to `method` `path` at `endpoint`; a status other than 2xx is an error carrying the
 /// body.
+/// `segment` percent-encoded for a URL path (everything but RFC 3986's unreserved characters).
+pub fn path_segment(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 pub async fn request(endpoint: &Endpoint, method: hyper::Method, path: &str) -> Result<String, ClientError> {
     let admin = endpoint.url.as_str();
     let url_error = |reason: &str| ClientError::Url {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::admin::views::{Calls, Plugin, Routes, Subscriber};
+use crate::admin::views::{Calls, Plugin, PluginDetail, Routes, Subscriber};
 
 /// Columns padded to their widest cell, two spaces apart.
 fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -134,6 +134,43 @@ pub fn plugins(plugins: &[Plugin], now: DateTime<Utc>) -> String {
         }
     }
     out
+}
+
+/// How much of a `kv` value the table shows; `--output json` shows all of it.
+const VALUE_SHOWN: usize = 120;
+
+/// One plugin's row, then what it keeps in `kv`: a key per line with its size and its value
+/// (text, shortened; base64 for a value that is not UTF-8).
+pub fn plugin_detail(detail: &PluginDetail, now: DateTime<Utc>) -> String {
+    let mut out = plugins(std::slice::from_ref(&detail.plugin), now);
+    let Some(kv) = &detail.kv else {
+        return out + "\nkv: none (a built-in source)\n";
+    };
+    out += &format!("\nkv: {} keys, {} bytes\n", kv.keys, kv.bytes);
+    if kv.entries.is_empty() {
+        return out;
+    }
+    let rows: Vec<Vec<String>> = kv
+        .entries
+        .iter()
+        .map(|e| {
+            let value = match (&e.text, &e.base64) {
+                (Some(text), _) => shorten(&text.replace('\n', "\\n")),
+                (None, Some(b64)) => format!("base64:{}", shorten(b64)),
+                (None, None) => String::new(),
+            };
+            vec![e.key.clone(), e.bytes.to_string(), value]
+        })
+        .collect();
+    out + &render(&["KEY", "BYTES", "VALUE"], &rows)
+}
+
+fn shorten(text: &str) -> String {
+    if text.chars().count() <= VALUE_SHOWN {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(VALUE_SHOWN).collect();
+    format!("{kept}…")
 }
 
 pub fn routes(routes: &Routes, now: DateTime<Utc>) -> String {

@@ -238,6 +238,11 @@ impl Capabilities {
         &self.grants
     }
 
+    /// The plugin's `kv` state (for the inspector and `conductor plugins test`).
+    pub fn kv(&self) -> &KvStore {
+        &self.kv
+    }
+
     pub fn mode(&self) -> Mode {
         self.mode
     }

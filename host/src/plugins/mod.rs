@@ -425,6 +425,21 @@ impl PluginSource {
         Ok(())
     }
 
+    /// Runs the plugin's once-only `start` and delivers no host event afterwards: `conductor
+    /// plugins test` hands the plugin the events of its script itself (what `start` sets up —
+    /// timers, say — stays quiet until [`Self::stop`]).
+    pub async fn start_without_events(&self) -> Result<(), Error> {
+        self.call(PluginRequest::Start, Wait::Patient).await.map(|_| ())
+    }
+
+    /// One `on-events` call with `events`, counted like the dispatcher's (for `conductor plugins
+    /// test`).
+    pub async fn on_events(&self, events: Vec<HostEvent>) -> Result<(), Error> {
+        self.call(PluginRequest::OnEvents(events), Wait::Patient)
+            .await
+            .map(|_| ())
+    }
+
     /// The dispatcher: batches of queued host events to `on-events` calls, one at a time or, for
     /// notifications, on as many lanes as the plugin takes ([`Lanes`]). While a call runs, the
     /// next one starts once a quarter of a batch waits, after [`OVERTAKE_AFTER`], or when no call
@@ -539,6 +554,11 @@ impl PluginSource {
 
     pub fn instances(&self) -> usize {
         self.runtime.instances()
+    }
+
+    /// What the plugin keeps in `kv` (shared by its instances, kept across reloads).
+    pub fn kv(&self) -> &KvStore {
+        self.capabilities.kv()
     }
 
     pub fn queued_events(&self) -> usize {

@@ -1,7 +1,7 @@
-"""Unit tests of conductor_sdk.py, in plain CPython against the generated `wit_world` stubs
-(scripts/build-polyglot-plugins.sh runs them with the bindings on the path):
+"""Unit tests of the SDK's glue (`conductor_sdk`), in plain CPython against the generated
+`wit_world` stubs (scripts/build-polyglot-plugins.sh runs them with the bindings on the path):
 
-    PYTHONPATH=<bindings>:plugin-sdk/python python3 -m unittest discover -s plugin-sdk/python
+    PYTHONPATH=<bindings>:plugin-sdk/python/src python3 -m unittest discover -s plugin-sdk/python/tests
 """
 
 import hashlib
@@ -14,6 +14,16 @@ from unittest import mock
 import conductor_sdk
 from componentize_py_types import Err
 from wit_world.imports.types import Error_Internal, Error_Invalid
+
+
+class Version(unittest.TestCase):
+    def test_the_package_version_is_the_contracts(self):
+        import conductor_plugin_wit
+
+        self.assertEqual(conductor_sdk.CONTRACT, conductor_sdk.__version__)
+        self.assertEqual(
+            conductor_sdk.CONTRACT, conductor_plugin_wit.contract_version(), "move __version__ with the contract"
+        )
 
 
 class Hashes(unittest.TestCase):

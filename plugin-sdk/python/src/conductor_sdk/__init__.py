@@ -1,5 +1,8 @@
 """The Python side of the conductor plugin SDK, for plugins built with componentize-py: what every
-plugin needs and the interpreter in a component does not give it.
+plugin needs and the interpreter in a component does not give it. Installed as the package
+`conductor-plugin-sdk` (`pip install <conductor>/plugin-sdk/python`), whose version is the
+contract's (`CONTRACT`); its modules need the `wit_world` bindings of the plugin's world
+(`componentize-py … bindings`), as the plugin does.
 
 - `Plugin`: the base of a plugin's `class Plugin`. Every export with an error channel
   (`check_config`, `init`, `start`, `list`, `handle`, `on_events`) is wrapped: a raised
@@ -16,9 +19,11 @@ plugin needs and the interpreter in a component does not give it.
   interpreter has it, a pure-Python SHA-1 otherwise.
 - `stable_hash(data)`: a 64-bit FNV-1a hash of a string or bytes, the same in every process and
   every language (Python's own `hash()` of a string is salted per process).
+- `CONTRACT`: the contract version this SDK is built for (`conductor:plugin@CONTRACT`).
 
-Copy this file beside the plugin's module (scripts/build-polyglot-plugins.sh stages it with
-python-works); it needs the `wit_world` bindings of the plugin's world, as the plugin does.
+Beside it: `conductor_sdk.ocm` (OCM event encoders and status parsers, as the Rust SDK's `ocm`
+module), `conductor_sdk.fakes` (a fake host for unit tests) and, in the same package,
+`conductor_plugin_wit` (the world generator).
 
     import conductor_sdk
 
@@ -27,9 +32,12 @@ python-works); it needs the `wit_world` bindings of the plugin's world, as the p
             ...   # an exception that is not Err answers `internal`, with its traceback
 """
 
+from __future__ import annotations
+
 import functools
 import struct
 import traceback
+from typing import Any, Callable, TypeVar, Union
 
 from componentize_py_types import Err
 from wit_world import exports
@@ -39,6 +47,15 @@ try:  # imported here, at build time, so the component holds it (see the guide's
     import hashlib as _hashlib
 except ImportError:  # pragma: no cover - an interpreter built without it
     _hashlib = None
+
+# The contract this SDK is built for, and the package's version (the same: a test fails if the
+# package's version, this or plugin-sdk/wit/plugin.wit's package declaration differ).
+__version__ = "0.5.0"
+CONTRACT = __version__
+
+# A string, or bytes.
+Data = Union[str, bytes, bytearray, memoryview]
+F = TypeVar("F", bound=Callable[..., Any])
 
 # The exports of `interface plugin` that answer `result<_, error>`, by their Python names.
 EXPORTS = ("check_config", "init", "start", "list", "handle", "on_events")
@@ -50,7 +67,7 @@ NAMESPACE_OID = "6ba7b812-9dad-11d1-80b4-00c04fd430c8"
 NAMESPACE_X500 = "6ba7b814-9dad-11d1-80b4-00c04fd430c8"
 
 
-def _plain_traceback(exception):
+def _plain_traceback(exception: BaseException) -> str:
     """The frames and the exception, without `traceback` (what it cannot format)."""
     lines = ["Traceback (most recent call last):"]
     tb = exception.__traceback__
@@ -65,7 +82,7 @@ def _plain_traceback(exception):
     return "\n".join(lines)
 
 
-def format_traceback(exception):
+def format_traceback(exception: BaseException) -> str:
     """`exception`'s traceback as CPython prints it (chained exceptions and notes included)."""
     try:
         return "".join(traceback.format_exception(type(exception), exception, exception.__traceback__)).rstrip()
@@ -73,18 +90,18 @@ def format_traceback(exception):
         return _plain_traceback(exception)
 
 
-def internal_error(export, exception):
+def internal_error(export: str, exception: BaseException) -> Err:
     """The contract's `internal` error for `exception` escaping `export`: its traceback."""
     return Err(Error_Internal(f"uncaught exception in {export}:\n{format_traceback(exception)}"))
 
 
-def guard(export, function):
+def guard(export: str, function: F) -> F:
     """`function` with any exception but `Err` turned into the contract's `internal` error."""
     if getattr(function, "_conductor_guarded", False):
         return function
 
     @functools.wraps(function)
-    def guarded(*args, **kwargs):
+    def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
         except Err:
@@ -92,11 +109,11 @@ def guard(export, function):
         except BaseException as e:  # noqa: BLE001 - every escape is a bug the host must see
             raise internal_error(export, e) from None
 
-    guarded._conductor_guarded = True
-    return guarded
+    guarded._conductor_guarded = True  # type: ignore[attr-defined]
+    return guarded  # type: ignore[return-value]
 
 
-def _warm_up():
+def _warm_up() -> None:
     """Formats a few tracebacks while the module is imported. In a component the module is
     imported at build time, and only what was imported then is there at run time: the modules
     `traceback` imports only when it formats (source lines, name suggestions) are loaded now."""
@@ -117,7 +134,7 @@ class Plugin(exports.Plugin):
     """Base class of a plugin: its exports (`EXPORTS`) are wrapped with `guard` as the subclass is
     defined."""
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for name in EXPORTS:
             function = cls.__dict__.get(name)
@@ -125,7 +142,7 @@ class Plugin(exports.Plugin):
                 setattr(cls, name, guard(name, function))
 
 
-def _bytes(data):
+def _bytes(data: Data) -> bytes:
     if isinstance(data, str):
         return data.encode("utf-8")
     if isinstance(data, (bytes, bytearray, memoryview)):
@@ -133,11 +150,11 @@ def _bytes(data):
     raise TypeError(f"expected str or bytes, not {type(data).__name__}")
 
 
-def _rotl(x, n):
+def _rotl(x: int, n: int) -> int:
     return ((x << n) | (x >> (32 - n))) & 0xFFFFFFFF
 
 
-def sha1_pure(data):
+def sha1_pure(data: Data) -> bytes:
     """SHA-1 (FIPS 180-4) of `data` in plain Python: the 20-byte digest."""
     data = _bytes(data)
     h = [0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0]
@@ -161,14 +178,14 @@ def sha1_pure(data):
     return struct.pack(">5I", *h)
 
 
-def sha1(data):
+def sha1(data: Data) -> bytes:
     """SHA-1 of `data` (str as UTF-8, or bytes): the 20-byte digest."""
     if _hashlib is not None:
         return _hashlib.sha1(_bytes(data)).digest()
     return sha1_pure(data)
 
 
-def _uuid_bytes(namespace):
+def _uuid_bytes(namespace: Any) -> bytes:
     if isinstance(namespace, (bytes, bytearray)) and len(namespace) == 16:
         return bytes(namespace)
     text = str(namespace)  # a uuid.UUID prints as its string form
@@ -180,13 +197,13 @@ def _uuid_bytes(namespace):
     return bytes.fromhex(hex_digits)
 
 
-def format_uuid(raw):
+def format_uuid(raw: bytes) -> str:
     """The 16 bytes `raw` as a UUID string (`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`)."""
     x = raw.hex()
     return f"{x[0:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:32]}"
 
 
-def uuid5(namespace, name):
+def uuid5(namespace: Any, name: Data) -> str:
     """The name-based (SHA-1) UUID of `name` (str as UTF-8, or bytes) in `namespace` (a UUID
     string, a `uuid.UUID` or 16 bytes), as a string: `str(uuid.uuid5(namespace, name))`."""
     digest = bytearray(sha1(_uuid_bytes(namespace) + _bytes(name))[:16])
@@ -195,7 +212,7 @@ def uuid5(namespace, name):
     return format_uuid(bytes(digest))
 
 
-def stable_hash(data):
+def stable_hash(data: Data) -> int:
     """64-bit FNV-1a of `data` (str as UTF-8, or bytes), an int in [0, 2**64): the same in every
     process and every language."""
     h = 0xCBF29CE484222325

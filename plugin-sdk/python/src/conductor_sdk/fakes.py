@@ -1,10 +1,12 @@
-"""A fake conductor host for unit tests of Python plugins: the plugin's own module, run in plain
+"""`conductor_sdk.fakes`: a fake conductor host for unit tests of Python plugins: the plugin's own module, run in plain
 CPython (unittest or pytest), with no host, no WebAssembly and no componentize-py at test time but
 its generated bindings.
 
 The bindings are the `wit_world` stubs `componentize-py bindings` generates from the same world the
 plugin is built against (their functions raise NotImplementedError); `FakeHost.install()` puts
 in-memory capabilities in their place:
+
+    from conductor_sdk.fakes import FakeHost
 
     host = FakeHost().install()       # before the plugin calls anything
     plugin = app.Plugin()
@@ -21,11 +23,23 @@ modules (`kv.get(...)`, not `from wit_world.imports.kv import get`), so the fake
 `pg` and `kube` are not faked: test SQL against a real PostgreSQL, as tests/maestro.rs does.
 """
 
+from __future__ import annotations
+
 import importlib
+from typing import Any, Dict, List, Optional, Tuple
 
 
 class FakeHost:
-    def __init__(self, subscribers=1):
+    """In-memory `emit`, `log`, `timer`, `kv`, `metrics` and `blob`, recording what the plugin did."""
+
+    kv: Dict[str, bytes]
+    logs: List[Tuple[str, str]]
+    timers: Dict[str, Tuple[int, bool]]
+    emitted: List[Any]
+    metrics: Dict[Tuple[str, Tuple[str, ...]], float]
+    blobs: Dict[str, bytes]
+
+    def __init__(self, subscribers: int = 1) -> None:
         self.kv = {}
         self.logs = []
         self.timers = {}
@@ -35,11 +49,11 @@ class FakeHost:
         self.subscribers = subscribers
         self._patched = []
 
-    def take_emitted(self):
+    def take_emitted(self) -> List[Any]:
         emitted, self.emitted = self.emitted, []
         return emitted
 
-    def install(self):
+    def install(self) -> "FakeHost":
         """Puts the fake in place of the capabilities the world imports; returns the fake."""
         fakes = {
             "emit": {"emit": self._emit},
@@ -59,44 +73,44 @@ class FakeHost:
                 setattr(module, name, fake)
         return self
 
-    def uninstall(self):
+    def uninstall(self) -> None:
         """Puts the generated stubs back."""
         for module, name, original in reversed(self._patched):
             setattr(module, name, original)
         self._patched = []
 
-    def _emit(self, event):
+    def _emit(self, event: Any) -> int:
         self.emitted.append(event)
         return self.subscribers
 
-    def _log(self, level, message):
+    def _log(self, level: Any, message: str) -> None:
         self.logs.append((level.name.lower(), message))
 
-    def _set_timer(self, name, after_ms, repeat):
+    def _set_timer(self, name: str, after_ms: int, repeat: bool) -> None:
         self.timers[name] = (after_ms, repeat)
 
-    def _cancel_timer(self, name):
+    def _cancel_timer(self, name: str) -> None:
         self.timers.pop(name, None)
 
-    def _kv_get(self, key):
+    def _kv_get(self, key: str) -> Optional[bytes]:
         return self.kv.get(key)
 
-    def _kv_set(self, key, value):
+    def _kv_set(self, key: str, value: bytes) -> None:
         self.kv[key] = bytes(value)
 
-    def _kv_delete(self, key):
+    def _kv_delete(self, key: str) -> bool:
         return self.kv.pop(key, None) is not None
 
-    def _counter_add(self, name, labels, value):
+    def _counter_add(self, name: str, labels: List[str], value: float) -> None:
         if value < 0:
             raise ValueError(f"counter {name}: {value} is negative")
         key = (name, tuple(labels))
         self.metrics[key] = self.metrics.get(key, 0.0) + value
 
-    def _gauge_set(self, name, labels, value):
+    def _gauge_set(self, name: str, labels: List[str], value: float) -> None:
         self.metrics[(name, tuple(labels))] = value
 
-    def _blob_read(self, name):
+    def _blob_read(self, name: str) -> bytes:
         if name not in self.blobs:
             raise KeyError(f"no file named {name!r} (put it in FakeHost.blobs)")
         return self.blobs[name]
