@@ -106,7 +106,11 @@ mod tests {
             .into_iter()
             .find(|f| f.name() == "conductor_config_reloads_total")
             .unwrap();
-        assert_eq!(reloads.get_metric().len(), 6, "every trigger and result from the start");
+        assert_eq!(
+            reloads.get_metric().len(),
+            TRIGGERS.len() * 2,
+            "every trigger and result from the start"
+        );
         let errors: f64 = reloads
             .get_metric()
             .iter()
