@@ -316,7 +316,7 @@ async fn an_artifact_pushed_by_skopeo_with_a_signature_made_by_openssl_verifies_
     let (private, public) = key_pair(keys.path(), "cosign");
     let wasm = std::fs::read(component()).unwrap();
     let layout = tempfile::tempdir().unwrap();
-    let layer_digest = conductor::oci::reference::sha256_digest(&wasm);
+    let layer_digest = conductor::oci::sha256_digest(&wasm);
     let config = format!(r#"{{"architecture":"wasm","os":"wasip2","layerDigests":["{layer_digest}"]}}"#);
     let digest = write_layout(
         layout.path(),

@@ -1,6 +1,7 @@
 //! The host's modules that read outside input, compiled here as they are in the host (from the
 //! same files) without the rest of it, so that the fuzz build stays small: the proto ⇄
-//! CloudEvent codec (`host/src/wire.rs`) and the configuration (`host/src/config`).
+//! CloudEvent codec (`host/src/wire.rs`) and the configuration (`host/src/config`, with the
+//! plugin references it checks, `host/src/oci/reference.rs`).
 
 #![allow(dead_code, clippy::all)]
 
@@ -13,6 +14,15 @@ pub mod wire;
 
 #[path = "../../host/src/config/mod.rs"]
 pub mod config;
+
+#[path = "../../host/src/oci/reference.rs"]
+pub mod oci_reference;
+
+/// What the configuration checks of plugin references (`file = "oci://…"`), where the host has it.
+pub mod oci {
+    pub use super::oci_reference as reference;
+    pub use reference::{ArtifactReference, is_oci};
+}
 
 /// Parses and validates `conductor.toml` text as `Config::load` does after reading the file.
 pub fn check_config(text: &str) -> Result<config::Config, (String, String)> {

@@ -164,7 +164,7 @@ pub fn write_layout(
     config: (&str, &[u8]),
     layers: &[(&str, &[u8], Option<serde_json::Value>)],
 ) -> String {
-    let digest = conductor::oci::reference::sha256_digest;
+    let digest = conductor::oci::sha256_digest;
     let blobs = dir.join("blobs/sha256");
     std::fs::create_dir_all(&blobs).unwrap();
     let put = |bytes: &[u8]| {

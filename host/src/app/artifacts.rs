@@ -28,7 +28,7 @@ pub async fn locate(loaded: &LoadedConfig, name: &str) -> Result<Located, Config
             .ok_or_else(|| loaded.error(format!("{key}.file"), "required for a component or native plugin"))?;
         let digest = tokio::task::spawn_blocking({
             let path = path.clone();
-            move || std::fs::read(&path).map(|bytes| oci::reference::sha256_digest(&bytes))
+            move || std::fs::read(&path).map(|bytes| oci::sha256_digest(&bytes))
         })
         .await
         .map_err(|e| loaded.error(&key, e.to_string()))?
@@ -56,7 +56,7 @@ pub async fn locate(loaded: &LoadedConfig, name: &str) -> Result<Located, Config
             "no folder for pulled plugins: set it (neither XDG_CACHE_HOME nor HOME is set)",
         )
     })?;
-    let fetched = oci::fetch(&reference, &cache, &loaded.registry_options(), public_key.as_ref())
+    let fetched = oci::fetch(&reference, &cache, &registry_options(loaded), public_key.as_ref())
         .await
         .map_err(|e| loaded.error(format!("{key}.file"), format!("{reference}: {e}")))?;
     Ok(Located {
@@ -64,4 +64,14 @@ pub async fn locate(loaded: &LoadedConfig, name: &str) -> Result<Located, Config
         digest: fetched.manifest_digest,
         reference: Some(reference),
     })
+}
+
+/// How registries are reached, as `[oci]` says, with its paths resolved.
+pub fn registry_options(loaded: &LoadedConfig) -> oci::RegistryOptions {
+    let settings = &loaded.config.oci;
+    oci::RegistryOptions {
+        auth_file: settings.auth_file.as_deref().map(|f| loaded.resolve(f)),
+        ca_file: settings.ca_file.as_deref().map(|f| loaded.resolve(f)),
+        timeout: settings.timeout.0,
+    }
 }

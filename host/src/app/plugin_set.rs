@@ -165,12 +165,7 @@ impl PluginSet {
             let unchanged = match self.running.get(name) {
                 Some(old) if old.config == next.config.plugins[name] => match next.plugin_file(&old.config) {
                     None => true,
-                    Some(path) => {
-                        std::fs::read(&path)
-                            .ok()
-                            .map(|b| crate::oci::reference::sha256_digest(&b))
-                            == old.digest
-                    }
+                    Some(path) => std::fs::read(&path).ok().map(|b| crate::oci::sha256_digest(&b)) == old.digest,
                 },
                 _ => false,
             };

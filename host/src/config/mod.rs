@@ -196,16 +196,6 @@ impl LoadedConfig {
         }
     }
 
-    /// How registries are reached, with the paths resolved.
-    pub fn registry_options(&self) -> crate::oci::RegistryOptions {
-        let oci = &self.config.oci;
-        crate::oci::RegistryOptions {
-            auth_file: oci.auth_file.as_deref().map(|f| self.resolve(f)),
-            ca_file: oci.ca_file.as_deref().map(|f| self.resolve(f)),
-            timeout: oci.timeout.0,
-        }
-    }
-
     /// The files whose change reloads this configuration: the file itself and every plugin file
     /// it names (blobs are read on every call, so a changed blob needs no reload).
     pub fn watched_files(&self) -> Vec<PathBuf> {

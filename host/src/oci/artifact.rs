@@ -10,7 +10,7 @@ use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use serde_json::{Value, json};
 
 use super::OciError;
-use super::reference::sha256_digest;
+use super::digest::sha256_digest;
 use super::registry::MANIFEST_MEDIA_TYPE;
 use super::signature::{PAYLOAD_MEDIA_TYPE, SIGNATURE_ANNOTATION};
 

@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::reference::sha256_digest;
+use super::digest::sha256_digest;
 use crate::private_folder::{ensure_private_folder, write_atomically};
 
 /// The cache folder.

@@ -10,6 +10,7 @@
 pub mod artifact;
 pub mod cache;
 mod credentials;
+pub mod digest;
 pub mod pull;
 pub mod push;
 pub mod reference;
@@ -17,6 +18,7 @@ pub mod registry;
 pub mod signature;
 
 pub use cache::ArtifactCache;
+pub use digest::sha256_digest;
 pub use pull::{Fetched, fetch};
 pub use reference::{ArtifactReference, SCHEME, is_oci};
 pub use registry::{Registry, RegistryOptions, default_auth_file};

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::artifact::{PluginArtifact, SignatureArtifact};
-use super::{ArtifactReference, OciError, Registry, RegistryOptions, SigningKey, reference, signature};
+use super::{ArtifactReference, OciError, Registry, RegistryOptions, SigningKey, signature};
 
 /// What [`push`] published.
 #[derive(Debug, Clone)]
@@ -48,7 +48,7 @@ pub async fn push(
     registry.login_for_push(reference).await?;
     registry.push_blob(reference, artifact.layer).await?;
     registry.push_blob(reference, artifact.config).await?;
-    let digest = reference::sha256_digest(&artifact.manifest);
+    let digest = super::sha256_digest(&artifact.manifest);
     let target = match &reference.tag {
         Some(_) => ArtifactReference {
             digest: None,

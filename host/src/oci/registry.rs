@@ -10,7 +10,8 @@ use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, RegistryOperation};
 
-use super::reference::{ArtifactReference, sha256_digest};
+use super::digest::sha256_digest;
+use super::reference::ArtifactReference;
 use super::{OciError, credentials};
 use crate::errors::error_chain;
 
@@ -101,7 +102,7 @@ impl Registry {
     /// The manifest `reference` names, as the registry serves it, and its digest; `None` when the
     /// registry has none.
     pub async fn manifest(&self, reference: &ArtifactReference) -> Result<Option<(Vec<u8>, String)>, OciError> {
-        let r = reference.to_client();
+        let r = client_reference(reference);
         match self
             .client
             .pull_manifest_raw(&r, &self.auth, &[MANIFEST_MEDIA_TYPE])
@@ -127,7 +128,7 @@ impl Registry {
     pub async fn blob(&self, reference: &ArtifactReference, descriptor: &OciDescriptor) -> Result<Vec<u8>, OciError> {
         let mut bytes = Vec::with_capacity(usize::try_from(descriptor.size).unwrap_or(0).min(256 << 20));
         self.client
-            .pull_blob(&reference.to_client(), descriptor, &mut bytes)
+            .pull_blob(&client_reference(reference), descriptor, &mut bytes)
             .await
             .map_err(|e| self.failed(&format!("cannot get the blob {} of {reference}", descriptor.digest), &e))?;
         let digest = sha256_digest(&bytes);
@@ -143,7 +144,7 @@ impl Registry {
     /// Logs in for pushing to `reference`'s repository.
     pub async fn login_for_push(&self, reference: &ArtifactReference) -> Result<(), OciError> {
         self.client
-            .auth(&reference.to_client(), &self.auth, RegistryOperation::Push)
+            .auth(&client_reference(reference), &self.auth, RegistryOperation::Push)
             .await
             .map(|_| ())
             .map_err(|e| self.failed("cannot log in", &e))
@@ -152,7 +153,7 @@ impl Registry {
     /// Uploads `bytes` as a blob of `reference`'s repository (nothing when it is there already).
     pub async fn push_blob(&self, reference: &ArtifactReference, bytes: Vec<u8>) -> Result<String, OciError> {
         let digest = sha256_digest(&bytes);
-        let r = reference.to_client();
+        let r = client_reference(reference);
         if self.client.blob_exists(&r, &digest).await.unwrap_or(false) {
             return Ok(digest);
         }
@@ -170,10 +171,21 @@ impl Registry {
             .parse()
             .map_err(|_| OciError::Setup("media type".into()))?;
         self.client
-            .push_manifest_raw(&reference.to_client(), manifest, content_type)
+            .push_manifest_raw(&client_reference(reference), manifest, content_type)
             .await
             .map_err(|e| self.failed(&format!("cannot upload the manifest to {reference}"), &e))?;
         Ok(digest)
+    }
+}
+
+/// `reference` in the client's terms.
+fn client_reference(reference: &ArtifactReference) -> oci_client::Reference {
+    let (registry, repository) = (reference.registry.clone(), reference.repository.clone());
+    match (&reference.digest, &reference.tag) {
+        (Some(digest), _) => oci_client::Reference::with_digest(registry, repository, digest.clone()),
+        (None, tag) => {
+            oci_client::Reference::with_tag(registry, repository, tag.clone().unwrap_or_else(|| "latest".to_owned()))
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use ring::signature::{ECDSA_P256_SHA256_ASN1, ECDSA_P256_SHA256_ASN1_SIGNING, Ec
 use serde_json::Value;
 use x509_parser::prelude::FromDer as _;
 
-use super::reference::sha256_digest;
+use super::digest::sha256_digest;
 
 /// The media type of a simple-signing payload layer.
 pub const PAYLOAD_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
