@@ -124,19 +124,14 @@ async fn the_example_behaves_the_same_as_component_and_native_library() {
                 .contains("not a ManifestBundleStatus"),
             "{form:?}: {body}"
         );
-        let logs = c.logs();
+        // The plugin's log lines reach conductor's stderr, read by another thread: wait for them.
+        let stored = c.wait_for_log("status of cluster1/web stored").await;
         assert!(
-            logs.contains("status of cluster1/web stored"),
-            "{form:?}: plugin log missing:\n{logs}"
+            stored.contains("\"plugin\":\"static\""),
+            "{form:?}: log not attributed to the plugin: {stored}"
         );
-        assert!(
-            logs.contains("status of unknown work no-such-work in cluster1 ignored"),
-            "{form:?}"
-        );
-        assert!(
-            logs.contains("\"plugin\":\"static\""),
-            "{form:?}: log not attributed to the plugin"
-        );
+        c.wait_for_log("status of unknown work no-such-work in cluster1 ignored")
+            .await;
     }
 }
 
