@@ -202,7 +202,12 @@ fn the_development_configuration_listens_on_loopback_and_exposure_is_warned_abou
         out.contains("admin: 127.0.0.1:9090 (HTTP, open to anyone who reaches it)"),
         "{out}"
     );
-    assert!(!out.contains("warning:"), "{out}");
+    // No exposure warning (the open-file limit's is this machine's, checked below).
+    assert!(
+        !out.lines()
+            .any(|l| l.contains("warning:") && !l.contains("warning: server.max_connections:")),
+        "{out}"
+    );
 
     let exposed = listeners.replace("127.0.0.1", "0.0.0.0");
     std::fs::write(&file, &exposed).unwrap();
@@ -214,4 +219,42 @@ fn the_development_configuration_listens_on_loopback_and_exposure_is_warned_abou
             "a warning naming {key} and the address\n{out}"
         );
     }
+}
+
+/// `check-config` says how many connections the open-file limit leaves room for, and warns,
+/// naming the key, when `server.max_connections` asks for more (a shell lowers the limit to 1,000
+/// before it runs conductor).
+#[test]
+fn a_connection_limit_beyond_the_open_file_limit_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("conductor.toml");
+    let check = |max_connections: usize| {
+        let config = conductor_blackbox_tests::BASE_CONFIG.replace(
+            "[server]\n",
+            &format!("[server]\nmax_connections = {max_connections}\n"),
+        );
+        std::fs::write(&file, config).unwrap();
+        let out = Command::new("sh")
+            .args(["-c", "ulimit -n 1000 && exec \"$0\" check-config \"$1\""])
+            .arg(conductor_bin())
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = check(5000);
+    assert!(
+        out.contains("open files: 1000 (hard 1000): room for about 744 connections (server.max_connections 5000)"),
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l
+            .trim_start()
+            .starts_with("warning: server.max_connections: 5000 connections asked for")
+            && l.contains("room for about 744")),
+        "{out}"
+    );
+    let out = check(700);
+    assert!(!out.contains("warning: server.max_connections"), "700 fit: {out}");
 }

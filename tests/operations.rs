@@ -202,3 +202,42 @@ async fn a_taken_port_stops_conductor_before_any_plugin_runs() {
         );
     }
 }
+
+/// The hard open-file limit of this process, which a child inherits (`/proc/self/limits`).
+fn hard_open_files() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(4).map(str::to_owned))
+        .expect("a Max open files line")
+        .parse()
+        .expect("a number (not unlimited)")
+}
+
+/// Every connection is a file descriptor: conductor started with a small soft limit raises it to
+/// the hard one and logs both; a `server.max_connections` beyond what the limit holds is warned
+/// about at startup, naming the key. (A shell lowers the soft limit before it runs conductor.)
+#[tokio::test]
+async fn the_open_file_limit_is_raised_to_the_hard_one_and_a_limit_beyond_it_is_warned_about() {
+    let hard = hard_open_files();
+    let mut command = std::process::Command::new("sh");
+    command
+        .args(["-c", "ulimit -Sn 512 && exec \"$0\" \"$@\""])
+        .arg(conductor_bin());
+    let config = BASE_CONFIG.replace("[server]\n", &format!("[server]\nmax_connections = {}\n", hard * 2));
+    let c = Conductor::start_command(command, &format!("{config}\n{MEMORY_SOURCE}")).unwrap();
+    let line: serde_json::Value =
+        serde_json::from_str(&c.wait_for_log("\"message\":\"open-file limit\"").await).unwrap();
+    assert_eq!(line["raised_from"], 512, "{line}");
+    assert_eq!(line["soft"], hard, "raised to the hard limit: {line}");
+    assert_eq!(line["hard"], hard, "{line}");
+    let warning = c.wait_for_log("server.max_connections:").await;
+    assert!(
+        warning.contains("\"level\":\"WARN\"") && warning.contains(&format!("{} connections asked for", hard * 2)),
+        "{warning}"
+    );
+    // It serves as before.
+    let mut client = c.client().await.unwrap();
+    subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+}

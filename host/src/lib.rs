@@ -7,6 +7,7 @@
 //! - [`grpc`]: the `io.cloudevents.v1.CloudEventService` server, its connections and limits;
 //! - [`tls`]: TLS serving for the gRPC listener and the admin endpoint, reloaded from disk;
 //! - [`net`]: what is known about one connection (peer address, client certificate, open calls);
+//!   [`fd_limit`]: the open-file limit those connections count against;
 //! - [`auth`]: who is calling (token, client certificate) and whether they may
 //!   (SubjectAccessReview);
 //! - [`wire`]: the OCM binding of CloudEvents, decoded and encoded; [`proto`]: the generated types;
@@ -42,6 +43,7 @@ pub mod config;
 pub mod database;
 pub mod dynamic;
 pub mod errors;
+pub mod fd_limit;
 pub mod grpc;
 pub mod host_events;
 pub mod kube;

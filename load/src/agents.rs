@@ -3,50 +3,16 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
 use tokio::task::JoinSet;
-use tonic::transport::{Channel, Endpoint};
 
-use crate::proto::{SubscriptionRequest, cloud_event_service_client::CloudEventServiceClient};
+use crate::connect::{Connection, Target};
+use crate::proto::SubscriptionRequest;
 use crate::receipts::Receipts;
 use crate::{HEARTBEAT, wire};
-
-/// How agents reach the server.
-#[derive(Debug, Clone)]
-pub struct Target {
-    /// `http://host:port`.
-    pub server: String,
-    pub data_type: String,
-    /// A bearer token every agent sends (`authorization` metadata).
-    pub token: Option<String>,
-}
-
-/// A gRPC client on a connection of its own.
-pub async fn connect(target: &Target) -> Result<CloudEventServiceClient<Channel>> {
-    let channel = Endpoint::from_shared(target.server.clone())
-        .with_context(|| format!("bad server address {:?}", target.server))?
-        .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(30))
-        .connect()
-        .await
-        .with_context(|| format!("cannot connect to {}", target.server))?;
-    Ok(CloudEventServiceClient::new(channel).max_decoding_message_size(64 << 20))
-}
-
-/// Adds the bearer token, if any.
-pub fn request<T>(target: &Target, message: T) -> Result<tonic::Request<T>> {
-    let mut request = tonic::Request::new(message);
-    if let Some(token) = &target.token {
-        let value = format!("Bearer {token}")
-            .parse()
-            .context("the token is not valid metadata")?;
-        request.metadata_mut().insert("authorization", value);
-    }
-    Ok(request)
-}
 
 /// The connected agents; dropping them closes every stream.
 pub struct Agents {
@@ -57,39 +23,43 @@ pub struct Agents {
 
 impl Agents {
     /// Connects an agent for each of `clusters`, `concurrency` connections at a time, each
-    /// subscribed once its stream's response header has arrived.
+    /// subscribed once its stream's response header has arrived;
+    /// `first` is the number of the first agent among all (it picks the source address).
     pub async fn connect(
         target: &Target,
         clusters: &[String],
+        first: usize,
         concurrency: usize,
         receipts: &Arc<Receipts>,
         connected: &AtomicU64,
     ) -> Result<Self> {
         let stream_errors = Arc::new(AtomicU64::new(0));
         let mut tasks = JoinSet::new();
-        let mut subscribing = futures::stream::iter(clusters)
-            .map(|cluster| async move {
-                let mut client = connect(target).await?;
+        let mut subscribing = futures::stream::iter(clusters.iter().enumerate())
+            .map(|(index, cluster)| async move {
+                let mut connection = Connection::open(target, &target.agents, Some(cluster), first + index).await?;
                 let subscription = SubscriptionRequest {
                     source: String::new(),
                     cluster_name: cluster.clone(),
                     data_type: target.data_type.clone(),
                 };
-                let stream = client
-                    .subscribe(request(target, subscription)?)
+                let request = connection.request(subscription);
+                let stream = connection
+                    .client
+                    .subscribe(request)
                     .await
                     .with_context(|| format!("subscribe for cluster {cluster}"))?
                     .into_inner();
-                anyhow::Ok((client, stream))
+                anyhow::Ok((connection, stream))
             })
             .buffer_unordered(concurrency.max(1));
         while let Some(subscribed) = subscribing.next().await {
-            let (client, mut stream) = subscribed?;
+            let (connection, mut stream) = subscribed?;
             connected.fetch_add(1, Ordering::Relaxed);
             let receipts = Arc::clone(receipts);
             let errors = Arc::clone(&stream_errors);
             tasks.spawn(async move {
-                let _connection = client;
+                let _connection = connection;
                 loop {
                     match stream.message().await {
                         Ok(Some(e)) if e.r#type == HEARTBEAT => {}

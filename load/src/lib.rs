@@ -6,10 +6,13 @@
 //! the server's CPU and memory.
 
 pub mod agents;
+pub mod connect;
+pub mod fd_limit;
 pub mod hub;
 pub mod process;
 pub mod receipts;
 pub mod run;
+pub mod shards;
 pub mod wire;
 
 pub mod proto {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -78,6 +78,17 @@ impl Receipts {
         (sent.len(), missing)
     }
 
+    /// Every delivered write's latency of `kind`, in milliseconds (what shards hand their parent
+    /// to merge percentiles exactly).
+    pub fn latencies_ms(&self, kind: Kind) -> Vec<f64> {
+        let sent = lock(&self.sent);
+        let received = lock(&self.received);
+        sent.iter()
+            .filter(|s| s.kind == kind)
+            .filter_map(|s| delivery(&received, s).map(|at| at.saturating_duration_since(s.at).as_secs_f64() * 1e3))
+            .collect()
+    }
+
     pub fn summary(&self) -> Summary {
         let sent = lock(&self.sent);
         let received = lock(&self.received);
@@ -113,7 +124,7 @@ fn delivery(received: &Received, s: &Sent) -> Option<Instant> {
     versions.get(i).map(|&(_, at)| at)
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     pub creates: Phase,
     pub updates: Phase,
@@ -125,7 +136,7 @@ pub struct Summary {
     pub duplicates: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Phase {
     pub sent: u64,
     pub delivered: u64,
@@ -137,7 +148,7 @@ pub struct Phase {
     pub delivered_per_second: f64,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Percentiles {
     pub p50: f64,
     pub p90: f64,
@@ -155,6 +166,29 @@ impl Phase {
             delivered,
             missing: sent - delivered,
             latency_ms: Percentiles::of(&latencies),
+            seconds,
+            delivered_per_second: if seconds > 0.0 { delivered as f64 / seconds } else { 0.0 },
+        }
+    }
+}
+
+impl Phase {
+    /// The phases of several shards as one: counts added, percentiles of all their latencies
+    /// (`latencies_ms`), the longest span.
+    pub fn merge(phases: &[Phase], mut latencies_ms: Vec<f64>) -> Self {
+        latencies_ms.sort_by(f64::total_cmp);
+        let sent = phases.iter().map(|p| p.sent).sum();
+        let delivered = phases.iter().map(|p| p.delivered).sum();
+        let seconds = phases.iter().map(|p| p.seconds).fold(0.0, f64::max);
+        let sorted: Vec<Duration> = latencies_ms
+            .iter()
+            .map(|ms| Duration::from_secs_f64(ms / 1e3))
+            .collect();
+        Self {
+            sent,
+            delivered,
+            missing: phases.iter().map(|p| p.missing).sum(),
+            latency_ms: Percentiles::of(&sorted),
             seconds,
             delivered_per_second: if seconds > 0.0 { delivered as f64 / seconds } else { 0.0 },
         }

@@ -7,14 +7,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::agents::{Agents, Target};
+use crate::agents::Agents;
+use crate::connect::Target;
 use crate::hub::{Hub, Resource};
 use crate::process;
 use crate::receipts::{Kind, Receipts, Sent, Summary};
+use crate::shards::{self, Shard};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -39,12 +41,15 @@ pub struct Options {
     pub pid: Option<u32>,
     /// Progress on stderr every second (default: when stderr is a terminal).
     pub progress: Option<bool>,
+    /// This process runs one share of the agents and of the writes, in step with the others
+    /// (`--processes`).
+    pub shard: Option<Shard>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Report {
     pub server: String,
-    pub hub: &'static str,
+    pub hub: String,
     pub agents: usize,
     pub connect_seconds: f64,
     /// Updates per second asked for.
@@ -57,9 +62,19 @@ pub struct Report {
     pub first_write_error: Option<String>,
     pub stream_errors: u64,
     pub server_process: Option<ServerProcess>,
+    /// A shard's delivery latencies, for its parent to merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latencies_ms: Option<Latencies>,
 }
 
-#[derive(Debug, Serialize)]
+/// Every delivered write's latency, milliseconds.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Latencies {
+    pub creates: Vec<f64>,
+    pub updates: Vec<f64>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ServerProcess {
     pub pid: u32,
     pub rss_before_agents_bytes: u64,
@@ -96,9 +111,22 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
         bail!("--agents, --rate and --create-rate must be above zero");
     }
     let hub = Arc::new(hub);
-    let clusters: Vec<String> = (0..options.agents)
+    // A shard has its share of the agents (named and numbered as in one process) and of the
+    // writes; its parent measures the server.
+    let share = options.shard.unwrap_or(Shard { index: 0, of: 1 });
+    let first = share.range(options.agents).start;
+    let clusters: Vec<String> = share
+        .range(options.agents)
         .map(|i| format!("{}-{i}", options.cluster_prefix))
         .collect();
+    let options = Options {
+        rate: options.rate / share.of as f64,
+        create_rate: options.create_rate / share.of as f64,
+        writers: (options.writers / share.of).max(1),
+        updates: share.range(options.updates).len(),
+        pid: options.pid.filter(|_| options.shard.is_none()),
+        ..options
+    };
     hub.prepare(&clusters).await?;
     let receipts = Arc::new(Receipts::default());
     let counters = Arc::new(Counters {
@@ -117,6 +145,7 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
     let agents = Agents::connect(
         &options.target,
         &clusters,
+        first,
         options.connect_concurrency,
         &receipts,
         &counters.connected,
@@ -126,6 +155,9 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
     // Let the server settle what the connections allocated before measuring it.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let connected = sample()?;
+    if options.shard.is_some() {
+        shards::barrier("connected").await?;
+    }
 
     let creates: Vec<(String, String)> = (0..options.resources_per_agent)
         .flat_map(|n| clusters.iter().map(move |c| (c.clone(), format!("load-{n}"))))
@@ -153,6 +185,9 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
     )
     .await;
     drain(&receipts, options.drain_timeout).await;
+    if options.shard.is_some() {
+        shards::barrier("created").await?;
+    }
 
     let mut resources: Vec<Resource> = resources.into_iter().flatten().collect();
     let update_start = (sample()?, receipts.events(), Instant::now());
@@ -224,7 +259,7 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
     };
     Ok(Report {
         server: options.target.server.clone(),
-        hub: hub.name(),
+        hub: hub.name().to_owned(),
         agents: agents.len(),
         connect_seconds,
         rate_per_second: options.rate,
@@ -242,6 +277,10 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
             .clone(),
         stream_errors: agents.stream_errors.load(Ordering::Relaxed),
         server_process,
+        latencies_ms: options.shard.map(|_| Latencies {
+            creates: receipts.latencies_ms(Kind::Create),
+            updates: receipts.latencies_ms(Kind::Update),
+        }),
     })
 }
 

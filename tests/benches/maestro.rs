@@ -193,8 +193,7 @@ fn pgbench_status(db: &MaestroDb, agents: usize, clients: usize, seconds: u64) -
 BEGIN;
 SELECT pg_advisory_xact_lock(hashtext('res-' || :i), -1890629248);
 SELECT id, consumer_name, version, source, payload::text, status::text, created_at, deleted_at FROM resources WHERE id = 'res-' || :i LIMIT 1;
-UPDATE resources SET status = '{status}'::json, updated_at = now() WHERE id = 'res-' || :i;
-WITH e AS (INSERT INTO status_events (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) VALUES (gen_random_uuid()::text, now(), now(), NULL, 'res-' || :i, '', '', NULL, NULL, 'StatusUpdate', NULL) RETURNING id) SELECT pg_notify('status_events', id) FROM e;
+WITH stored AS (UPDATE resources SET status = '{status}'::json, updated_at = now() WHERE id = 'res-' || :i), e AS (INSERT INTO status_events (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) VALUES (gen_random_uuid()::text, now(), now(), NULL, 'res-' || :i, '', '', NULL, NULL, 'StatusUpdate', NULL) RETURNING id) SELECT pg_notify('status_events', id) FROM e;
 COMMIT;
 "#,
         last = agents - 1

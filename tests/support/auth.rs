@@ -6,6 +6,8 @@
 //! Its RBAC is OCM's in miniature: a subject may act in namespace `<cluster>` when one of its
 //! groups is `system:open-cluster-management:<cluster>`. On non-resource URLs (the admin
 //! endpoint's), group [`ADMINS`] may do anything and group [`METRICS_READERS`] may `get /metrics`.
+//! Group [`HUB_WRITERS`] (a hub-side writer, as the load tool's memory hub) may act in every
+//! namespace.
 
 #![allow(dead_code)]
 
@@ -22,6 +24,9 @@ use serde_json::{Value, json};
 pub const ADMINS: &str = "conductor:admins";
 /// The group allowed `get /metrics` (a Prometheus scraper's).
 pub const METRICS_READERS: &str = "conductor:metrics-readers";
+
+/// The group allowed every resource request in every namespace.
+pub const HUB_WRITERS: &str = "conductor:hub-writers";
 
 /// A token the double knows: the token, its user and groups.
 pub struct KnownToken {
@@ -185,9 +190,11 @@ async fn access_review(
     state.recorded.lock().unwrap().access_reviews.push(review.clone());
     let namespace = attributes["namespace"].as_str().unwrap_or_default();
     let wanted = format!("system:open-cluster-management:{namespace}");
-    let allowed = spec["groups"]
-        .as_array()
-        .is_some_and(|groups| groups.iter().any(|g| g.as_str() == Some(wanted.as_str())));
+    let allowed = spec["groups"].as_array().is_some_and(|groups| {
+        groups
+            .iter()
+            .any(|g| g.as_str() == Some(wanted.as_str()) || g.as_str() == Some(HUB_WRITERS))
+    });
     let status = if allowed {
         json!({"allowed": true, "reason": "RBAC: allowed by the cluster's role binding"})
     } else {

@@ -229,6 +229,22 @@ pub async fn describe(loaded: &LoadedConfig, reach: bool) -> Result<String, Conf
     for warning in c.exposure_warnings() {
         out += &format!("  warning: {warning}\n");
     }
+    // The limit conductor would raise itself to here (a pod's may differ).
+    match crate::fd_limit::raise() {
+        Ok(limit) => {
+            out += &format!(
+                "  open files: {} (hard {}): room for about {} connections (server.max_connections {})\n",
+                limit.soft,
+                limit.hard,
+                limit.connections(),
+                c.server.max_connections
+            );
+            if let Some(warning) = limit.warning(c.server.max_connections) {
+                out += &format!("  warning: {warning}\n");
+            }
+        }
+        Err(e) => out += &format!("  open files: cannot read the limit: {e}\n"),
+    }
     let server_tls = c.server.tls.as_ref().map(|tls| ("gRPC", TlsFiles::new(loaded, tls)));
     let admin_tls = c.admin.tls.as_ref().map(|tls| ("admin", TlsFiles::admin(loaded, tls)));
     for (listener, files) in server_tls.into_iter().chain(admin_tls) {

@@ -38,6 +38,8 @@ pub async fn run(loaded: LoadedConfig) -> anyhow::Result<()> {
 /// with OK, stops the plugins and returns once the open calls have finished.
 pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let config = &loaded.config;
+    // Every agent connection is a file descriptor: before any is opened.
+    crate::fd_limit::raise_and_report(config.server.max_connections);
     let metrics = if config.admin.consumer_label {
         Metrics::new()
     } else {

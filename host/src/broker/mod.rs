@@ -48,7 +48,8 @@ pub struct Broker {
     registry: parking_lot::RwLock<Arc<Registry>>,
     heartbeat: Option<Duration>,
     shutdown: CancellationToken,
-    metrics: Metrics,
+    /// Shared by every subscription (one handle each, not a copy of every metric's).
+    metrics: Arc<Metrics>,
 }
 
 impl Broker {
@@ -64,7 +65,7 @@ impl Broker {
             registry: parking_lot::RwLock::new(registry),
             heartbeat: config.heartbeat(),
             shutdown,
-            metrics,
+            metrics: Arc::new(metrics),
         }
     }
 
@@ -96,7 +97,7 @@ impl Broker {
             registration,
             self.heartbeat,
             self.shutdown.clone(),
-            self.metrics.clone(),
+            Arc::clone(&self.metrics),
         ))
     }
 

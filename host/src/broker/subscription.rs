@@ -4,6 +4,7 @@
 use crate::telemetry::series::Series;
 use std::{
     pin::Pin,
+    sync::Arc,
     task::{Context, Poll},
     time::Duration,
 };
@@ -21,7 +22,7 @@ pub struct Subscription {
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     sent: Series,
     heartbeats: prometheus::IntCounter,
-    metrics: Metrics,
+    metrics: Arc<Metrics>,
     end: Option<tonic::Code>,
 }
 
@@ -30,7 +31,7 @@ impl Subscription {
         registration: Registration,
         heartbeat: Option<Duration>,
         shutdown: CancellationToken,
-        metrics: Metrics,
+        metrics: Arc<Metrics>,
     ) -> Self {
         let sent = metrics.subscribe_received(&registration.cluster, &registration.data_type);
         let heartbeats = metrics.broker.heartbeats(&registration.data_type);
@@ -112,5 +113,16 @@ impl Drop for Subscription {
             subscription = %self.registration.id,
             "subscription ended"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A hub holds one subscription per agent for hours: it keeps handles to what it shares
+    /// (the metrics, the broker's shutdown), not copies of them.
+    #[test]
+    fn a_subscription_is_small() {
+        let size = std::mem::size_of::<super::Subscription>();
+        assert!(size <= 256, "a subscription takes {size} bytes");
     }
 }

@@ -5,39 +5,43 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, Result};
-use tonic::transport::Channel;
 
 use super::Resource;
-use crate::agents::{Target, connect, request};
-use crate::proto::{PublishRequest, cloud_event_service_client::CloudEventServiceClient};
+use crate::connect::{Connection, Target};
+use crate::proto::PublishRequest;
 use crate::wire::spec_request;
 
 pub struct MemoryHub {
-    target: Target,
-    clients: Vec<CloudEventServiceClient<Channel>>,
+    data_type: String,
+    connections: Vec<Connection>,
     next: AtomicUsize,
 }
 
 impl MemoryHub {
     /// Publishes over `connections` connections of its own.
     pub async fn connect(target: Target, connections: usize) -> Result<Self> {
-        let mut clients = Vec::new();
-        for _ in 0..connections.max(1) {
-            clients.push(connect(&target).await.context("the memory hub's connection")?);
+        let mut opened = Vec::new();
+        for i in 0..connections.max(1) {
+            opened.push(
+                Connection::open(&target, &target.hub, None, i)
+                    .await
+                    .context("the memory hub's connection")?,
+            );
         }
         Ok(Self {
-            target,
-            clients,
+            data_type: target.data_type,
+            connections: opened,
             next: AtomicUsize::new(0),
         })
     }
 
     async fn publish(&self, action: &str, cluster: &str, id: &str, name: &str) -> Result<()> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
-        let mut client = self.clients[i].clone();
-        let event = spec_request(&self.target.data_type, action, cluster, id, name);
-        client
-            .publish(request(&self.target, PublishRequest { event: Some(event) })?)
+        let connection = &self.connections[self.next.fetch_add(1, Ordering::Relaxed) % self.connections.len()];
+        let event = spec_request(&self.data_type, action, cluster, id, name);
+        connection
+            .client
+            .clone()
+            .publish(connection.request(PublishRequest { event: Some(event) }))
             .await
             .with_context(|| format!("publish {action} of {id} for {cluster}"))?;
         Ok(())

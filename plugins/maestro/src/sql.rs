@@ -75,12 +75,14 @@ pub const LIST_RESOURCES: &str = concat!(
     " FROM resources WHERE consumer_name = $1"
 );
 
-pub const UPDATE_STATUS: &str = "UPDATE resources SET status = $1::json, updated_at = $2 WHERE id = $3";
 pub const HARD_DELETE: &str = "DELETE FROM resources WHERE id = $1";
-/// A `StatusUpdate` row and Maestro's doorbell, `pg_notify('status_events', id)`, in one statement.
-pub const INSERT_STATUS_UPDATE: &str = "WITH e AS (INSERT INTO status_events \
+/// The status stored, a `StatusUpdate` row and Maestro's doorbell, `pg_notify('status_events', id)`,
+/// in one statement (a data-modifying `WITH` runs whether or not the query reads it, so the event
+/// is written as it was when these were two statements, even if the row has just gone).
+pub const STORE_STATUS: &str = "WITH stored AS (UPDATE resources SET status = $1::json, updated_at = $2 WHERE id = $3), \
+     e AS (INSERT INTO status_events \
      (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) \
-     VALUES ($1, $2, $2, NULL, $3, '', '', NULL, NULL, 'StatusUpdate', NULL) RETURNING id) \
+     VALUES ($4, $2, $2, NULL, $3, '', '', NULL, NULL, 'StatusUpdate', NULL) RETURNING id) \
      SELECT pg_notify('status_events', id) FROM e";
 /// A `StatusDelete` row (with what Maestro needs to tell the source) and the doorbell.
 pub const INSERT_STATUS_DELETE: &str = "WITH e AS (INSERT INTO status_events \

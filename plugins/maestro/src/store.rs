@@ -239,12 +239,15 @@ pub fn pending_events(
     Ok(page)
 }
 
-/// Replaces the status and rings Maestro's doorbell (`StatusUpdate` + NOTIFY, at commit).
+/// Replaces the status and rings Maestro's doorbell (`StatusUpdate` + NOTIFY, at commit), in one
+/// round trip.
 pub fn update_status(tx: &Transaction<'_>, id: &str, status: &Value, now: Timestamp) -> Result<(), Error> {
-    tx.execute(sql::UPDATE_STATUS, &[status.into(), now.into(), id.into()])?;
     let event_id = uuid::Uuid::new_v4().to_string();
-    tx.query(sql::INSERT_STATUS_UPDATE, &[event_id.into(), now.into(), id.into()])
-        .map(drop)
+    tx.query(
+        sql::STORE_STATUS,
+        &[status.into(), now.into(), id.into(), event_id.into()],
+    )
+    .map(drop)
 }
 
 /// The agent deleted the work: a `StatusDelete` event carrying what Maestro needs to tell the

@@ -64,9 +64,9 @@ enum Next<B> {
 ///
 /// conductor's patch: the buffer starts at 1 KiB and grows while frames are
 /// buffered, up to `MAX_BUFFERED` (upstream's fixed 16 KiB start) before a
-/// flush; after a flush that empties it, a grown buffer is given back. An idle
-/// connection holds 1 KiB instead of 16 KiB (hyperium/h2#960 proposes making
-/// the start configurable).
+/// flush; a flush that empties it gives it back, and the next frame allocates
+/// it again. An idle connection holds none instead of 16 KiB (hyperium/h2#960
+/// proposes making the start configurable).
 const DEFAULT_BUFFER_CAPACITY: usize = 1_024;
 
 /// Frames are buffered up to this many bytes before the buffer is flushed.
@@ -210,11 +210,9 @@ where
         // Clear internal buffer
         self.buf.set_position(0);
         self.buf.get_mut().clear();
-        // conductor's patch: a buffer grown by a burst is given back.
-        let initial = DEFAULT_BUFFER_CAPACITY.max(self.min_buffer_capacity);
-        if self.buf.get_ref().capacity() > 4 * initial {
-            *self.buf.get_mut() = BytesMut::with_capacity(initial);
-        }
+        // conductor's patch: once flushed, the buffer is given back whole (an idle
+        // connection holds none); the next frame allocates it again.
+        *self.buf.get_mut() = BytesMut::new();
 
         // The data frame has been written, so unset it
         match self.next.take() {
@@ -238,6 +236,11 @@ where
     fn buffer(&mut self, item: Frame<B>) -> Result<(), UserError> {
         // Ensure that we have enough capacity to accept the write.
         assert!(self.has_capacity());
+        // conductor's patch: the buffer given back after the last flush, allocated again.
+        if self.buf.get_ref().capacity() == 0 {
+            let initial = DEFAULT_BUFFER_CAPACITY.max(self.min_buffer_capacity);
+            self.buf.get_mut().reserve(initial);
+        }
         let span = tracing::trace_span!("FramedWrite::buffer", frame = ?item);
         let _e = span.enter();
 

@@ -82,6 +82,12 @@ impl Deque {
         match self.indices {
             Some(mut idxs) => {
                 let mut slot = buf.slab.remove(idxs.head);
+                // conductor's patch: once every frame is out, the slab's slots are given back
+                // (no key into it is held then). Upstream keeps them for the connection's life:
+                // ~2 KiB per idle connection for the send and receive buffers together.
+                if buf.slab.is_empty() {
+                    buf.slab = Slab::new();
+                }
 
                 if idxs.head == idxs.tail {
                     assert!(slot.next.is_none());
