@@ -11,6 +11,7 @@ pub mod fd_limit;
 pub mod hub;
 pub mod process;
 pub mod receipts;
+pub mod report;
 pub mod run;
 pub mod shards;
 pub mod wire;

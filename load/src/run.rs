@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -15,7 +14,8 @@ use crate::agents::Agents;
 use crate::connect::Target;
 use crate::hub::{Hub, Resource};
 use crate::process;
-use crate::receipts::{Kind, Receipts, Sent, Summary};
+use crate::receipts::{Kind, Receipts, Sent};
+use crate::report::{Latencies, Report, Samples, ServerProcess};
 use crate::shards::{self, Shard};
 
 #[derive(Debug, Clone)]
@@ -44,49 +44,6 @@ pub struct Options {
     /// This process runs one share of the agents and of the writes, in step with the others
     /// (`--processes`).
     pub shard: Option<Shard>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Report {
-    pub server: String,
-    pub hub: String,
-    pub agents: usize,
-    pub connect_seconds: f64,
-    /// Updates per second asked for.
-    pub rate_per_second: f64,
-    /// Writes per second achieved in the update phase.
-    pub update_rate_achieved: f64,
-    #[serde(flatten)]
-    pub summary: Summary,
-    pub write_errors: u64,
-    pub first_write_error: Option<String>,
-    pub stream_errors: u64,
-    pub server_process: Option<ServerProcess>,
-    /// A shard's delivery latencies, for its parent to merge.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latencies_ms: Option<Latencies>,
-}
-
-/// Every delivered write's latency, milliseconds.
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub struct Latencies {
-    pub creates: Vec<f64>,
-    pub updates: Vec<f64>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct ServerProcess {
-    pub pid: u32,
-    pub rss_before_agents_bytes: u64,
-    pub rss_connected_bytes: u64,
-    pub rss_end_bytes: u64,
-    pub rss_peak_bytes: u64,
-    /// (resident memory with every agent connected − before) ÷ agents.
-    pub bytes_per_agent: f64,
-    /// CPU time during the update phase (from its first write until its last delivery).
-    pub update_phase_cpu_seconds: f64,
-    pub update_phase_cpu_percent: f64,
-    pub cpu_seconds_per_1000_deliveries: Option<f64>,
 }
 
 struct Counters {
@@ -239,24 +196,14 @@ pub async fn run(options: Options, hub: Hub) -> Result<Report> {
         p.abort();
     }
 
-    let server_process = match (options.pid, before, connected, update_start.0, end) {
-        (Some(pid), Some(before), Some(connected), Some(start), Some(end)) => {
-            let cpu = end.cpu_seconds - start.cpu_seconds;
-            Some(ServerProcess {
-                pid,
-                rss_before_agents_bytes: before.rss,
-                rss_connected_bytes: connected.rss,
-                rss_end_bytes: end.rss,
-                rss_peak_bytes: end.rss_peak,
-                bytes_per_agent: connected.rss.saturating_sub(before.rss) as f64 / options.agents as f64,
-                update_phase_cpu_seconds: cpu,
-                update_phase_cpu_percent: 100.0 * cpu / phase_seconds,
-                cpu_seconds_per_1000_deliveries: (delivered_in_phase > 0)
-                    .then(|| cpu * 1000.0 / delivered_in_phase as f64),
-            })
-        }
-        _ => None,
+    let samples = Samples {
+        before,
+        connected,
+        updating: update_start.0,
+        end,
     };
+    let server_process =
+        ServerProcess::from_samples(options.pid, samples, options.agents, delivered_in_phase, phase_seconds);
     Ok(Report {
         server: options.target.server.clone(),
         hub: hub.name().to_owned(),

@@ -14,7 +14,7 @@ use tokio::process::{Child, ChildStdin, Command};
 
 use crate::process;
 use crate::receipts::{Phase, Summary};
-use crate::run::{Report, ServerProcess};
+use crate::report::{Latencies, Report, Samples, ServerProcess};
 
 /// Set in a shard's environment: `<index>/<of>`.
 pub const SHARD_ENV: &str = "CONDUCTOR_LOAD_SHARD";
@@ -140,21 +140,19 @@ pub async fn run(processes: usize, pid: Option<u32>) -> Result<Report> {
     }
     let end = sample()?;
     let phase_seconds = at[1].1.elapsed().as_secs_f64();
-    Ok(merge(reports, pid, before, at[0].0, at[1].0, end, phase_seconds))
+    let samples = Samples {
+        before,
+        connected: at[0].0,
+        updating: at[1].0,
+        end,
+    };
+    Ok(merge(reports, pid, samples, phase_seconds))
 }
 
 /// The shards' reports as one, with the server measured by the parent.
-fn merge(
-    reports: Vec<Report>,
-    pid: Option<u32>,
-    before: Option<process::Sample>,
-    connected: Option<process::Sample>,
-    updating: Option<process::Sample>,
-    end: Option<process::Sample>,
-    phase_seconds: f64,
-) -> Report {
+fn merge(reports: Vec<Report>, pid: Option<u32>, samples: Samples, phase_seconds: f64) -> Report {
     let sum = |f: fn(&Report) -> u64| reports.iter().map(f).sum::<u64>();
-    let latencies = |f: fn(&crate::run::Latencies) -> &Vec<f64>| {
+    let latencies = |f: fn(&Latencies) -> &Vec<f64>| {
         reports
             .iter()
             .filter_map(|r| r.latencies_ms.as_ref())
@@ -170,24 +168,7 @@ fn merge(
         out_of_order: sum(|r| r.summary.out_of_order),
         duplicates: sum(|r| r.summary.duplicates),
     };
-    let server_process = match (pid, before, connected, updating, end) {
-        (Some(pid), Some(before), Some(connected), Some(start), Some(end)) => {
-            let cpu = end.cpu_seconds - start.cpu_seconds;
-            let delivered = summary.updates.delivered;
-            Some(ServerProcess {
-                pid,
-                rss_before_agents_bytes: before.rss,
-                rss_connected_bytes: connected.rss,
-                rss_end_bytes: end.rss,
-                rss_peak_bytes: end.rss_peak,
-                bytes_per_agent: connected.rss.saturating_sub(before.rss) as f64 / agents.max(1) as f64,
-                update_phase_cpu_seconds: cpu,
-                update_phase_cpu_percent: 100.0 * cpu / phase_seconds,
-                cpu_seconds_per_1000_deliveries: (delivered > 0).then(|| cpu * 1000.0 / delivered as f64),
-            })
-        }
-        _ => None,
-    };
+    let server_process = ServerProcess::from_samples(pid, samples, agents, summary.updates.delivered, phase_seconds);
     Report {
         server: reports.first().map(|r| r.server.clone()).unwrap_or_default(),
         hub: reports.first().map(|r| r.hub.clone()).unwrap_or_default(),

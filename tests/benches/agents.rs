@@ -300,14 +300,15 @@ fn version(e: &conductor_blackbox_tests::proto::CloudEvent) -> Option<i64> {
     }
 }
 
-/// Subscribes on `endpoint` and resyncs holding `held` (none, or the work at version 1); returns
-/// the stream once the work's version `want` arrived, or what failed.
+/// Subscribes on `endpoint` (then calls `subscribed`) and resyncs holding `held` (none, or the
+/// work at version 1); returns the stream once the work's version `want` arrived, or what failed.
 async fn subscribe_and_resync(
     endpoint: &Endpoint,
     cluster: &str,
     id: &str,
     held: Option<i64>,
     want: i64,
+    subscribed: impl FnOnce(),
 ) -> Result<tonic::Streaming<conductor_blackbox_tests::proto::CloudEvent>, String> {
     let channel = endpoint.connect().await.map_err(|_| "connect".to_owned())?;
     let mut client = CloudEventServiceClient::new(channel);
@@ -320,6 +321,7 @@ async fn subscribe_and_resync(
         .await
         .map_err(|s| format!("subscribe {:?}", s.code()))?
         .into_inner();
+    subscribed();
     let versions: Vec<(&str, i64)> = held.map(|v| (id, v)).into_iter().collect();
     client
         .publish(PublishRequest {
@@ -378,7 +380,7 @@ async fn storm_run(fixture: &Fixture, security: Security, agents: usize) -> Stor
         tokio::spawn(async move {
             let fail = |what: String| *failures.lock().unwrap().entry(what).or_default() += 1;
             let mut stream = loop {
-                match subscribe_and_resync(&to_a, &cluster, &id, None, 1).await {
+                match subscribe_and_resync(&to_a, &cluster, &id, None, 1, || {}).await {
                     Ok(s) => break s,
                     Err(e) => fail(format!("on A: {e}")),
                 }
@@ -389,36 +391,10 @@ async fn storm_run(fixture: &Fixture, security: Security, agents: usize) -> Stor
             drop(stream);
             // At once to B, as often as it takes.
             loop {
-                let attempt = async {
-                    let channel = to_b.connect().await.map_err(|_| "connect".to_owned())?;
-                    let mut client = CloudEventServiceClient::new(channel);
-                    let mut stream = client
-                        .subscribe(SubscriptionRequest {
-                            source: String::new(),
-                            cluster_name: cluster.clone(),
-                            data_type: WORKS.into(),
-                        })
-                        .await
-                        .map_err(|s| format!("subscribe {:?}", s.code()))?
-                        .into_inner();
+                let attempt = subscribe_and_resync(&to_b, &cluster, &id, Some(1), 2, || {
                     subscribed_on_b.fetch_add(1, Ordering::Relaxed);
                     *last_subscribed.lock().unwrap() = Some(Instant::now());
-                    client
-                        .publish(PublishRequest {
-                            event: Some(events::resync_request(WORKS, &cluster, &[(id.as_str(), 1)])),
-                        })
-                        .await
-                        .map_err(|s| format!("resync {:?}", s.code()))?;
-                    loop {
-                        match tokio::time::timeout(Duration::from_secs(30), stream.message()).await {
-                            Ok(Ok(Some(e))) if version(&e) == Some(2) => return Ok((client, stream)),
-                            Ok(Ok(Some(_))) => {}
-                            Ok(Ok(None)) => return Err("stream ended".to_owned()),
-                            Ok(Err(s)) => return Err(format!("stream {:?}", s.code())),
-                            Err(_) => return Err("no resync answer in 30 s".to_owned()),
-                        }
-                    }
-                };
+                });
                 match attempt.await {
                     Ok(kept) => {
                         resynced_at.lock().unwrap().push(Instant::now());

@@ -5,8 +5,8 @@
 //!
 //! Each instance lives on a thread of its own ([`Worker`]), never on an async worker: a call is
 //! handed to that thread and answered from it, with no task of tokio's blocking pool per call
-//! (the thread spins a few microseconds for the next call before it sleeps, so calls in a row are
-//! not each a thread wake-up). A call has a deadline: past `limits.call_timeout` it fails with a
+//! (the thread spins a few microseconds for the next call before it sleeps, and the caller a few
+//! for the answer before it awaits it, so a short call is not two thread wake-ups). A call has a deadline: past `limits.call_timeout` it fails with a
 //! clear error at the deadline. Native code cannot be interrupted, so the thread keeps running the
 //! call until the plugin returns; the instance is then destroyed on that thread instead of going
 //! back to the pool.
@@ -349,6 +349,26 @@ fn next_job(queue: &std::sync::mpsc::Receiver<Job>) -> Option<Job> {
     }
 }
 
+/// How long the caller looks for the answer before it awaits it: a short call's answer is taken at
+/// once, without the runtime's thread going to sleep and being woken for it (a component's call
+/// holds its thread for all its length; this holds it for at most this long).
+const REPLY_SPIN: Duration = Duration::from_micros(25);
+
+/// The instance's answer: looked for during [`REPLY_SPIN`], then awaited.
+async fn answered<T>(
+    mut answer: tokio::sync::oneshot::Receiver<T>,
+) -> Result<T, tokio::sync::oneshot::error::RecvError> {
+    let until = std::time::Instant::now() + REPLY_SPIN;
+    while std::time::Instant::now() < until {
+        match answer.try_recv() {
+            Ok(value) => return Ok(value),
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => std::hint::spin_loop(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Closed) => break,
+        }
+    }
+    answer.await
+}
+
 pub struct NativeRuntime {
     pool: Pool<Worker>,
     call_timeout: Duration,
@@ -429,7 +449,7 @@ impl Runtime for NativeRuntime {
                 if worker.jobs.try_send(job).is_err() {
                     return (Err(Error::Internal(format!("plugin {}: its instance's thread is gone", self.name))), None);
                 }
-                match tokio::time::timeout(self.call_timeout, answer).await {
+                match tokio::time::timeout(self.call_timeout, answered(answer)).await {
                     Ok(Ok((result, true))) => {
                         worker.host.end_call().await;
                         (result, Some(worker))
