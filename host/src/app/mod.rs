@@ -38,6 +38,8 @@ pub async fn run(loaded: LoadedConfig) -> anyhow::Result<()> {
 /// with OK, stops the plugins and returns once the open calls have finished.
 pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let config = &loaded.config;
+    // Before the plugin files are read: one replaced while they load is then seen as a change.
+    let baseline = watch::Baseline::look(loaded.watched_files());
     // Every agent connection is a file descriptor: before any is opened.
     crate::fd_limit::raise_and_report(config.server.max_connections);
     let metrics = if config.admin.consumer_label {
@@ -118,6 +120,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         );
         tokio::spawn(watch::watch_files(
             watched_rx,
+            baseline,
             config.reload.watch_interval.0,
             config.reload.debounce.0,
             reload_tx.clone(),

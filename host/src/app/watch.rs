@@ -44,17 +44,38 @@ fn look_all(files: &[PathBuf]) -> Vec<Option<Seen>> {
     files.iter().map(|f| look(f)).collect()
 }
 
-/// Watches `files` (replaced after every reload through the channel) and asks `reload` to reload
-/// when one changes, until `stop`.
+/// The files as they were when conductor started to load them: a file replaced while the plugins
+/// load (before the watch has begun) is a change like any later one.
+pub struct Baseline {
+    files: Vec<PathBuf>,
+    seen: Vec<Option<Seen>>,
+}
+
+impl Baseline {
+    pub fn look(files: Vec<PathBuf>) -> Self {
+        let seen = look_all(&files);
+        Self { files, seen }
+    }
+}
+
+/// Watches `files` (replaced after every reload through the channel), starting from `baseline`,
+/// and asks `reload` to reload when one changes, until `stop`.
 pub async fn watch_files(
     mut files: watch::Receiver<Vec<PathBuf>>,
+    baseline: Baseline,
     interval: Duration,
     debounce: Duration,
     reload: mpsc::Sender<ReloadRequest>,
     stop: CancellationToken,
 ) {
-    let mut watched = files.borrow_and_update().clone();
-    let mut seen = look_all(&watched);
+    let Baseline {
+        files: mut watched,
+        mut seen,
+    } = baseline;
+    if *files.borrow_and_update() != watched {
+        watched = files.borrow().clone();
+        seen = look_all(&watched);
+    }
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -146,6 +167,7 @@ mod tests {
         let stop = CancellationToken::new();
         let task = tokio::spawn(watch_files(
             files_rx,
+            Baseline::look(vec![file.clone()]),
             Duration::from_millis(20),
             Duration::from_millis(100),
             reload_tx,
@@ -167,6 +189,37 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(reload_rx.try_recv().is_err(), "the same files are not tried again");
         drop(files_tx);
+        stop.cancel();
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_file_replaced_before_the_watch_begins_is_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plugin.wasm");
+        std::fs::write(&file, "the build conductor loaded").unwrap();
+        let baseline = Baseline::look(vec![file.clone()]);
+        // Replaced while the plugins load, before the watch task first looks.
+        let tmp = dir.path().join("plugin.wasm.new");
+        std::fs::write(&tmp, "another build").unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+        let (_files_tx, files_rx) = watch::channel(vec![file.clone()]);
+        let (reload_tx, mut reload_rx) = mpsc::channel(4);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(watch_files(
+            files_rx,
+            baseline,
+            Duration::from_millis(20),
+            Duration::from_millis(40),
+            reload_tx,
+            stop.clone(),
+        ));
+        let request = tokio::time::timeout(Duration::from_secs(5), reload_rx.recv())
+            .await
+            .expect("the replacement is seen")
+            .unwrap();
+        assert!(matches!(request.trigger, ReloadTrigger::FilesChanged));
+        drop(request);
         stop.cancel();
         task.await.unwrap();
     }

@@ -343,7 +343,7 @@ fn next_job(queue: &std::sync::mpsc::Receiver<Job>) -> Option<Job> {
         match queue.try_recv() {
             Ok(job) => return Some(job),
             Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
-            Err(std::sync::mpsc::TryRecvError::Empty) if std::time::Instant::now() < until => std::hint::spin_loop(),
+            Err(std::sync::mpsc::TryRecvError::Empty) if std::time::Instant::now() < until => std::thread::yield_now(),
             Err(std::sync::mpsc::TryRecvError::Empty) => return queue.recv().ok(),
         }
     }
@@ -362,7 +362,7 @@ async fn answered<T>(
     while std::time::Instant::now() < until {
         match answer.try_recv() {
             Ok(value) => return Ok(value),
-            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => std::hint::spin_loop(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => std::thread::yield_now(),
             Err(tokio::sync::oneshot::error::TryRecvError::Closed) => break,
         }
     }
