@@ -2,17 +2,21 @@
 //!
 //! The broker's series are labelled by cluster, so a hub with 10,000 agents has tens of thousands
 //! of label sets. The `prometheus` crate keeps a full copy of the metric's description and label
-//! pairs in each (about 2 KB; 8.7 KB per agent in the scale benchmark); here a label set is its
-//! values and its numbers, and the families are built only when `/metrics` is scraped.
+//! pairs in each (about 2 KB; 8.7 KB per agent in the scale benchmark); here a label set is the
+//! numbers of its values (each value is held once for the process, in [`LabelValues`]) and what
+//! it counts, and the families are built only when `/metrics` is scraped.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+use hashbrown::HashTable;
 use parking_lot::RwLock;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, Bucket, Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
+
+use super::label_values::LabelValues;
 
 /// One label set's counter or gauge; cheap to clone and to bump.
 #[derive(Clone, Debug, Default)]
@@ -32,47 +36,48 @@ impl Series {
     }
 }
 
-/// One label set's histogram: a count per bucket (not cumulative), the sum and the count.
+/// One label set's histogram: the family's bucket bounds and, in one allocation, a count per
+/// bucket (not cumulative), the sum's `f64` bits and the count.
 #[derive(Clone, Debug)]
-pub struct Histogram(Arc<HistogramCells>);
-
-#[derive(Debug)]
-struct HistogramCells {
+pub struct Histogram {
     bounds: Arc<[f64]>,
-    buckets: Box<[AtomicU64]>,
-    /// The sum's `f64` bits.
-    sum: AtomicU64,
-    count: AtomicU64,
+    cells: Arc<[AtomicU64]>,
 }
 
 impl Histogram {
     fn new(bounds: &Arc<[f64]>) -> Self {
-        Self(Arc::new(HistogramCells {
+        let mut cells: Vec<AtomicU64> = (0..bounds.len() + 2).map(|_| AtomicU64::new(0)).collect();
+        cells[bounds.len()] = AtomicU64::new(0f64.to_bits());
+        Self {
             bounds: Arc::clone(bounds),
-            buckets: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
-            sum: AtomicU64::new(0f64.to_bits()),
-            count: AtomicU64::new(0),
-        }))
+            cells: cells.into(),
+        }
+    }
+
+    fn sum(&self) -> &AtomicU64 {
+        &self.cells[self.bounds.len()]
+    }
+
+    fn count(&self) -> &AtomicU64 {
+        &self.cells[self.bounds.len() + 1]
     }
 
     pub fn observe(&self, v: f64) {
-        let cells = &self.0;
-        if let Some(i) = cells.bounds.iter().position(|b| v <= *b) {
-            cells.buckets[i].fetch_add(1, Ordering::Relaxed);
+        if let Some(i) = self.bounds.iter().position(|b| v <= *b) {
+            self.cells[i].fetch_add(1, Ordering::Relaxed);
         }
-        let _ = cells.sum.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+        let _ = self.sum().fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
             Some((f64::from_bits(bits) + v).to_bits())
         });
-        cells.count.fetch_add(1, Ordering::Relaxed);
+        self.count().fetch_add(1, Ordering::Relaxed);
     }
 
     fn to_proto(&self) -> proto::Histogram {
-        let cells = &self.0;
         let mut cumulative = 0;
-        let buckets = cells
+        let buckets = self
             .bounds
             .iter()
-            .zip(cells.buckets.iter())
+            .zip(self.cells.iter())
             .map(|(bound, n)| {
                 cumulative += n.load(Ordering::Relaxed);
                 let mut b = Bucket::default();
@@ -83,14 +88,21 @@ impl Histogram {
             .collect();
         let mut h = proto::Histogram::default();
         h.set_bucket(buckets);
-        h.set_sample_sum(f64::from_bits(cells.sum.load(Ordering::Relaxed)));
-        h.set_sample_count(cells.count.load(Ordering::Relaxed));
+        h.set_sample_sum(f64::from_bits(self.sum().load(Ordering::Relaxed)));
+        h.set_sample_count(self.count().load(Ordering::Relaxed));
         h
     }
 }
 
-/// Label values and what they hold, by the hash of the values (a collision keeps both).
-type LabelSets<V> = HashMap<u64, Vec<(Box<[Box<str>]>, V)>>;
+/// The most labels a family has (`processed_total`: consumer, data type, method, code).
+const MAX_LABELS: usize = 4;
+
+/// One label set: the hash of its values, their numbers in [`LabelValues`], what it holds.
+struct LabelSet<V> {
+    hash: u64,
+    values: [u32; MAX_LABELS],
+    value: V,
+}
 
 /// A family's description and label sets.
 struct Family<V> {
@@ -98,11 +110,12 @@ struct Family<V> {
     /// Label names, in the order values are given.
     labels: Vec<String>,
     hasher: RandomState,
-    series: RwLock<LabelSets<V>>,
+    series: RwLock<HashTable<LabelSet<V>>>,
 }
 
 impl<V: Clone> Family<V> {
     fn new(name: &str, help: &str, labels: &[&str]) -> Self {
+        assert!(labels.len() <= MAX_LABELS, "{name}: at most {MAX_LABELS} labels");
         let labels: Vec<String> = labels.iter().map(|l| (*l).to_owned()).collect();
         Self {
             desc: Desc::new(name.to_owned(), help.to_owned(), labels.clone(), HashMap::new()).expect("valid metric"),
@@ -116,44 +129,58 @@ impl<V: Clone> Family<V> {
     fn get(&self, values: &[&str], make: impl FnOnce() -> V) -> V {
         debug_assert_eq!(values.len(), self.labels.len());
         let hash = self.hasher.hash_one(values);
-        let same = |held: &[Box<str>]| held.iter().map(|v| &**v).eq(values.iter().copied());
-        if let Some(entries) = self.series.read().get(&hash)
-            && let Some((_, v)) = entries.iter().find(|(held, _)| same(held))
         {
-            return v.clone();
+            let names = LabelValues::read();
+            let same = |set: &LabelSet<V>| {
+                set.hash == hash && values.iter().zip(set.values).all(|(v, n)| names.value(n) == *v)
+            };
+            if let Some(set) = self.series.read().find(hash, same) {
+                return set.value.clone();
+            }
+        }
+        let mut numbers = [0; MAX_LABELS];
+        for (n, v) in numbers.iter_mut().zip(values) {
+            *n = LabelValues::number(v);
         }
         let mut all = self.series.write();
-        let entries = all.entry(hash).or_default();
-        if let Some((_, v)) = entries.iter().find(|(held, _)| same(held)) {
-            return v.clone();
+        let same = |set: &LabelSet<V>| set.hash == hash && set.values == numbers;
+        if let Some(set) = all.find(hash, same) {
+            return set.value.clone();
         }
-        let v = make();
-        entries.push((values.iter().map(|v| Box::from(*v)).collect(), v.clone()));
-        v
+        let value = make();
+        all.insert_unique(
+            hash,
+            LabelSet {
+                hash,
+                values: numbers,
+                value: value.clone(),
+            },
+            |set| set.hash,
+        );
+        value
     }
 
     /// The family for a scrape: a metric per label set, labels sorted by name.
     fn collect(&self, kind: MetricType, fill: impl Fn(&V, &mut Metric)) -> Vec<MetricFamily> {
         let mut order: Vec<usize> = (0..self.labels.len()).collect();
         order.sort_by(|a, b| self.labels[*a].cmp(&self.labels[*b]));
-        let metrics = self
-            .series
-            .read()
-            .values()
-            .flatten()
-            .map(|(values, v)| {
+        let series = self.series.read();
+        let names = LabelValues::read();
+        let metrics = series
+            .iter()
+            .map(|set| {
                 let mut m = Metric::default();
                 let pairs = order
                     .iter()
                     .map(|&i| {
                         let mut pair = LabelPair::default();
                         pair.set_name(self.labels[i].clone());
-                        pair.set_value(values[i].to_string());
+                        pair.set_value(names.value(set.values[i]).to_owned());
                         pair
                     })
                     .collect();
                 m.set_label(pairs);
-                fill(v, &mut m);
+                fill(&set.value, &mut m);
                 m
             })
             .collect();
