@@ -328,6 +328,68 @@ async fn print_plugin_calls(c: &Conductor, when: &str) {
     }
 }
 
+/// What the maestro plugin's batches cost so far, from `/metrics`: notification calls (batches),
+/// the events they were given, the database statements of the plugin (status updates' included)
+/// and the time spent in each.
+#[derive(Clone, Copy, Debug, Default)]
+struct BatchCosts {
+    batches: f64,
+    batch_seconds: f64,
+    events: f64,
+    handles: f64,
+    statements: f64,
+    statement_seconds: f64,
+}
+
+impl BatchCosts {
+    async fn read(c: &Conductor) -> Self {
+        let Ok((200, text)) = c.admin_get("/metrics").await else {
+            return Self::default();
+        };
+        // The sum over the series of `name` whose labels contain every one of `labels`.
+        let sum = |name: &str, labels: &[&str]| -> f64 {
+            text.lines()
+                .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+                .filter(|l| labels.iter().all(|want| l.contains(want)))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        };
+        let on_events = ["plugin=\"maestro\"", "call=\"on-events\""];
+        Self {
+            batches: sum("conductor_plugin_call_duration_seconds_count", &on_events),
+            batch_seconds: sum("conductor_plugin_call_duration_seconds_sum", &on_events),
+            events: sum("conductor_plugin_events_queued_total", &["plugin=\"maestro\""]),
+            handles: sum(
+                "conductor_plugin_call_duration_seconds_count",
+                &["plugin=\"maestro\"", "call=\"handle\""],
+            ),
+            statements: sum(
+                "conductor_database_statement_duration_seconds_count",
+                &["plugin=\"maestro\""],
+            ),
+            statement_seconds: sum(
+                "conductor_database_statement_duration_seconds_sum",
+                &["plugin=\"maestro\""],
+            ),
+        }
+    }
+
+    /// Prints what happened between `before` and `self`.
+    fn print_since(&self, before: &Self, when: &str) {
+        let d = |a: f64, b: f64| a - b;
+        let batches = d(self.batches, before.batches).max(1.0);
+        println!(
+            "    batches {when}: {:.0} batches, {:.1} events each, {:.2} ms each of which {:.2} ms in {:.1} statements; {:.0} status calls beside",
+            d(self.batches, before.batches),
+            d(self.events, before.events) / batches,
+            1e3 * d(self.batch_seconds, before.batch_seconds) / batches,
+            1e3 * d(self.statement_seconds, before.statement_seconds) / batches,
+            d(self.statements, before.statements) / batches,
+            d(self.handles, before.handles),
+        );
+    }
+}
+
 /// Maestro's own writes, as the load tool makes them, with nothing but a LISTEN session at the
 /// other end: the floor under conductor's figures on the same database and machine. `updates`
 /// updates of `resources` resources at `rate` (from each write's start until its NOTIFY arrived:
@@ -480,7 +542,10 @@ fn maestro(rt: &tokio::runtime::Runtime) {
             );
             let c = Conductor::start(&config).expect("conductor starts");
             let busy = machine_busy();
+            let start = BatchCosts::read(&c).await;
             let s = tokio::task::block_in_place(|| steady(&db, &c, "steady"));
+            let after_steady = BatchCosts::read(&c).await;
+            after_steady.print_since(&start, &format!("{lanes} at once, steady phase"));
             println!(
                 "    {lanes} at once, steady phase: conductor {:.0} % of a core, the machine {:.0} % busy",
                 f(&s, &["server_process", "update_phase_cpu_percent"]),
@@ -489,6 +554,9 @@ fn maestro(rt: &tokio::runtime::Runtime) {
             print_plugin_calls(&c, &format!("{lanes} at once, after the steady phase")).await;
             let b = tokio::task::block_in_place(|| burst(&db, &c, "burst"));
             print_plugin_calls(&c, &format!("{lanes} at once, after the burst")).await;
+            BatchCosts::read(&c)
+                .await
+                .print_since(&after_steady, &format!("{lanes} at once, burst"));
             [
                 f(&s, &["updates", "latency_ms", "p50"]),
                 f(&s, &["updates", "latency_ms", "p99"]),

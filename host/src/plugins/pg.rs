@@ -516,6 +516,58 @@ mod tests {
         let all = rows(session.call(&caps, query("SELECT v FROM t", vec![], None)).await);
         assert_eq!(all.rows, [[PgValue::Int4(1)]]);
 
+        // A transaction's `BEGIN` goes out with its first statement (third_party/sqlx-postgres):
+        // that statement runs inside the transaction (its write unseen by others until the
+        // commit), a first statement that fails leaves the transaction aborted, and a
+        // transaction with no statement commits.
+        let Ok(PgReply::Begun(tx)) = session.call(&caps, begin()).await else {
+            panic!()
+        };
+        session.call(&caps, insert(3, Some(tx))).await.unwrap();
+        let mut other = PgSession::default();
+        let count = "SELECT count(*)::int4 FROM t";
+        let seen = |r: PgRows| r.rows[0][0].clone();
+        assert_eq!(
+            seen(rows(other.call(&caps, query(count, vec![], None)).await)),
+            PgValue::Int4(1)
+        );
+        session
+            .call(&caps, PgRequest::Commit { transaction: tx })
+            .await
+            .unwrap();
+        assert_eq!(
+            seen(rows(other.call(&caps, query(count, vec![], None)).await)),
+            PgValue::Int4(2)
+        );
+        let Ok(PgReply::Begun(tx)) = session.call(&caps, begin()).await else {
+            panic!()
+        };
+        let err = session
+            .call(&caps, query("SELECT * FROM nowhere", vec![], Some(tx)))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Database(d) if d.code.as_deref() == Some("42P01")),
+            "{err}"
+        );
+        let err = session.call(&caps, insert(4, Some(tx))).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Database(d) if d.code.as_deref() == Some("25P02")),
+            "{err}"
+        );
+        session.end_call("p").await;
+        let Ok(PgReply::Begun(tx)) = session.call(&caps, begin()).await else {
+            panic!()
+        };
+        session
+            .call(&caps, PgRequest::Commit { transaction: tx })
+            .await
+            .unwrap();
+        session
+            .call(&caps, query("DELETE FROM t WHERE v = 3", vec![], None))
+            .await
+            .unwrap();
+
         for _ in 0..MAX_OPEN_TRANSACTIONS {
             session.call(&caps, begin()).await.unwrap();
         }
