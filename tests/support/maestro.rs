@@ -127,7 +127,9 @@ impl MaestroDb {
 
     /// The same, with the NOTIFY only if `notify`.
     pub async fn update_then(&self, id: &str, replicas: i64, notify: bool) -> String {
-        let mut tx = self.pool.begin().await.unwrap();
+        // `BEGIN` in a round trip of its own, as Maestro's Go client sends it (a plain `begin()`
+        // would send it with the first statement).
+        let mut tx = self.pool.begin_with("BEGIN").await.unwrap();
         sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
             .bind(advisory_key(id))
             .bind(advisory_key("resources"))

@@ -197,13 +197,49 @@ pub fn review(identity: &Identity, attributes: &Attributes) -> SubjectAccessRevi
     }
 }
 
-type Key = (String, Vec<String>, Attributes);
+/// A question for the API server, kept with its answer for the cache's lifetime (two per agent
+/// on a hub that authorizes with reviews): the identity and the attributes packed into one
+/// allocation, each part its length (four bytes) and its bytes, the groups last.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Question(Box<[u8]>);
+
+impl Question {
+    fn new(identity: &Identity, attributes: &Attributes) -> Self {
+        let Attributes {
+            path,
+            verb,
+            namespace,
+            group,
+            resource,
+            subresource,
+            name,
+        } = attributes;
+        let fixed = [
+            &identity.user,
+            path,
+            verb,
+            namespace,
+            group,
+            resource,
+            subresource,
+            name,
+        ];
+        let parts = fixed.into_iter().chain(&identity.groups);
+        let mut packed = Vec::with_capacity(parts.clone().map(|part| 4 + part.len()).sum());
+        for part in parts {
+            // A part longer than 4 GiB cannot arrive: requests are limited far below that.
+            packed.extend_from_slice(&u32::try_from(part.len()).unwrap_or(u32::MAX).to_le_bytes());
+            packed.extend_from_slice(part.as_bytes());
+        }
+        Self(packed.into_boxed_slice())
+    }
+}
 
 /// Decides with SubjectAccessReviews on the hub's API server.
 pub struct SarAuthorizer {
     api: Api<SubjectAccessReview>,
     extra: ExtraDataTypes,
-    reviews: Reviews<Key, Result<(), String>>,
+    reviews: Reviews<Question, Result<(), String>>,
     ttl: Duration,
 }
 
@@ -250,9 +286,8 @@ impl SarAuthorizer {
     }
 
     async fn decide(&self, identity: &Identity, attributes: Attributes) -> Result<(), Denied> {
-        let key = (identity.user.clone(), identity.groups.clone(), attributes.clone());
         self.reviews
-            .answer(key, || async {
+            .answer(Question::new(identity, &attributes), || async {
                 let answer = self
                     .api
                     .create(&PostParams::default(), &review(identity, &attributes))
@@ -499,5 +534,27 @@ mod tests {
                 "resourceAttributes": {"verb": "watch", "namespace": "cluster1", "resource": "leases"},
             })
         );
+    }
+
+    /// A kept answer is found only by the same question: parts never run into each other.
+    #[test]
+    fn questions_are_equal_only_when_every_part_is() {
+        let who = |user: &str, groups: &[&str]| Identity {
+            user: user.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        };
+        let watch = attrs("watch", "", "leases", "", "");
+        let agent = who("agent", &["cluster1"]);
+        assert!(Question::new(&agent, &watch) == Question::new(&who("agent", &["cluster1"]), &watch));
+        let different = [
+            Question::new(&who("agentcluster1", &[]), &watch),
+            Question::new(&who("agent", &["cluster", "1"]), &watch),
+            Question::new(&who("agent", &[]), &watch),
+            Question::new(&agent, &attrs("watch", "leases", "", "", "")),
+            Question::new(&agent, &attrs("get", "", "leases", "", "")),
+        ];
+        for (i, question) in different.iter().enumerate() {
+            assert!(*question != Question::new(&agent, &watch), "case {i}");
+        }
     }
 }

@@ -101,7 +101,9 @@ impl MaestroHub {
 
     /// [`Self::update`]: the new version, and the id of the event announcing it.
     pub async fn update_announced(&self, r: &Resource) -> Result<(i64, String)> {
-        let mut tx = self.pool.begin().await?;
+        // `BEGIN` in a round trip of its own, as Maestro's Go client sends it (a plain `begin()`
+        // would send it with the first statement).
+        let mut tx = self.pool.begin_with("BEGIN").await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
             .bind(fnv1a(&r.id))
             .bind(fnv1a("resources"))

@@ -16,6 +16,9 @@ impl TransactionManager for PgTransactionManager {
 
     async fn begin(conn: &mut PgConnection, statement: Option<SqlStr>) -> Result<(), Error> {
         let depth = conn.inner.transaction_depth;
+        // conductor's patch: only the default `BEGIN` is deferred (below); one given with
+        // `begin_with` is sent and waited for as upstream does.
+        let deferrable = statement.is_none();
 
         let statement = match statement {
             // custom `BEGIN` statements are not allowed if we're already in
@@ -28,7 +31,7 @@ impl TransactionManager for PgTransactionManager {
         // conductor's patch: a transaction's `BEGIN` is sent with its first statement, whose
         // round trip answers both (`PgConnection::run`), instead of alone: one round trip fewer
         // per transaction. Only when nothing else is outstanding, and not for a savepoint.
-        if depth == 0 && conn.inner.pending_ready_for_query_count == 0 {
+        if deferrable && depth == 0 && conn.inner.pending_ready_for_query_count == 0 {
             conn.queue_simple_query(statement.as_str())?;
             conn.inner.deferred_begin = true;
             conn.inner.transaction_depth += 1;
