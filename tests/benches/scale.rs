@@ -376,16 +376,15 @@ impl BatchCosts {
 
     /// Prints what happened between `before` and `self`.
     fn print_since(&self, before: &Self, when: &str) {
-        let d = |a: f64, b: f64| a - b;
-        let batches = d(self.batches, before.batches).max(1.0);
+        let ran = self.batches - before.batches;
+        let per_batch = ran.max(1.0);
         println!(
-            "    batches {when}: {:.0} batches, {:.1} events each, {:.2} ms each of which {:.2} ms in {:.1} statements; {:.0} status calls beside",
-            d(self.batches, before.batches),
-            d(self.events, before.events) / batches,
-            1e3 * d(self.batch_seconds, before.batch_seconds) / batches,
-            1e3 * d(self.statement_seconds, before.statement_seconds) / batches,
-            d(self.statements, before.statements) / batches,
-            d(self.handles, before.handles),
+            "    batches {when}: {ran:.0} batches, {:.1} events each, {:.2} ms each of which {:.2} ms in {:.1} statements; {:.0} status calls beside",
+            (self.events - before.events) / per_batch,
+            1e3 * (self.batch_seconds - before.batch_seconds) / per_batch,
+            1e3 * (self.statement_seconds - before.statement_seconds) / per_batch,
+            (self.statements - before.statements) / per_batch,
+            self.handles - before.handles,
         );
     }
 }

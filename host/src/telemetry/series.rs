@@ -46,11 +46,10 @@ pub struct Histogram {
 
 impl Histogram {
     fn new(bounds: &Arc<[f64]>) -> Self {
-        let mut cells: Vec<AtomicU64> = (0..bounds.len() + 2).map(|_| AtomicU64::new(0)).collect();
-        cells[bounds.len()] = AtomicU64::new(0f64.to_bits());
+        // Zero is also the bits of the sum's 0.0.
         Self {
             bounds: Arc::clone(bounds),
-            cells: cells.into(),
+            cells: (0..bounds.len() + 2).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -164,8 +163,9 @@ impl<V: Clone> Family<V> {
     fn collect(&self, kind: MetricType, fill: impl Fn(&V, &mut Metric)) -> Vec<MetricFamily> {
         let mut order: Vec<usize> = (0..self.labels.len()).collect();
         order.sort_by(|a, b| self.labels[*a].cmp(&self.labels[*b]));
-        let series = self.series.read();
+        // The values' lock before the family's, as in `get`: never the other way round.
         let names = LabelValues::read();
+        let series = self.series.read();
         let metrics = series
             .iter()
             .map(|set| {
