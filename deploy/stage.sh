@@ -4,6 +4,8 @@
 # default plugins (as WebAssembly components) and lays out the image's files under ROOT:
 #
 #   ROOT/usr/local/bin/conductor
+#   ROOT/server -> usr/local/bin/conductor   (where OCM's operator starts its gRPC server:
+#                                             `/server grpc --server-config=…`, docs/replace-ocm-grpc-server.md)
 #   ROOT/usr/lib/conductor/plugins/{kube,maestro,consumer-controller}.wasm   (plugin_folder)
 #   ROOT/etc/conductor/conductor.toml   (the kube-only hub configuration, deploy/overlays/kube;
 #                                        the Deployment mounts its ConfigMap over this folder)
@@ -23,8 +25,9 @@ case "$profile" in
 esac
 
 mkdir -p "$root"
-rm -rf "$root/usr/local/bin/conductor" "$root/usr/lib/conductor" "$root/etc/conductor"
+rm -rf "$root/usr/local/bin/conductor" "$root/server" "$root/usr/lib/conductor" "$root/etc/conductor"
 install -D -m 0755 "$out/conductor" "$root/usr/local/bin/conductor"
+ln -s usr/local/bin/conductor "$root/server"
 # The release build keeps line tables for the benchmarks' profiles; the image does without them
 # (symbols stay, so a backtrace still names functions): about a quarter of the size.
 if [ "$profile" != dev ] && command -v strip >/dev/null 2>&1; then

@@ -841,7 +841,28 @@ fn every_overlay_is_tested() {
         .expect("deploy/overlays")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(found, BTreeSet::from(OVERLAYS.map(str::to_owned)));
+    let mut expected = BTreeSet::from(OVERLAYS.map(str::to_owned));
+    // Not a kustomization: the patch of OCM's ClusterManager, tested below.
+    expected.insert("ocm-grpc-server".to_owned());
+    assert_eq!(found, expected);
+}
+
+/// The drop-in's one change to a hub: the ClusterManager's gRPC server image, and nothing else
+/// (tests/dropin.rs runs the image as the operator then runs it).
+#[test]
+fn replacing_ocms_grpc_server_changes_only_the_image() {
+    let text = std::fs::read_to_string(repo().join("deploy/overlays/ocm-grpc-server/clustermanager-patch.yaml"))
+        .expect("the ClusterManager patch");
+    let patch: serde_json::Value = serde_saphyr::from_str(&text).expect("YAML");
+    let image = patch["spec"]["serverConfiguration"]["imagePullSpec"]
+        .as_str()
+        .expect("spec.serverConfiguration.imagePullSpec");
+    assert!(image.contains("conductor"), "{image}");
+    assert_eq!(
+        patch,
+        serde_json::json!({"spec": {"serverConfiguration": {"imagePullSpec": image}}}),
+        "nothing but the image"
+    );
 }
 
 /// The checks above find what they are for: each breakage of a consistent rendering is named.

@@ -33,8 +33,9 @@ enum Image {
 }
 
 /// The files the image adds to its base.
-const IMAGE_FILES: [&str; 5] = [
+const IMAGE_FILES: [&str; 6] = [
     "etc/conductor/conductor.toml",
+    "server",
     "usr/lib/conductor/plugins/consumer-controller.wasm",
     "usr/lib/conductor/plugins/kube.wasm",
     "usr/lib/conductor/plugins/maestro.wasm",
@@ -60,6 +61,8 @@ impl Image {
                 let out = Command::new("podman")
                     .args(["run", "--rm", "--entrypoint", "find", image])
                     .args([
+                        "-L",
+                        "/server",
                         "/usr/local/bin",
                         "/usr/lib/conductor",
                         "/etc/conductor",

@@ -11,7 +11,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use conductor_blackbox_tests::events::{self, attr, attr_str, integer, string};
+use conductor_blackbox_tests::events::{self, attr, attr_str, condition, data_json, work_status as status};
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
 use conductor_blackbox_tests::{
     CLUSTERS, CloudEventServiceClient, Conductor, Form, LEASES, Sub, WORKS, proto, publish, python_agent, subscribe,
@@ -88,13 +88,6 @@ fn uid(work: &Value) -> String {
     work["metadata"]["uid"].as_str().unwrap().to_owned()
 }
 
-fn data_json(e: &proto::CloudEvent) -> Value {
-    match &e.data {
-        Some(proto::cloud_event::Data::BinaryData(b)) => serde_json::from_slice(b).unwrap_or(Value::Null),
-        _ => Value::Null,
-    }
-}
-
 fn version(e: &proto::CloudEvent) -> Option<i32> {
     match attr(e, "ce-resourceversion") {
         Some(Attr::CeInteger(v)) => Some(*v),
@@ -122,28 +115,6 @@ async fn nothing_for(sub: &mut Sub, quiet: Duration) {
     while let Ok(Some(e)) = sub.next_raw(quiet).await {
         assert_eq!(e.r#type, conductor_blackbox_tests::HEARTBEAT, "unexpected {e:?}");
     }
-}
-
-/// The work agent's status update for work `uid` at `generation`.
-fn status(cluster: &str, uid: &str, generation: i32, conditions: Value) -> proto::CloudEvent {
-    let mut e = events::with_id(
-        events::agent_event(
-            &format!("{WORKS}.status.update_request"),
-            cluster,
-            "kube",
-            Some(json!({"conditions": conditions, "resourceStatus": []})),
-        ),
-        uid,
-    );
-    e.attributes.insert("ce-resourceversion".into(), integer(generation));
-    e.attributes
-        .insert("ce-sequenceid".into(), string("7000000000000000001"));
-    e
-}
-
-fn condition(kind: &str) -> Value {
-    json!([{"type": kind, "status": "True", "reason": kind, "message": kind,
-            "lastTransitionTime": "2026-11-30T10:00:00Z", "observedGeneration": 1}])
 }
 
 async fn eventually(what: &str, check: impl Fn() -> bool) {

@@ -41,6 +41,7 @@ pub mod authoring;
 pub mod broker;
 pub mod config;
 pub mod database;
+pub mod dropin;
 pub mod dynamic;
 pub mod errors;
 pub mod fd_limit;

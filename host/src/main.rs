@@ -26,6 +26,19 @@ enum Command {
         #[command(flatten)]
         plugins: PluginFolder,
     },
+    /// Run as OCM's hub gRPC server runs, for a drop-in replacement of it or of the Go
+    /// conductor: `/server grpc --server-config=/var/run/secrets/hub/grpc/config/config.yaml`,
+    /// with every flag they take (those that mean nothing to conductor are logged as ignored).
+    /// The file is OCM's format (flat) or the Go conductor's (`grpc_config`, `db_config`); a
+    /// missing file means OCM's defaults. `--print-config` prints the equivalent conductor.toml.
+    #[command(disable_help_flag = true)]
+    Grpc {
+        /// `--server-config=FILE`, `--kubeconfig=FILE`, `--listen=ADDR` (health and metrics,
+        /// `:8443`), `--tls-min-version`, `--tls-cipher-suites`, `--broker-heartbeat-interval`,
+        /// `--broker-heartbeat-disabled`, `-v=N`, `--print-config`, and the library flags.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Check a configuration file — reading and describing every plugin it names, their grants,
     /// their own configuration and the routes — and print what it would run; exit 1 naming the
     /// file, key and reason of the first error. Nothing is started or connected to, and nothing
@@ -225,10 +238,21 @@ enum FileKind {
     Native,
 }
 
+/// The arguments, without a leading `/server`: the image's binary is also `/server`, which OCM's
+/// operator names as the container's first argument, so an entrypoint put before it still runs.
+fn arguments() -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "/server") {
+        args.remove(1);
+    }
+    args
+}
+
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(arguments());
     let result = match cli.command {
         Command::Serve { config, plugins } => serve(config, plugins),
+        Command::Grpc { args } => grpc(args),
         Command::CheckConfig { file, connect, plugins } => check(file, connect, plugins),
         Command::Plugins {
             command: PluginsCommand::List { config, plugins },
@@ -290,7 +314,32 @@ fn load(config: &Path, plugins: PluginFolder) -> anyhow::Result<LoadedConfig> {
 }
 
 fn serve(config: PathBuf, plugins: PluginFolder) -> anyhow::Result<()> {
-    let loaded = load(&config, plugins)?;
+    run(load(&config, plugins)?, None)
+}
+
+/// `conductor grpc`: OCM's command line and server configuration made into conductor's.
+fn grpc(args: Vec<String>) -> anyhow::Result<()> {
+    use std::sync::Arc;
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        if let Some(grpc) = command.find_subcommand_mut("grpc") {
+            grpc.print_long_help()?;
+        }
+        return Ok(());
+    }
+    let dropin = Arc::new(conductor::dropin::DropIn::new(args)?);
+    let made = dropin.make()?;
+    if dropin.flags.print_config {
+        print!("{}", made.text);
+        return Ok(());
+    }
+    dropin.make_health_cert()?;
+    conductor::plugins::wasm::set_compile_cache(made.loaded.compile_cache());
+    run(made.loaded, Some(made.report))
+}
+
+/// Serves `loaded` until SIGTERM; `report` (how the configuration was made) is logged first.
+fn run(loaded: LoadedConfig, report: Option<conductor::dropin::Report>) -> anyhow::Result<()> {
     let runtime = runtime()?;
     let traces = match &loaded.config.telemetry.otlp {
         Some(otlp) => {
@@ -300,6 +349,9 @@ fn serve(config: PathBuf, plugins: PluginFolder) -> anyhow::Result<()> {
         None => None,
     };
     conductor::telemetry::logging::init(&loaded.config.log, traces.as_ref().map(|t| t.tracer()));
+    if let Some(report) = report {
+        report.log();
+    }
     let served = runtime.block_on(conductor::app::run(loaded));
     if let Some(traces) = traces {
         traces.shutdown();

@@ -32,6 +32,7 @@ pub struct TlsFiles {
     key: PathBuf,
     client_ca: Option<PathBuf>,
     min_version: String,
+    max_version: Option<String>,
     cipher_suites: Vec<String>,
     reload_interval: Duration,
 }
@@ -78,6 +79,7 @@ impl TlsFiles {
             key: loaded.resolve(&tls.key_file),
             client_ca: tls.client_ca_file.as_deref().map(|f| loaded.resolve(f)),
             min_version: tls.min_version.clone(),
+            max_version: tls.max_version.clone(),
             cipher_suites: tls.cipher_suites.clone(),
             reload_interval: tls.reload_interval.0,
         }
@@ -141,10 +143,12 @@ impl TlsFiles {
     fn build(&self, contents: &Contents) -> Result<Arc<ServerConfig>, TlsError> {
         let table = self.table;
         let provider = Arc::new(provider(&self.cipher_suites).map_err(|reason| fail(table, "cipher_suites", reason))?);
-        let versions: &[&rustls::SupportedProtocolVersion] = match self.min_version.as_str() {
-            "1.2" => &[&rustls::version::TLS13, &rustls::version::TLS12],
-            _ => &[&rustls::version::TLS13],
-        };
+        let versions: &[&rustls::SupportedProtocolVersion] =
+            match (self.min_version.as_str(), self.max_version.as_deref()) {
+                ("1.2", Some("1.2")) => &[&rustls::version::TLS12],
+                ("1.2", _) => &[&rustls::version::TLS13, &rustls::version::TLS12],
+                _ => &[&rustls::version::TLS13],
+            };
         let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_protocol_versions(versions)
             .map_err(|e| fail(table, "min_version", e.to_string()))?;

@@ -77,3 +77,34 @@ pub fn attr_str<'a>(e: &'a CloudEvent, key: &str) -> Option<&'a str> {
         _ => None,
     }
 }
+
+/// An event's JSON data (`Null` when it has none).
+pub fn data_json(e: &CloudEvent) -> serde_json::Value {
+    match &e.data {
+        Some(Data::BinaryData(b)) => serde_json::from_slice(b).unwrap_or(serde_json::Value::Null),
+        _ => serde_json::Value::Null,
+    }
+}
+
+/// The work agent's status update for work `uid` at `generation`.
+pub fn work_status(cluster: &str, uid: &str, generation: i32, conditions: serde_json::Value) -> CloudEvent {
+    let mut e = with_id(
+        agent_event(
+            "io.open-cluster-management.works.v1alpha1.manifestbundles.status.update_request",
+            cluster,
+            "kube",
+            Some(serde_json::json!({"conditions": conditions, "resourceStatus": []})),
+        ),
+        uid,
+    );
+    e.attributes.insert("ce-resourceversion".into(), integer(generation));
+    e.attributes
+        .insert("ce-sequenceid".into(), string("7000000000000000001"));
+    e
+}
+
+/// One condition of type `kind`, true, as the work agent reports it.
+pub fn condition(kind: &str) -> serde_json::Value {
+    serde_json::json!([{"type": kind, "status": "True", "reason": kind, "message": kind,
+            "lastTransitionTime": "2026-11-30T10:00:00Z", "observedGeneration": 1}])
+}

@@ -236,10 +236,18 @@ impl Conductor {
     }
 
     fn spawn(mut command: Command, path: &Path, dir: tempfile::TempDir) -> Result<Self> {
+        command.arg("serve").arg("--config").arg(path);
+        Self::launch(command, dir)
+    }
+
+    /// Starts `command` as it is (its own arguments: `conductor grpc …`, say), and waits until it
+    /// serves gRPC.
+    pub fn start_raw(command: Command) -> Result<Self> {
+        Self::launch(command, tempfile::tempdir()?)
+    }
+
+    fn launch(mut command: Command, dir: tempfile::TempDir) -> Result<Self> {
         let mut child = command
-            .arg("serve")
-            .arg("--config")
-            .arg(path)
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

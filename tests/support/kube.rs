@@ -238,6 +238,9 @@ pub struct Front {
     pub kubeconfig: PathBuf,
     /// The TokenRequests answered: (namespace, service account, request body).
     pub token_requests: std::sync::Arc<std::sync::Mutex<Vec<(String, String, Value)>>>,
+    /// Every request the front received, answered by a double or forwarded: (method, path with
+    /// its query).
+    pub requests: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -356,7 +359,21 @@ impl KubeApi {
             token_requests: Default::default(),
         };
         let token_requests = std::sync::Arc::clone(&state.token_requests);
-        let app = doubles.merge(axum::Router::new().fallback(forward).with_state(state));
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = std::sync::Arc::clone(&requests);
+        let app = doubles
+            .merge(axum::Router::new().fallback(forward).with_state(state))
+            .layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let uri = request
+                        .uri()
+                        .path_and_query()
+                        .map(|p| p.to_string())
+                        .unwrap_or_default();
+                    recorded.lock().unwrap().push((request.method().to_string(), uri));
+                    next.run(request)
+                },
+            ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let task = tokio::spawn(async move {
@@ -373,6 +390,7 @@ impl KubeApi {
         Front {
             kubeconfig,
             token_requests,
+            requests,
             task,
         }
     }

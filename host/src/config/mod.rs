@@ -148,6 +148,19 @@ pub struct LoadedConfig {
     /// Plugins that serve only the sources routed to them, not those they declare: the ones
     /// registered at runtime (`SourcePlugin`), added to the file's.
     pub routed_only: std::collections::BTreeSet<String>,
+    /// How to read this configuration again when it was not read from a `conductor.toml` but
+    /// made from another format (`conductor grpc`: OCM's server configuration and flags).
+    pub regenerate: Option<Regenerate>,
+}
+
+/// Makes a configuration again from what it was made of (the files it was translated from).
+#[derive(Clone)]
+pub struct Regenerate(pub std::sync::Arc<dyn Fn() -> Result<LoadedConfig, ConfigError> + Send + Sync>);
+
+impl fmt::Debug for Regenerate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Regenerate")
+    }
 }
 
 impl LoadedConfig {
@@ -214,8 +227,12 @@ impl LoadedConfig {
         }
     }
 
-    /// Reads the file again (for a reload), keeping the command line's overrides.
+    /// Reads the file again (for a reload), keeping the command line's overrides; a translated
+    /// configuration is translated again.
     pub fn reread(&self) -> Result<LoadedConfig, ConfigError> {
+        if let Some(regenerate) = &self.regenerate {
+            return (regenerate.0)();
+        }
         Config::load(&self.path, self.plugin_folder_override.clone())
     }
 
@@ -239,12 +256,24 @@ impl Config {
             reason,
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(String::new(), format!("cannot read: {e}")))?;
-        let config = Self::parse(&text).map_err(|(key, reason)| err(key, reason))?;
+        Self::load_text(path, &text, plugin_folder)
+    }
+
+    /// Parses and validates configuration `text` as if read from `path` (relative paths are
+    /// resolved against its folder, errors name it).
+    pub fn load_text(path: &Path, text: &str, plugin_folder: Option<PathBuf>) -> Result<LoadedConfig, ConfigError> {
+        let err = |key: String, reason: String| ConfigError {
+            file: path.to_owned(),
+            key,
+            reason,
+        };
+        let config = Self::parse(text).map_err(|(key, reason)| err(key, reason))?;
         let mut loaded = LoadedConfig {
             path: path.to_owned(),
             config,
             plugin_folder_override: plugin_folder,
             routed_only: Default::default(),
+            regenerate: None,
         };
         loaded
             .config
@@ -573,6 +602,7 @@ mod tests {
             config: check_dev(text).unwrap(),
             plugin_folder_override: plugin_folder_override.map(PathBuf::from),
             routed_only: Default::default(),
+            regenerate: None,
         }
     }
 

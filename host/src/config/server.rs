@@ -78,6 +78,9 @@ pub struct TlsConfig {
     /// The oldest TLS version accepted: "1.2" or "1.3".
     #[serde(default = "default_tls_min")]
     pub min_version: String,
+    /// The newest TLS version accepted: "1.2" or "1.3" (unset: 1.3).
+    #[serde(default)]
+    pub max_version: Option<String>,
     /// TLS 1.2 cipher suites by IANA name (TLS 1.3's are fixed); unset: every ECDHE AEAD
     /// suite (AES-GCM, ChaCha20-Poly1305).
     #[serde(default)]
@@ -159,6 +162,20 @@ impl TlsConfig {
                     self.min_version
                 ),
             );
+        }
+        if let Some(max) = &self.max_version {
+            if !matches!(max.as_str(), "1.2" | "1.3") {
+                return invalid(
+                    format!("{key}.max_version"),
+                    format!("{max:?} is not a TLS version this server speaks: \"1.2\" or \"1.3\""),
+                );
+            }
+            if max.as_str() < self.min_version.as_str() {
+                return invalid(
+                    format!("{key}.max_version"),
+                    format!("{max:?} is older than min_version {:?}", self.min_version),
+                );
+            }
         }
         if self.reload_interval.0 < Duration::from_millis(100) {
             return invalid(format!("{key}.reload_interval"), "must be at least 100ms");
