@@ -1003,3 +1003,48 @@ async fn the_admin_endpoint_takes_tls_and_tokens_checked_with_subject_access_rev
         "the admin endpoint takes no client certificates"
     );
 }
+
+/// Secure by default: with no `[admin]` section the admin endpoint (which reloads the
+/// configuration and shows every plugin's kv) listens on loopback only; and it holds at most
+/// `admin.max_connections` connections, closing the next ones at once and counting them.
+#[tokio::test]
+async fn the_admin_endpoint_is_on_loopback_by_default_and_caps_its_connections() {
+    let without_admin = conductor_blackbox_tests::BASE_CONFIG.replace("[admin]\nlisten = \"127.0.0.1:0\"\n", "");
+    assert!(!without_admin.contains("[admin]"), "{without_admin}");
+    let c = Conductor::start_with_config(&without_admin).unwrap();
+    assert_eq!(c.admin_addr.as_deref(), Some("127.0.0.1:9090"), "{}", c.logs());
+    drop(c);
+
+    let capped = conductor_blackbox_tests::BASE_CONFIG.replace(
+        "[admin]\nlisten = \"127.0.0.1:0\"\n",
+        "[admin]\nlisten = \"127.0.0.1:0\"\nmax_connections = 2\n",
+    );
+    assert!(capped.contains("max_connections = 2"));
+    let c = Conductor::start_with_config(&capped).unwrap();
+    let addr = c.admin_addr.clone().unwrap();
+    let held: Vec<tokio::net::TcpStream> = vec![
+        tokio::net::TcpStream::connect(&addr).await.unwrap(),
+        tokio::net::TcpStream::connect(&addr).await.unwrap(),
+    ];
+    let mut third = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut third, &mut byte),
+    )
+    .await
+    .expect("the connection past the cap is closed at once");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    drop(held);
+    // The places are given back: a scrape gets through and shows the refusal.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        match c.admin_get("/metrics").await {
+            Ok((200, body)) => break body,
+            other => assert!(std::time::Instant::now() < deadline, "{other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // The third connection at least (a scrape racing the held ones' close may be refused too).
+    assert!(metric(&metrics, "conductor_admin_refused_total{code=\"limit\"}") >= 1.0, "{metrics}");
+}

@@ -7,8 +7,8 @@
 //! HTTPS ([`https`]), open or guarded by token and SubjectAccessReview ([`authorize`]).
 
 pub mod authorize;
-pub mod https;
 pub mod inspector;
+pub mod listener;
 pub mod views;
 
 use std::sync::Arc;
@@ -74,6 +74,8 @@ pub struct AdminState {
 #[derive(Default)]
 pub struct Access {
     pub tls: Option<Arc<ReloadingTls>>,
+    /// `admin.max_connections`.
+    pub max_connections: usize,
     /// None: anyone who reaches the port.
     pub auth: Option<Arc<AdminAuth>>,
 }
@@ -91,14 +93,8 @@ pub async fn serve(
         app = app.layer(axum::middleware::from_fn_with_state(auth, authorize::guard));
     }
     let shutdown = async move { shutdown.cancelled().await };
-    match access.tls {
-        Some(tls) => {
-            axum::serve(https::HttpsListener::new(listener, tls, security)?, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-        None => axum::serve(listener, app).with_graceful_shutdown(shutdown).await,
-    }
+    let listener = listener::AdminListener::new(listener, access.tls, access.max_connections, security)?;
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
 fn routes(state: AdminState) -> Router {

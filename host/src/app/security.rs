@@ -72,6 +72,7 @@ pub async fn start(
         tracing::warn!("{warning}");
     }
     let admin = admin::Access {
+        max_connections: config.admin.max_connections,
         tls: match &config.admin.tls {
             Some(tls) if config.admin.enabled => Some(reloading(TlsFiles::admin(loaded, tls))?),
             _ => None,

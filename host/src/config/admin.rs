@@ -19,6 +19,8 @@ pub struct AdminConfig {
     pub authorization: AdminAuthorization,
     /// Serve HTTPS with this certificate (reloaded when it changes on disk); plain HTTP without.
     pub tls: Option<TlsConfig>,
+    /// Open connections at once; past it, a new connection is closed at once.
+    pub max_connections: usize,
 }
 
 /// Who may read `/metrics` and `/inspect/*` and `POST /reload`.
@@ -37,16 +39,22 @@ impl Default for AdminConfig {
     fn default() -> Self {
         Self {
             enabled: true,
-            listen: SocketAddr::from(([0, 0, 0, 0], 9090)),
+            // Loopback unless the operator names another address: the endpoint can reload the
+            // configuration and read every plugin's kv.
+            listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
             consumer_label: true,
             authorization: AdminAuthorization::None,
             tls: None,
+            max_connections: 256,
         }
     }
 }
 
 impl AdminConfig {
     pub(crate) fn validate(&self) -> Result<(), Invalid> {
+        if self.max_connections == 0 {
+            return invalid("admin.max_connections", "must be at least 1");
+        }
         if let Some(tls) = &self.tls {
             if tls.client_ca_file.is_some() {
                 return invalid(

@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use super::{ByteSize, Invalid, KubeResourceGrant, VerifyConfig, invalid};
+use super::{ByteSize, HumanDuration, Invalid, KubeResourceGrant, PluginLimits, VerifyConfig, invalid};
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -24,8 +24,8 @@ pub struct DynamicConfig {
     pub max_grants: MaxGrants,
 }
 
-/// The ceiling of a `SourcePlugin`'s `grants`, `kube_resources`, `databases`, `pool_size` and
-/// `limits.memory`.
+/// The ceiling of everything a `SourcePlugin` may ask for: its `grants`, `kube_resources`,
+/// `databases`, `pool_size` and every one of its `limits`. A resource asking more is refused.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MaxGrants {
@@ -37,18 +37,106 @@ pub struct MaxGrants {
     /// Databases (`[databases.<name>]`) a resource may name.
     pub databases: Vec<String>,
     pub pool_size: usize,
+    /// The ceilings of `limits`: each the most a resource may set (by default what a plugin
+    /// gets by default, 64 MiB of memory among them).
     pub memory: ByteSize,
+    pub call_timeout: HumanDuration,
+    pub acquire_timeout: HumanDuration,
+    pub event_queue: usize,
+    pub event_batch: usize,
+    pub concurrent_notifications: u32,
+    pub kv_keys: usize,
+    pub kv_bytes: ByteSize,
+    pub timers: usize,
+    pub log_lines_per_second: u32,
+    pub metric_series: usize,
 }
 
 impl Default for MaxGrants {
     fn default() -> Self {
+        let limits = PluginLimits::default();
         Self {
             grants: ["emit", "log", "timer", "kv", "metrics"].map(String::from).to_vec(),
             kube_resources: Vec::new(),
             databases: Vec::new(),
             pool_size: 4,
-            memory: ByteSize(64 << 20),
+            memory: limits.memory,
+            call_timeout: limits.call_timeout,
+            acquire_timeout: limits.acquire_timeout,
+            event_queue: limits.event_queue,
+            event_batch: limits.event_batch,
+            concurrent_notifications: 4,
+            kv_keys: limits.kv_keys,
+            kv_bytes: limits.kv_bytes,
+            timers: limits.timers,
+            log_lines_per_second: limits.log_lines_per_second,
+            metric_series: limits.metric_series,
         }
+    }
+}
+
+/// One limit over its ceiling: the key, the value asked and the ceiling, as people read them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverCeiling {
+    pub key: &'static str,
+    pub asked: String,
+    pub ceiling: String,
+}
+
+impl MaxGrants {
+    /// The limits of `limits` above their ceilings (none: every one is within).
+    pub fn limits_over(&self, limits: &PluginLimits) -> Vec<OverCeiling> {
+        let mut over = Vec::new();
+        let mut check = |key: &'static str, asked: u128, ceiling: u128, show: &dyn Fn(u128) -> String| {
+            if asked > ceiling {
+                over.push(OverCeiling {
+                    key,
+                    asked: show(asked),
+                    ceiling: show(ceiling),
+                });
+            }
+        };
+        let bytes = |n: u128| format!("{n} bytes");
+        let count = |n: u128| n.to_string();
+        let time = |ms: u128| humantime::format_duration(std::time::Duration::from_millis(ms as u64)).to_string();
+        check("memory", limits.memory.0.into(), self.memory.0.into(), &bytes);
+        check("kv_bytes", limits.kv_bytes.0.into(), self.kv_bytes.0.into(), &bytes);
+        check(
+            "call_timeout",
+            limits.call_timeout.0.as_millis(),
+            self.call_timeout.0.as_millis(),
+            &time,
+        );
+        check(
+            "acquire_timeout",
+            limits.acquire_timeout.0.as_millis(),
+            self.acquire_timeout.0.as_millis(),
+            &time,
+        );
+        for (key, asked, ceiling) in [
+            ("event_queue", limits.event_queue, self.event_queue),
+            ("event_batch", limits.event_batch, self.event_batch),
+            ("kv_keys", limits.kv_keys, self.kv_keys),
+            ("timers", limits.timers, self.timers),
+            ("metric_series", limits.metric_series, self.metric_series),
+        ] {
+            check(key, asked as u128, ceiling as u128, &count);
+        }
+        check(
+            "log_lines_per_second",
+            limits.log_lines_per_second.into(),
+            self.log_lines_per_second.into(),
+            &count,
+        );
+        if let Some(n) = limits.concurrent_notifications {
+            check(
+                "concurrent_notifications",
+                n.into(),
+                self.concurrent_notifications.into(),
+                &count,
+            );
+        }
+        over
     }
 }
 

@@ -72,9 +72,21 @@ impl fmt::Display for ByteSize {
     }
 }
 
+/// A size as written: a string with a unit, or a plain number of bytes (an integer in TOML, or
+/// in a SourcePlugin's YAML).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeText {
+    Bytes(u64),
+    Text(String),
+}
+
 impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?.parse().map_err(de::Error::custom)
+        match SizeText::deserialize(d)? {
+            SizeText::Bytes(n) => Ok(Self(n)),
+            SizeText::Text(text) => text.parse().map_err(de::Error::custom),
+        }
     }
 }
 
@@ -92,6 +104,11 @@ mod tests {
         assert!("MiB".parse::<ByteSize>().is_err());
         assert!("-1MiB".parse::<ByteSize>().is_err());
         assert!("99999999999999GiB".parse::<ByteSize>().is_err());
+        let plain: ByteSize = serde_json::from_value(serde_json::json!(1048576)).unwrap();
+        assert_eq!(plain.0, 1 << 20, "a plain number of bytes");
+        let text: ByteSize = serde_json::from_value(serde_json::json!("1MiB")).unwrap();
+        assert_eq!(text.0, 1 << 20);
+        assert!(serde_json::from_value::<ByteSize>(serde_json::json!(-1)).is_err());
     }
 
     #[test]

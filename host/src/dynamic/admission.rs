@@ -95,6 +95,14 @@ pub fn admit(name: &str, spec: &Value, config: &Config) -> Result<Admitted, Refu
         }
     }
     let max = &policy.max_grants;
+    for (i, grant) in spec.grants.iter().enumerate() {
+        if conductor_plugin_sdk::Capability::parse(grant).is_none() {
+            return Err(refused(
+                "InvalidSpec",
+                format!("spec.grants[{i}]: {grant:?} is not a capability"),
+            ));
+        }
+    }
     let allowed: BTreeSet<&str> = max.grants.iter().map(String::as_str).collect();
     let over: Vec<&str> = spec
         .grants
@@ -165,12 +173,12 @@ pub fn admit(name: &str, spec: &Value, config: &Config) -> Result<Admitted, Refu
             ),
         ));
     }
-    if plugin.limits.memory.0 > max.memory.0 {
+    if let Some(over) = max.limits_over(&plugin.limits).first() {
         return Err(refused(
-            "GrantsExceeded",
+            "LimitsExceeded",
             format!(
-                "spec.limits.memory: {} bytes is more than the {} allowed",
-                plugin.limits.memory.0, max.memory.0
+                "spec.limits.{}: {} is more than the {} conductor.toml allows ([dynamic.max_grants] {})",
+                over.key, over.asked, over.ceiling, over.key
             ),
         ));
     }
@@ -230,12 +238,99 @@ mod tests {
             ),
             (json!({ "databases": ["maestro"] }), "spec.databases[0]"),
             (json!({ "pool_size": 16 }), "spec.pool_size"),
-            (json!({ "limits": { "memory": "1GiB" } }), "spec.limits.memory"),
         ] {
             let r = admit("works", &spec(extra.clone()), &config("")).unwrap_err();
             assert_eq!(r.reason, "GrantsExceeded", "{extra}: {r:?}");
             assert!(r.message.contains(says), "{extra}: {}", r.message);
         }
+    }
+
+    #[test]
+    fn every_limit_has_a_ceiling_and_the_refusal_names_the_value_and_the_ceiling() {
+        let cases = [
+            (
+                json!({ "memory": "1GiB" }),
+                "spec.limits.memory: 1073741824 bytes is more than the 67108864 bytes",
+            ),
+            (
+                json!({ "kv_bytes": "100GiB" }),
+                "spec.limits.kv_bytes: 107374182400 bytes is more than the 16777216 bytes",
+            ),
+            (
+                json!({ "kv_bytes": 107374182400u64 }),
+                "spec.limits.kv_bytes: 107374182400 bytes",
+            ),
+            (
+                json!({ "call_timeout": "24h" }),
+                "spec.limits.call_timeout: 1day is more than the 5s",
+            ),
+            (
+                json!({ "acquire_timeout": "1h" }),
+                "spec.limits.acquire_timeout: 1h is more than the 10s",
+            ),
+            (
+                json!({ "event_queue": 1_000_000 }),
+                "spec.limits.event_queue: 1000000 is more than the 10000",
+            ),
+            (
+                json!({ "event_batch": 5000 }),
+                "spec.limits.event_batch: 5000 is more than the 100",
+            ),
+            (
+                json!({ "concurrent_notifications": 64 }),
+                "spec.limits.concurrent_notifications: 64 is more than the 4",
+            ),
+            (
+                json!({ "kv_keys": 1_000_000_000 }),
+                "spec.limits.kv_keys: 1000000000 is more than the 10000",
+            ),
+            (
+                json!({ "timers": 1_000_000_000 }),
+                "spec.limits.timers: 1000000000 is more than the 1000",
+            ),
+            (
+                json!({ "log_lines_per_second": 100_000 }),
+                "spec.limits.log_lines_per_second: 100000 is more than the 100",
+            ),
+            (
+                json!({ "metric_series": 1_000_000_000 }),
+                "spec.limits.metric_series: 1000000000 is more than the 1000",
+            ),
+        ];
+        for (limits, says) in cases {
+            let r = admit("works", &spec(json!({ "limits": limits.clone() })), &config("")).unwrap_err();
+            assert_eq!(r.reason, "LimitsExceeded", "{limits}: {r:?}");
+            assert!(r.message.contains(says), "{limits}: {}", r.message);
+            assert!(r.message.contains("[dynamic.max_grants]"), "{}", r.message);
+        }
+        // At the ceiling is within it; the operator raises a ceiling in conductor.toml.
+        admit(
+            "works",
+            &spec(json!({ "limits": { "kv_keys": 10_000, "memory": 67108864 } })),
+            &config(""),
+        )
+        .unwrap();
+        let raised = config("[dynamic.max_grants]\nkv_bytes = \"1GiB\"\ncall_timeout = \"1m\"\n");
+        admit(
+            "works",
+            &spec(json!({ "limits": { "kv_bytes": "512MiB", "call_timeout": "30s" } })),
+            &raised,
+        )
+        .unwrap();
+        // A typo in a limit's name is an invalid spec, not a limit.
+        let r = admit("works", &spec(json!({ "limits": { "kv_key": 1 } })), &config("")).unwrap_err();
+        assert_eq!(r.reason, "InvalidSpec", "{r:?}");
+    }
+
+    #[test]
+    fn an_unknown_grant_is_an_invalid_spec() {
+        let r = admit("works", &spec(json!({ "grants": ["emit", "telepathy"] })), &config("")).unwrap_err();
+        assert_eq!(r.reason, "InvalidSpec", "{r:?}");
+        assert!(
+            r.message.contains("spec.grants[1]: \"telepathy\" is not a capability"),
+            "{}",
+            r.message
+        );
     }
 
     #[test]

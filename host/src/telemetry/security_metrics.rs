@@ -134,7 +134,7 @@ impl SecurityMetrics {
             .expect("valid metric"),
             admin_refused: counter_vec(
                 "conductor_admin_refused_total",
-                "Requests to the admin endpoint refused: no valid token (401), not allowed (403), or the review failed (503).",
+                "Requests to the admin endpoint refused: no valid token (401), not allowed (403), or the review failed (503); connections closed at once past admin.max_connections (limit).",
                 &["code"],
             ),
         };
@@ -147,7 +147,7 @@ impl SecurityMetrics {
         for result in ["ok", "error"] {
             m.tls_reloads.with_label_values(&[result]);
         }
-        for code in ["401", "403", "503"] {
+        for code in ["401", "403", "503", "limit"] {
             m.admin_refused.with_label_values(&[code]);
         }
         for review in ["TokenReview", "SubjectAccessReview"] {
@@ -269,5 +269,10 @@ impl SecurityMetrics {
     /// The admin endpoint refused a request with HTTP status `code`.
     pub fn admin_refused(&self, code: u16) {
         self.admin_refused.with_label_values(&[&code.to_string()]).inc();
+    }
+
+    /// An admin connection closed at once: `admin.max_connections` were open.
+    pub fn admin_refused_connection(&self) {
+        self.admin_refused.with_label_values(&["limit"]).inc();
     }
 }
