@@ -1046,5 +1046,8 @@ async fn the_admin_endpoint_is_on_loopback_by_default_and_caps_its_connections()
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     // The third connection at least (a scrape racing the held ones' close may be refused too).
-    assert!(metric(&metrics, "conductor_admin_refused_total{code=\"limit\"}") >= 1.0, "{metrics}");
+    assert!(
+        metric(&metrics, "conductor_admin_refused_total{code=\"limit\"}") >= 1.0,
+        "{metrics}"
+    );
 }

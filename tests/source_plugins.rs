@@ -46,13 +46,25 @@ fn pushed(registry: &Registry) -> String {
 
 /// A replica watching SourcePlugins through `front`.
 fn replica(name: &str, kubeconfig: &std::path::Path, registry: &Registry, cache: &std::path::Path) -> Conductor {
-    Conductor::start(&format!(
+    Conductor::start(&replica_config(name, kubeconfig, registry, cache, "")).unwrap()
+}
+
+/// A replica's configuration; `dynamic` adds keys to its `[dynamic]` table.
+fn replica_config(
+    name: &str,
+    kubeconfig: &std::path::Path,
+    registry: &Registry,
+    cache: &std::path::Path,
+    dynamic: &str,
+) -> String {
+    format!(
         r#"
 [kubernetes]
 kubeconfig = "{kubeconfig}"
 [dynamic]
 source_plugins = true
 replica = "{name}"
+{dynamic}
 [oci]
 cache = "{cache}"
 auth_file = "{auth}"
@@ -62,8 +74,7 @@ ca_file = "{ca}"
         cache = cache.display(),
         auth = registry.auth_file.display(),
         ca = registry.ca.display(),
-    ))
-    .unwrap()
+    )
 }
 
 fn spec(file: &str, generation: i64, grants: &[&str]) -> Value {
@@ -265,4 +276,141 @@ async fn source_plugin_resources_are_loaded_by_every_replica_reported_changed_re
         .await
         .unwrap_err();
     assert!(refused.message().contains("failed to find service"), "{refused:?}");
+}
+
+/// Patches `name`'s spec (a JSON merge patch).
+fn patch_spec(api: &KubeApi, name: &str, spec: Value) {
+    let (code, body) = api.request("PATCH", &format!("{PATH}/{name}"), Some(&json!({ "spec": spec })));
+    assert_eq!(code, 200, "{body}");
+}
+
+/// A refused change never takes down what serves: a spec past a ceiling, a typo in a limit's
+/// name, or a ceiling lowered in conductor.toml below what a serving plugin has, each leave the
+/// earlier version serving, say so in the status and a metric. A killed replica's status entry
+/// is aged out by the others; a deleted plugin's series leave /metrics.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_change_keeps_the_earlier_version_serving() {
+    let api = KubeApi::start();
+    let front = api.front().await;
+    let registry = Registry::start();
+    let file = pushed(&registry);
+    let caches = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let fast = "replica_timeout = \"3s\"";
+    let r1_config = replica_config("r1", &front.kubeconfig, &registry, caches.0.path(), fast);
+    let r1 = Conductor::start(&r1_config).unwrap();
+    let mut r2 = Conductor::start(&replica_config(
+        "r2",
+        &front.kubeconfig,
+        &registry,
+        caches.1.path(),
+        fast,
+    ))
+    .unwrap();
+    let (code, body) = api.request(
+        "POST",
+        PATH,
+        Some(&source_plugin("works", spec(&file, 3, &["emit", "log", "timer", "kv"]))),
+    );
+    assert_eq!(code, 201, "{body}");
+    until_status(&api, "works", &[("r1", &r1), ("r2", &r2)], |e| e["loaded"] == true).await;
+    let mut client = r1.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    assert_eq!(resynced_version(&r1, &mut sub).await, 3);
+    let kept = |reason: &'static str| {
+        move |e: &Value| {
+            condition(e, "Admitted")["reason"] == reason
+                && e["loaded"] == true
+                && condition(e, "Loaded")["reason"] == "EarlierVersionServing"
+        }
+    };
+    let refused_series = |reason: &str| {
+        format!("conductor_source_plugin_refused{{plugin=\"works\",reason=\"{reason}\",serving=\"true\"}} 1")
+    };
+
+    // A ceiling lowered in conductor.toml below what the plugin runs with (the default
+    // kv_keys): still serving, refused in its status, counted.
+    r1.rewrite_config(&replica_config(
+        "r1",
+        &front.kubeconfig,
+        &registry,
+        caches.0.path(),
+        &format!("{fast}\n[dynamic.max_grants]\nkv_keys = 10"),
+    ));
+    r1.hangup();
+    let resource = until_status(&api, "works", &[("r1", &r1)], kept("LimitsExceeded")).await;
+    let entry = resource["status"]["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "r1")
+        .unwrap()
+        .clone();
+    assert!(
+        condition(&entry, "Admitted")["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.limits.kv_keys: 10000 is more than the 10"),
+        "{entry}"
+    );
+    r1.wait_for_log("the earlier version keeps serving").await;
+    assert_eq!(resynced_version(&r1, &mut sub).await, 3, "still serving");
+    let (_, metrics) = r1.admin_get("/metrics").await.unwrap();
+    assert!(metrics.contains(&refused_series("LimitsExceeded")), "{metrics}");
+    // Raised again: admitted as before.
+    r1.rewrite_config(&r1_config);
+    r1.hangup();
+    until_status(&api, "works", &[("r1", &r1)], |e| {
+        condition(e, "Admitted")["status"] == "True"
+    })
+    .await;
+
+    // A spec past a ceiling, then a typo in a limit's name: refused, the earlier version serves.
+    patch_spec(&api, "works", json!({ "limits": { "kv_bytes": "100GiB" } }));
+    until_status(&api, "works", &[("r1", &r1), ("r2", &r2)], kept("LimitsExceeded")).await;
+    assert_eq!(resynced_version(&r1, &mut sub).await, 3);
+    patch_spec(&api, "works", json!({ "limits": { "kv_bytes": null, "kv_byte": 1 } }));
+    until_status(&api, "works", &[("r1", &r1), ("r2", &r2)], kept("InvalidSpec")).await;
+    assert_eq!(resynced_version(&r1, &mut sub).await, 3);
+    let (_, metrics) = r1.admin_get("/metrics").await.unwrap();
+    assert!(metrics.contains(&refused_series("InvalidSpec")), "{metrics}");
+    assert!(
+        metrics.contains("conductor_plugin_calls_total{call=\"list\",outcome=\"ok\",plugin=\"works\"}"),
+        "{metrics}"
+    );
+
+    // A replica killed (no chance to take its entries out): the other removes its entry.
+    Command::new("kill")
+        .args(["-KILL", &r2.pid().to_string()])
+        .status()
+        .unwrap();
+    let _ = r2.terminate();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = api.request("GET", &format!("{PATH}/works"), None);
+        let resource: Value = serde_json::from_str(&body).unwrap();
+        let names: Vec<Value> = resource["status"]["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].clone())
+            .collect();
+        if names == [json!("r1")] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "r2's entry stays: {resource:#}\n{}",
+            r1.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    r1.wait_for_log("removing the status entry of a replica that stopped renewing it")
+        .await;
+
+    // Deleted: its series leave /metrics.
+    let (code, body) = api.request("DELETE", &format!("{PATH}/works"), None);
+    assert_eq!(code, 200, "{body}");
+    r1.wait_for_log(r#""removed":"[\"works\"]""#).await;
+    let (_, metrics) = r1.admin_get("/metrics").await.unwrap();
+    assert!(!metrics.contains("plugin=\"works\""), "{metrics}");
 }

@@ -122,6 +122,8 @@ impl Reconfigurer {
         let mut outcomes = BTreeMap::new();
         let mut next = file.clone();
         let mut admitted = BTreeSet::new();
+        // Resources running the version they ran before: one that fails now is taken out.
+        let mut fell_back = BTreeSet::new();
         if file.config.dynamic.source_plugins {
             for r in self.resources.iter() {
                 match admission::admit(&r.name, &r.spec, &next.config) {
@@ -134,12 +136,26 @@ impl Reconfigurer {
                         admitted.insert(r.name.clone());
                     }
                     Err(refusal) => {
-                        tracing::warn!(resource = %r.name, reason = refusal.reason, message = %refusal.message, "SourcePlugin refused");
+                        // A refused change never takes down what serves: the version admitted
+                        // before keeps running (the same spec refused now that a ceiling was
+                        // lowered, too) while its sources are still its own.
+                        let kept = self.keep_running(&r.name, &mut next);
+                        match &kept {
+                            Some(digest) => {
+                                tracing::warn!(resource = %r.name, reason = refusal.reason, message = %refusal.message, running = %digest, "SourcePlugin refused; the earlier version keeps serving");
+                                admitted.insert(r.name.clone());
+                                fell_back.insert(r.name.clone());
+                            }
+                            None => {
+                                tracing::warn!(resource = %r.name, reason = refusal.reason, message = %refusal.message, "SourcePlugin refused")
+                            }
+                        }
                         outcomes.insert(
                             r.name.clone(),
                             Outcome::Refused {
                                 reason: refusal.reason.to_owned(),
                                 message: refusal.message,
+                                running: kept,
                             },
                         );
                     }
@@ -147,7 +163,6 @@ impl Reconfigurer {
             }
         }
         // A resource whose plugin fails falls back to the version that runs, or goes.
-        let mut fell_back = BTreeSet::new();
         let summary = loop {
             let tried = match next.config.validate() {
                 Err((key, reason)) => Err(next.error(key, reason)),
@@ -165,38 +180,32 @@ impl Reconfigurer {
             next.config.plugins.remove(&name);
             next.config.routes.retain(|_, p| *p != name);
             next.routed_only.remove(&name);
-            let running = self
-                .from_resources
-                .contains(&name)
-                .then(|| self.applied.config.plugins.get(&name))
-                .flatten();
-            match running {
-                Some(previous) if !fell_back.contains(&name) => {
-                    next.config.plugins.insert(name.clone(), previous.clone());
-                    next.routed_only.insert(name.clone());
-                    for (source, plugin) in &self.applied.config.routes {
-                        if *plugin == name {
-                            next.config.routes.insert(source.clone(), name.clone());
-                        }
-                    }
-                    let digest = self.plugins.entries().get(&name).and_then(|r| r.digest.clone());
-                    outcomes.insert(
-                        name.clone(),
-                        Outcome::Failed {
-                            message,
-                            running: digest,
-                        },
-                    );
-                    fell_back.insert(name);
-                }
-                _ => {
-                    outcomes.insert(name.clone(), Outcome::Failed { message, running: None });
-                    admitted.remove(&name);
-                }
+            let kept = match fell_back.contains(&name) {
+                false => self.keep_running(&name, &mut next),
+                true => None,
+            };
+            if kept.is_none() {
+                admitted.remove(&name);
             }
+            if let Some(Outcome::Refused { running, .. }) = outcomes.get_mut(&name) {
+                // Refused, and the earlier version it kept does not load any more either.
+                *running = kept;
+            } else {
+                outcomes.insert(name.clone(), Outcome::Failed { message, running: kept });
+            }
+            fell_back.insert(name);
         };
         broker.set_registry(self.plugins.registry());
         self.plugins.stop_retired().await;
+        for name in &summary.removed {
+            host.metrics.forget_plugin(name);
+        }
+        host.metrics
+            .config
+            .source_plugins_refused(outcomes.iter().filter_map(|(name, outcome)| match outcome {
+                Outcome::Refused { reason, running, .. } => Some((name.as_str(), reason.as_str(), running.is_some())),
+                _ => None,
+            }));
         let entries = self.plugins.entries();
         for name in &admitted {
             if !outcomes.contains_key(name) {
@@ -219,6 +228,38 @@ impl Reconfigurer {
             "configuration reloaded"
         );
         Ok(summary)
+    }
+
+    /// Puts the version of resource `name` that runs now (if one does) into `next`, with its
+    /// routes, unless a source of its is taken there; returns its digest when it does.
+    fn keep_running(&self, name: &str, next: &mut LoadedConfig) -> Option<String> {
+        if !self.from_resources.contains(name) {
+            return None;
+        }
+        let previous = self.applied.config.plugins.get(name)?;
+        let sources: Vec<&String> = self
+            .applied
+            .config
+            .routes
+            .iter()
+            .filter(|(_, plugin)| plugin.as_str() == name)
+            .map(|(source, _)| source)
+            .collect();
+        if sources.iter().any(|s| next.config.routes.contains_key(*s)) || next.config.plugins.contains_key(name) {
+            return None;
+        }
+        next.config.plugins.insert(name.to_owned(), previous.clone());
+        next.routed_only.insert(name.to_owned());
+        for source in sources {
+            next.config.routes.insert(source.clone(), name.to_owned());
+        }
+        Some(
+            self.plugins
+                .entries()
+                .get(name)
+                .and_then(|r| r.digest.clone())
+                .unwrap_or_default(),
+        )
     }
 
     /// Stops every plugin.

@@ -90,6 +90,7 @@ pub async fn start(
         tokio::spawn(keep_statuses(
             client.clone(),
             replica.clone(),
+            dynamic.replica_timeout.0,
             snapshots.clone(),
             outcomes_rx,
             stop.clone(),
@@ -160,33 +161,51 @@ pub fn report(dynamic: &Dynamic, config: &Reconfigurer) {
     running.readiness.set_down(READINESS_KEY, None);
 }
 
-/// Keeps this replica's entry of every resource's status what the outcomes say.
+/// Keeps this replica's entry of every resource's status what the outcomes say, renews it a
+/// third of `replica_timeout` apart, and removes the entries of replicas that stopped renewing
+/// theirs (killed, so they could not take them out).
 async fn keep_statuses(
     client: kube::Client,
     replica: String,
+    replica_timeout: Duration,
     mut snapshots: watch::Receiver<Snapshot>,
     mut outcomes: watch::Receiver<Arc<Outcomes>>,
     stop: CancellationToken,
 ) {
+    let mut renew = tokio::time::interval(replica_timeout / 3);
+    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
+        let renewing = tokio::select! {
             _ = stop.cancelled() => return,
-            r = snapshots.changed() => if r.is_err() { return },
-            r = outcomes.changed() => if r.is_err() { return },
-        }
+            r = snapshots.changed() => if r.is_err() { return } else { false },
+            r = outcomes.changed() => if r.is_err() { return } else { false },
+            _ = renew.tick() => true,
+        };
         let snapshot = snapshots.borrow_and_update().clone();
         let outcomes = Arc::clone(&outcomes.borrow_and_update());
         let Some(resources) = snapshot else { continue };
-        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let now = chrono::Utc::now();
+        let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         for r in resources.iter() {
+            if renewing {
+                for (other, heartbeat) in &r.others {
+                    if status::stale(heartbeat.as_deref(), now, replica_timeout) {
+                        tracing::info!(resource = %r.name, replica = %other, last = ?heartbeat, "removing the status entry of a replica that stopped renewing it");
+                        if let Err(e) = status::apply(&client, &r.name, other, None).await {
+                            tracing::warn!(resource = %r.name, replica = %other, error = %e, "cannot remove a stale status entry");
+                        }
+                    }
+                }
+            }
             let Some((generation, outcome)) = outcomes.get(&r.name) else {
                 continue;
             };
-            let entry = status::entry(&replica, *generation, outcome, r.reported.as_ref(), &now);
-            if r.reported
+            let entry = status::entry(&replica, *generation, outcome, r.reported.as_ref(), &stamp);
+            let unchanged = r
+                .reported
                 .as_ref()
-                .is_some_and(|reported| status::same(reported, &entry))
-            {
+                .is_some_and(|reported| status::same(reported, &entry));
+            if unchanged && !renewing {
                 continue;
             }
             if let Err(e) = status::apply(&client, &r.name, &replica, Some(entry)).await {

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::{ByteSize, HumanDuration, Invalid, KubeResourceGrant, PluginLimits, VerifyConfig, invalid};
 
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DynamicConfig {
     /// Watch `SourcePlugin` resources (`sourceplugins.conductor.open-cluster-management.io`) on
@@ -22,6 +22,22 @@ pub struct DynamicConfig {
     pub verify: Option<VerifyConfig>,
     /// The most a resource may ask for.
     pub max_grants: MaxGrants,
+    /// Each replica renews its entry in every resource's status a third as often; an entry not
+    /// renewed this long (its replica was killed) is removed by the other replicas.
+    pub replica_timeout: HumanDuration,
+}
+
+impl Default for DynamicConfig {
+    fn default() -> Self {
+        Self {
+            source_plugins: false,
+            replica: None,
+            allow_plugin_folder: false,
+            verify: None,
+            max_grants: MaxGrants::default(),
+            replica_timeout: HumanDuration(std::time::Duration::from_secs(180)),
+        }
+    }
 }
 
 /// The ceiling of everything a `SourcePlugin` may ask for: its `grants`, `kube_resources`,
@@ -153,6 +169,9 @@ impl DynamicConfig {
                     "`blob` reads files of the host: it is granted in conductor.toml only",
                 );
             }
+        }
+        if self.replica_timeout.0 < std::time::Duration::from_secs(1) {
+            return invalid("dynamic.replica_timeout", "must be at least 1s");
         }
         if self.max_grants.pool_size == 0 {
             return invalid(format!("{key}.pool_size"), "must be at least 1");

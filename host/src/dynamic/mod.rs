@@ -36,4 +36,6 @@ pub struct SourcePlugin {
     pub spec: serde_json::Value,
     /// This replica's entry in its status, as the API server holds it.
     pub reported: Option<serde_json::Value>,
+    /// The other replicas' entries: each one's name and when it last renewed it.
+    pub others: Vec<(String, Option<String>)>,
 }

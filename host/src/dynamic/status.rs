@@ -15,8 +15,13 @@ use super::{API_VERSION, KIND, api_resource};
 pub enum Outcome {
     /// Loaded (or kept running), from the artifact with this digest.
     Loaded { digest: String },
-    /// Not admitted: the reason (a CamelCase word) and the message.
-    Refused { reason: String, message: String },
+    /// Not admitted: the reason (a CamelCase word) and the message; `running` is the digest of
+    /// the earlier version still serving in its place, if any.
+    Refused {
+        reason: String,
+        message: String,
+        running: Option<String>,
+    },
     /// Admitted, but it did not load; `running` is the digest of the earlier version still
     /// serving in its place, if any.
     Failed { message: String, running: Option<String> },
@@ -64,12 +69,33 @@ pub fn entry(replica: &str, generation: i64, outcome: &Outcome, previous: Option
                 c("Loaded", true, "Loaded", &format!("serving, from {digest}")),
             ],
         ),
-        Outcome::Refused { reason, message } => (
+        Outcome::Refused {
+            reason,
+            message,
+            running: None,
+        } => (
             false,
             None,
             vec![
                 c("Admitted", false, reason, message),
                 c("Loaded", false, "NotAdmitted", message),
+            ],
+        ),
+        Outcome::Refused {
+            reason,
+            message,
+            running: Some(d),
+        } => (
+            true,
+            Some(d.clone()),
+            vec![
+                c("Admitted", false, reason, message),
+                c(
+                    "Loaded",
+                    true,
+                    "EarlierVersionServing",
+                    &format!("the earlier version ({d}) keeps serving; this spec is refused: {message}"),
+                ),
             ],
         ),
         Outcome::Failed { message, running } => {
@@ -89,6 +115,7 @@ pub fn entry(replica: &str, generation: i64, outcome: &Outcome, previous: Option
     };
     let mut e = json!({
         "name": replica,
+        "heartbeatTime": now,
         "loaded": loaded,
         "observedGeneration": generation,
         "conditions": conditions,
@@ -99,10 +126,13 @@ pub fn entry(replica: &str, generation: i64, outcome: &Outcome, previous: Option
     e
 }
 
-/// Whether two entries say the same (transition times aside).
+/// Whether two entries say the same (transition and heartbeat times aside).
 pub fn same(a: &Value, b: &Value) -> bool {
     let strip = |v: &Value| {
         let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("heartbeatTime");
+        }
         if let Some(cs) = v["conditions"].as_array_mut() {
             for c in cs {
                 if let Some(o) = c.as_object_mut() {
@@ -113,6 +143,16 @@ pub fn same(a: &Value, b: &Value) -> bool {
         v
     };
     strip(a) == strip(b)
+}
+
+/// Whether an entry renewed at `heartbeat` (RFC 3339) is older than `timeout` at `now`: its
+/// replica stopped without taking it out (killed). An entry with no heartbeat is left alone.
+pub fn stale(heartbeat: Option<&str>, now: chrono::DateTime<chrono::Utc>, timeout: std::time::Duration) -> bool {
+    let Some(at) = heartbeat.and_then(|h| chrono::DateTime::parse_from_rfc3339(h).ok()) else {
+        return false;
+    };
+    let age = now.signed_duration_since(at.with_timezone(&chrono::Utc));
+    age.to_std().is_ok_and(|age| age > timeout)
 }
 
 fn manager(replica: &str) -> String {
@@ -143,6 +183,38 @@ pub async fn apply(client: &Client, name: &str, replica: &str, entry: Option<Val
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_not_renewed_within_the_timeout_is_stale() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:10:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let timeout = std::time::Duration::from_secs(180);
+        assert!(stale(Some("2026-01-01T00:06:59Z"), now, timeout));
+        assert!(!stale(Some("2026-01-01T00:07:01Z"), now, timeout));
+        assert!(
+            !stale(Some("2026-01-01T00:11:00Z"), now, timeout),
+            "a clock ahead is not stale"
+        );
+        assert!(!stale(None, now, timeout), "written by a version without heartbeats");
+        assert!(!stale(Some("yesterday"), now, timeout));
+        let a = entry(
+            "r1",
+            1,
+            &Outcome::Loaded { digest: "d".into() },
+            None,
+            "2026-01-01T00:00:00Z",
+        );
+        let b = entry(
+            "r1",
+            1,
+            &Outcome::Loaded { digest: "d".into() },
+            Some(&a),
+            "2026-01-01T00:05:00Z",
+        );
+        assert_eq!(b["heartbeatTime"], "2026-01-01T00:05:00Z");
+        assert!(same(&a, &b), "a renewed heartbeat says nothing new");
+    }
 
     #[test]
     fn an_entry_says_loaded_and_digest_and_keeps_transition_times_of_unchanged_conditions() {
@@ -184,6 +256,7 @@ mod tests {
             &Outcome::Refused {
                 reason: "GrantsExceeded".into(),
                 message: "spec.grants: [\"pg\"]".into(),
+                running: None,
             },
             None,
             "t",
@@ -191,5 +264,29 @@ mod tests {
         assert_eq!(refused["loaded"], false);
         assert!(refused.get("digest").is_none());
         assert_eq!(refused["conditions"][0]["reason"], "GrantsExceeded");
+
+        let kept = entry(
+            "r1",
+            4,
+            &Outcome::Refused {
+                reason: "LimitsExceeded".into(),
+                message: "spec.limits.kv_bytes: …".into(),
+                running: Some("sha256:aa".into()),
+            },
+            None,
+            "t",
+        );
+        assert_eq!(
+            (kept["loaded"].clone(), kept["digest"].clone()),
+            (json!(true), json!("sha256:aa"))
+        );
+        assert_eq!(kept["conditions"][0]["status"], "False");
+        assert_eq!(kept["conditions"][1]["reason"], "EarlierVersionServing");
+        assert!(
+            kept["conditions"][1]["message"]
+                .as_str()
+                .unwrap()
+                .contains("keeps serving")
+        );
     }
 }

@@ -23,6 +23,15 @@ fn parse(object: &DynamicObject, replica: &str) -> SourcePlugin {
         .as_array()
         .and_then(|rs| rs.iter().find(|r| r["name"] == replica))
         .cloned();
+    let others = object.data["status"]["replicas"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            let name = r["name"].as_str().filter(|n| *n != replica)?;
+            Some((name.to_owned(), r["heartbeatTime"].as_str().map(str::to_owned)))
+        })
+        .collect();
     SourcePlugin {
         name: object.name_any(),
         generation: object.metadata.generation.unwrap_or(0),
@@ -34,6 +43,7 @@ fn parse(object: &DynamicObject, replica: &str) -> SourcePlugin {
             .unwrap_or_default(),
         spec: object.data.get("spec").cloned().unwrap_or_default(),
         reported: entry,
+        others,
     }
 }
 

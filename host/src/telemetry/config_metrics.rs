@@ -1,7 +1,7 @@
 //! Metrics of configuration reloads, named as Prometheus names its own
 //! (`prometheus_config_last_reload_successful`).
 
-use prometheus::{IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The triggers a reload can have (the `trigger` label).
 pub const TRIGGERS: [&str; 4] = ["signal", "admin", "files", "source-plugins"];
@@ -13,6 +13,7 @@ pub struct ConfigMetrics {
     last_successful: IntGauge,
     last_success_time: IntGauge,
     restart_needed: IntGauge,
+    source_plugins_refused: IntGaugeVec,
 }
 
 impl ConfigMetrics {
@@ -26,7 +27,16 @@ impl ConfigMetrics {
         )
         .expect("valid metric");
         let gauge = |name: &str, help: &str| IntGauge::with_opts(Opts::new(name, help)).expect("valid metric");
+        let source_plugins_refused = IntGaugeVec::new(
+            Opts::new(
+                "conductor_source_plugin_refused",
+                "1 for each SourcePlugin whose spec this replica refuses, by reason (GrantsExceeded, LimitsExceeded, …) and whether the version admitted before keeps serving (serving=\"true\": a refused change, or a ceiling lowered below what it runs with).",
+            ),
+            &["plugin", "reason", "serving"],
+        )
+        .expect("valid metric");
         let m = Self {
+            source_plugins_refused,
             reloads,
             last_successful: gauge(
                 "conductor_config_last_reload_successful",
@@ -53,6 +63,7 @@ impl ConfigMetrics {
             Box::new(m.last_successful.clone()),
             Box::new(m.last_success_time.clone()),
             Box::new(m.restart_needed.clone()),
+            Box::new(m.source_plugins_refused.clone()),
         ] {
             registry.register(c).expect("metric registered once");
         }
@@ -70,6 +81,19 @@ impl ConfigMetrics {
             if restart_needed {
                 self.restart_needed.set(1);
             }
+        }
+    }
+}
+
+impl ConfigMetrics {
+    /// The SourcePlugins refused now: (name, reason, whether an earlier version serves).
+    pub fn source_plugins_refused<'a>(&self, refused: impl IntoIterator<Item = (&'a str, &'a str, bool)>) {
+        self.source_plugins_refused.reset();
+        for (plugin, reason, serving) in refused {
+            let serving = if serving { "true" } else { "false" };
+            self.source_plugins_refused
+                .with_label_values(&[plugin, reason, serving])
+                .set(1);
         }
     }
 }

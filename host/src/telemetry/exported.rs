@@ -141,6 +141,28 @@ impl ExportedMetrics {
     }
 }
 
+impl ExportedMetrics {
+    /// The plugin `plugin` (its configured name) no longer runs: its series go, and a family
+    /// no other plugin declares goes with them.
+    pub fn forget(&self, plugin: &str) {
+        let mut families = self.families.lock();
+        families.retain(|_, family| {
+            if !family.owners.remove(plugin) {
+                return true;
+            }
+            match &family.values {
+                Values::Counter(c) => super::plugin_metrics::forget(c, plugin),
+                Values::Gauge(g) => super::plugin_metrics::forget(g, plugin),
+            }
+            if family.owners.is_empty() {
+                let _ = self.registry.unregister(family.values.collector());
+                return false;
+            }
+            true
+        });
+    }
+}
+
 /// Whether a plugin declared as `described` may declare `metrics`: each named
 /// `<described>_<what>` (with `-` as `_`), in lowercase letters, digits and `_`, with label names
 /// alike (not `plugin`), each once.

@@ -156,6 +156,12 @@ impl Metrics {
         self.plugins.of(name)
     }
 
+    /// Takes the series of the plugin `name`, which no longer runs, out of `/metrics`.
+    pub fn forget_plugin(&self, name: &str) {
+        self.plugins.forget(name);
+        self.exported.forget(name);
+    }
+
     /// A LISTEN connection came up (`true`) or was lost (`false`).
     pub fn listener(&self, database: &str, channel: &str, up: bool) {
         self.listener_up
@@ -279,6 +285,55 @@ fn register_process_and_build(registry: &Registry) -> prometheus::IntGauge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plugin_that_no_longer_runs_leaves_metrics() {
+        let m = Metrics::new();
+        for name in ["gone", "kept"] {
+            let p = m.plugin(name);
+            p.called(crate::telemetry::plugin_metrics::PluginCall::Handle, 0.01, true);
+            p.limit_hit("kv_keys");
+            let declared = m
+                .exported
+                .declare(
+                    name,
+                    "widgets",
+                    &[conductor_plugin_sdk::MetricDescription {
+                        name: "widgets_made_total".into(),
+                        kind: conductor_plugin_sdk::MetricKind::Counter,
+                        help: "h".into(),
+                        labels: vec![],
+                    }],
+                    10,
+                )
+                .unwrap();
+            declared
+                .record(
+                    conductor_plugin_sdk::MetricKind::Counter,
+                    "widgets_made_total",
+                    &[],
+                    1.0,
+                )
+                .unwrap();
+        }
+        assert!(m.render().contains("plugin=\"gone\""));
+        m.forget_plugin("gone");
+        let text = m.render();
+        assert!(!text.contains("plugin=\"gone\""), "{text}");
+        assert!(
+            text.contains("conductor_plugin_calls_total{call=\"handle\",outcome=\"ok\",plugin=\"kept\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("conductor_widgets_made_total{plugin=\"kept\"} 1"),
+            "{text}"
+        );
+        m.forget_plugin("kept");
+        assert!(
+            !m.render().contains("conductor_widgets_made_total"),
+            "no plugin declares it any more"
+        );
+    }
 
     #[test]
     fn names_labels_and_help_follow_upstream() {

@@ -68,6 +68,33 @@ fn histograms(name: &str, help: &str, labels: &[&str], buckets: Vec<f64>) -> His
     HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).expect("valid metric")
 }
 
+/// Removes the series of `vec` whose `plugin` label is `plugin`.
+pub(super) fn forget<T: prometheus::core::MetricVecBuilder>(vec: &prometheus::core::MetricVec<T>, plugin: &str) {
+    use prometheus::core::Collector as _;
+    let names: Vec<String> = vec
+        .desc()
+        .first()
+        .map(|d| d.variable_labels.clone())
+        .unwrap_or_default();
+    for family in vec.collect() {
+        for metric in family.get_metric() {
+            let value = |name: &str| {
+                metric
+                    .get_label()
+                    .iter()
+                    .find(|p| p.name() == name)
+                    .map(|p| p.value())
+                    .unwrap_or_default()
+            };
+            if value("plugin") != plugin {
+                continue;
+            }
+            let values: Vec<&str> = names.iter().map(|n| value(n)).collect();
+            let _ = vec.remove_label_values(&values);
+        }
+    }
+}
+
 /// Latencies of calls that cross a network: 0.5 ms to 10 s.
 fn network_buckets() -> Vec<f64> {
     vec![
@@ -207,6 +234,31 @@ impl Families {
             registry.register(c).expect("metric registered once");
         }
         f
+    }
+
+    /// Takes every series of the plugin `name` out: a plugin that no longer runs leaves
+    /// `/metrics`.
+    pub(super) fn forget(&self, name: &str) {
+        forget(&self.queue_depth, name);
+        forget(&self.events_queued, name);
+        forget(&self.events_coalesced, name);
+        forget(&self.queue_full, name);
+        forget(&self.events_retried, name);
+        forget(&self.events_dropped, name);
+        forget(&self.calls, name);
+        forget(&self.call_duration, name);
+        forget(&self.call_timeouts, name);
+        forget(&self.instances, name);
+        forget(&self.pool_size, name);
+        forget(&self.memory, name);
+        forget(&self.memory_limit, name);
+        forget(&self.limits_hit, name);
+        forget(&self.kube_requests, name);
+        forget(&self.kube_request_duration, name);
+        forget(&self.watch_restarts, name);
+        forget(&self.watch_relists, name);
+        forget(&self.statements, name);
+        forget(&self.statement_duration, name);
     }
 
     pub(super) fn of(&self, name: &str) -> PluginMetrics {
