@@ -131,3 +131,83 @@ fn a_database_that_cannot_start_is_a_startup_error_naming_its_key() {
         .to_string();
     assert!(err.contains("databases.maestro.embedded"), "{err}");
 }
+
+/// A start that fails after the embedded database came up leaves nothing behind: no PostgreSQL
+/// process, no socket — whether a plugin does not load, or the database's own `init_sql` fails
+/// once its server runs.
+#[test]
+fn a_start_that_fails_after_the_database_came_up_leaves_no_server_behind() {
+    fails_leaving_nothing(
+        |dir, data| {
+            format!(
+                "[databases.m]\nembedded = {{ data_dir = \"{data}\" }}\n[plugins.broken]\nkind = \"component\"\nfile = \"{missing}\"\ngrants = [\"pg\"]\ndatabases = [\"m\"]\n",
+                data = data.display(),
+                missing = dir.join("no-such-plugin.wasm").display(),
+            )
+        },
+        "plugins.broken",
+    );
+    fails_leaving_nothing(
+        |dir, data| {
+            let sql = dir.join("broken.sql");
+            std::fs::write(&sql, "CREATE TABLE fine (id int);\nSELECT no_such_function();\n").unwrap();
+            std::fs::set_permissions(&sql, std::fs::Permissions::from_mode(0o644)).unwrap();
+            format!(
+                "[databases.m]\nembedded = {{ data_dir = \"{data}\", database = \"app\", init_sql = [\"{sql}\"] }}\n",
+                data = data.display(),
+                sql = sql.display(),
+            )
+        },
+        "databases.m.embedded",
+    );
+}
+
+/// Starts conductor with `BASE_CONFIG` and `extra(dir, data_dir)`, which must fail naming
+/// `key`; then checks that no PostgreSQL runs on `data_dir` and no socket is left in it.
+fn fails_leaving_nothing(extra: impl Fn(&std::path::Path, &std::path::Path) -> String, key: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let data = dir.path().join("pg");
+    let config = dir.path().join("conductor.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n{}",
+            conductor_blackbox_tests::BASE_CONFIG,
+            extra(dir.path(), &data)
+        ),
+    )
+    .unwrap();
+    // Bounded: a start that does not fail is killed (and fails the test) instead of hanging it.
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg(conductor_blackbox_tests::conductor_bin())
+        .args(["serve", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(key), "{stderr}");
+    assert!(
+        data.join("PG_VERSION").exists(),
+        "the database came up before the plugin failed: {stderr}"
+    );
+    let running = Command::new("pgrep")
+        .args(["-f", &data.display().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&running.stdout).trim().is_empty(),
+        "a PostgreSQL is left running on {}",
+        data.display()
+    );
+    let sockets: Vec<String> = std::fs::read_dir(&data)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".s.PGSQL"))
+        .collect();
+    assert!(sockets.is_empty(), "sockets left: {sockets:?}");
+    assert!(!data.join("postmaster.pid").exists(), "postmaster.pid left");
+}

@@ -50,6 +50,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     // The ports first: a port that is taken stops conductor before anything has started (no
     // database, LISTEN, watch or plugin to undo).
     let listener = bind(config.server.listen, "server.listen").await?;
+    let grpc_addr = listener.local_addr()?;
     let admin_listener = match config.admin.enabled {
         true => {
             let listener = bind(config.admin.listen, "admin.listen").await?;
@@ -106,7 +107,7 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
         streams_end.clone(),
     ));
 
-    let grpc_addr = listener.local_addr()?;
+    // From here on nothing returns early: what started (plugins, databases) is stopped below.
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, tonic_health::ServingStatus::Serving).await;
     let (reload_tx, mut reload_rx) = mpsc::channel::<ReloadRequest>(4);
