@@ -877,3 +877,115 @@ flaky = "flaky"
     );
     next_where(&mut sub, "a's later change", is("a", "spec.create_request", 3)).await;
 }
+
+/// A hub with more ManagedClusters and ManifestWorks than a plugin's default `kv_keys` (10,000):
+/// the kube source, configured as the hub configuration ships it, delivers every work to the
+/// agent of its cluster (each agent on its own connection), and no limit refuses anything.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hub_larger_than_the_default_limits_gets_every_work() {
+    use futures::StreamExt as _;
+    const CLUSTER_COUNT: usize = 12_000;
+    const AGENTS: usize = 40;
+    const WORKS_PER_AGENT: usize = 300;
+    let hub = hub().await;
+    let c = Conductor::start(&kube_config(&hub.front, Form::Component)).unwrap();
+    let mut agents = Vec::new();
+    for i in 0..AGENTS {
+        let mut client = c.client().await.unwrap();
+        let sub = subscribe(&mut client, &format!("agent{i}"), WORKS).await.unwrap();
+        agents.push((client, sub));
+    }
+
+    // Created as a hub's controllers create them: many at once.
+    let client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(&hub.api.kubeconfig).unwrap(),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    let resource = |group: &str, kind: &str, plural: &str| kube::api::ApiResource {
+        group: group.into(),
+        version: "v1".into(),
+        api_version: format!("{group}/v1"),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let clusters: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
+        client.clone(),
+        &resource(
+            "cluster.open-cluster-management.io",
+            "ManagedCluster",
+            "managedclusters",
+        ),
+    );
+    let works = resource("work.open-cluster-management.io", "ManifestWork", "manifestworks");
+    let params = kube::api::PostParams::default();
+    let created = futures::stream::iter(0..CLUSTER_COUNT)
+        .map(|i| {
+            let (clusters, params) = (&clusters, &params);
+            async move {
+                let cluster: kube::api::DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+                    "metadata": {"name": format!("cluster-{i}")}, "spec": {"hubAcceptsClient": true},
+                }))
+                .unwrap();
+                clusters.create(params, &cluster).await.map(drop)
+            }
+        })
+        .buffer_unordered(32)
+        .filter(|r| std::future::ready(r.is_ok()))
+        .count()
+        .await;
+    assert_eq!(created, CLUSTER_COUNT);
+    let created = futures::stream::iter(0..AGENTS * WORKS_PER_AGENT)
+        .map(|i| {
+            let (client, works, params) = (&client, &works, &params);
+            async move {
+                let namespace = format!("agent{}", i % AGENTS);
+                let api: kube::Api<kube::api::DynamicObject> =
+                    kube::Api::namespaced_with(client.clone(), &namespace, works);
+                let work: kube::api::DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+                    "metadata": {"name": format!("work-{i}"), "namespace": namespace},
+                    "spec": {"workload": {"manifests": [deployment(&format!("work-{i}"), 1)]}},
+                }))
+                .unwrap();
+                api.create(params, &work).await.map(drop)
+            }
+        })
+        .buffer_unordered(32)
+        .filter(|r| std::future::ready(r.is_ok()))
+        .count()
+        .await;
+    assert_eq!(created, AGENTS * WORKS_PER_AGENT);
+
+    // Every agent gets every work of its cluster.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    for (i, (_, sub)) in agents.iter_mut().enumerate() {
+        let mut seen = std::collections::BTreeSet::new();
+        while seen.len() < WORKS_PER_AGENT {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(Ok(e)) = tokio::time::timeout(left, sub.next_event()).await else {
+                let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+                let refused: Vec<&str> = metrics
+                    .lines()
+                    .filter(|l| l.starts_with("conductor_plugin_limit_refusals_total"))
+                    .collect();
+                panic!("agent{i} got {} of {WORKS_PER_AGENT} works; {refused:#?}", seen.len());
+            };
+            if e.r#type.ends_with(".spec.create_request") {
+                seen.insert(attr_str(&e, "ce-resourceid").unwrap().to_owned());
+            }
+        }
+    }
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    let refused: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("conductor_plugin_limit_refusals_total") && !l.ends_with(" 0"))
+        .collect();
+    assert!(refused.is_empty(), "{refused:?}");
+    assert_eq!(c.admin_get("/readyz").await.unwrap().0, 200);
+}

@@ -367,6 +367,27 @@ memory = "memory"
         let failed = publish(&mut agent1, work_status(what, "chaos", 1)).await.unwrap_err();
         assert_eq!(failed.code(), Code::FailedPrecondition, "{what}: {failed:?}");
     }
+    // A limit that refused is loud: /readyz says which plugin and which limit (log lines aside),
+    // and the inspector lists the refusals.
+    let (code, why) = c.admin_get("/readyz").await.unwrap();
+    assert_eq!(code, 503, "{why}");
+    for limit in ["kv_keys", "timers", "metric_series"] {
+        assert!(
+            why.contains(&format!("plugin \"greedy\": limits.{limit} refused")),
+            "{why}"
+        );
+    }
+    let (_, plugins) = c.admin_get("/inspect/plugins").await.unwrap();
+    let plugins: Value = serde_json::from_str(&plugins).unwrap();
+    let greedy = plugins
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "greedy")
+        .unwrap();
+    for limit in ["kv_keys", "timers", "metric_series"] {
+        assert!(greedy["limits_refused"][limit]["count"].as_u64() >= Some(1), "{greedy}");
+    }
 
     // An agent with a token (a TokenReview), and one with a forged token.
     let mut agent2 = pki.agent(&c, None).await;
@@ -853,6 +874,75 @@ scrape_configs:
         .filter(|a| a["state"] == "firing")
         .collect();
     assert!(firing.is_empty(), "{firing:?}");
+}
+
+/// A plugin driven past a small `kv_keys` makes its replica unready, naming the plugin and the
+/// limit, and fires `ConductorPluginLimitReached`'s expression in a real Prometheus that scrapes
+/// it; a plugin that drops log lines over its rate does neither.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_past_its_limit_is_loud() {
+    let c = Conductor::start(&format!(
+        r#"
+[plugins.greedy]
+kind = "component"
+file = "{greedy}"
+grants = ["log", "timer", "kv", "metrics"]
+limits = {{ kv_keys = 5, log_lines_per_second = 10 }}
+"#,
+        greedy = plugin_artifact("greedy-plugin", Form::Component).display(),
+    ))
+    .unwrap();
+    assert_eq!(c.admin_get("/readyz").await.unwrap().0, 200);
+    let mut agent = c.client().await.unwrap();
+    // Log lines dropped over the rate: counted, and the replica stays ready.
+    publish(&mut agent, work_status("log", "greedy", 1)).await.unwrap();
+    let (code, why) = c.admin_get("/readyz").await.unwrap();
+    assert_eq!(code, 200, "{why}");
+    let prometheus = Prometheus::start(&format!(
+        r#"
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: conductor-metrics
+    static_configs:
+      - targets: ["{admin}"]
+        labels:
+          namespace: open-cluster-management-hub
+          pod: conductor-0
+"#,
+        admin = c.admin_addr.clone().unwrap(),
+    ))
+    .await;
+    let rules = rules();
+    let alert = rule_expr(&rules, "ConductorPluginLimitReached");
+    // The refusals counted at 0 first, then the plugin takes more keys than it may.
+    prometheus
+        .eventually("the limit series scraped", Duration::from_secs(30), async |p| {
+            !p.query("conductor_plugin_limit_refusals_total{plugin=\"greedy\"}")
+                .await
+                .is_empty()
+        })
+        .await;
+    assert!(
+        prometheus.query(&alert).await.is_empty(),
+        "log lines alone fire nothing"
+    );
+    let refused = publish(&mut agent, work_status("kv-keys", "greedy", 1))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    let (code, why) = c.admin_get("/readyz").await.unwrap();
+    assert_eq!(code, 503, "{why}");
+    assert!(why.contains("plugin \"greedy\": limits.kv_keys refused"), "{why}");
+    prometheus
+        .eventually("the alert's expression", Duration::from_secs(30), async |p| {
+            p.query(&alert).await.iter().any(|s| {
+                s["metric"]["plugin"] == "greedy" && s["metric"]["limit"] == "kv_keys" && sample_value(s) > 0.0
+            })
+        })
+        .await;
 }
 
 /// The dashboard passes its structural check (panels, queries, variables, rows) and has the

@@ -643,8 +643,10 @@ fn series_count(metrics: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_reviews_are_bounded_and_shared() {
     let setup = Setup::with_token_reviews_taking(Duration::from_millis(20)).await;
+    // The thousand handshakes below take seconds on a busy machine: the connections made first
+    // must not be closed for want of an authenticated call before theirs is made.
     let c = Conductor::start_with_config(&setup.config(
-        "",
+        "unauthenticated_timeout = \"2m\"",
         "[auth]\nauthenticators = [\"token\", \"mtls\"]\nmax_concurrent_reviews = 4",
     ))
     .unwrap();

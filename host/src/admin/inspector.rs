@@ -132,6 +132,15 @@ impl Inspector {
             instances: plugin.map_or(1, |p| p.instances()),
             queued_events: plugin.map_or(0, |p| p.queued_events()),
             calls,
+            limits_refused: plugin
+                .map(|p| p.limit_refusals())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(limit, (count, at))| {
+                    let last_at = DateTime::<Utc>::from_timestamp(at, 0).unwrap_or_default();
+                    (limit, inspect::LimitRefusals { count, last_at })
+                })
+                .collect(),
             loaded_at: DateTime::<Utc>::from(entry.loaded_at),
         }
     }

@@ -131,7 +131,7 @@ async fn plugin_detail(
 }
 
 async fn render_metrics(State(state): State<AdminState>) -> ([(&'static str, &'static str); 1], String) {
-    state.metrics.set_ready(state.readiness.check().is_ok());
+    state.metrics.set_ready(readiness(&state).is_ok());
     ([("content-type", "text/plain; version=0.0.4")], state.metrics.render())
 }
 
@@ -163,8 +163,23 @@ async fn request_reload(State(state): State<AdminState>) -> (StatusCode, String)
     }
 }
 
+/// How long after a plugin's limit refused a host call `/readyz` says so.
+const LIMIT_REFUSAL_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether the replica is ready: serving, nothing it depends on down, and no plugin's limit
+/// refused anything within the last minute (a full `kv` never stops service in silence).
+fn readiness(state: &AdminState) -> Result<(), String> {
+    let serving = state.readiness.check();
+    let limits = state.metrics.plugin_limits_ready(LIMIT_REFUSAL_WINDOW);
+    match (serving, limits) {
+        (Ok(()), Ok(())) => Ok(()),
+        (Err(a), Err(b)) => Err(format!("{a}{b}")),
+        (Err(why), Ok(())) | (Ok(()), Err(why)) => Err(why),
+    }
+}
+
 async fn ready(State(state): State<AdminState>) -> (StatusCode, String) {
-    match state.readiness.check() {
+    match readiness(&state) {
         Ok(()) => (StatusCode::OK, "ok".to_owned()),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }

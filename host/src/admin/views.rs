@@ -2,6 +2,8 @@
 //! (`/inspect/subscribers`, `/inspect/plugins`, `/inspect/plugins/<name>`, `/inspect/routes`) and a reload's outcome
 //! (`POST /reload`). `conductor inspect` reads the same types back.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -69,8 +71,19 @@ pub struct Plugin {
     /// Every call into the plugin: agents' requests, resync lists, host events, start (none for
     /// the built-in memory source, whose calls are not counted).
     pub calls: Option<Calls>,
+    /// The limits (`[plugins.<name>.limits]`) that refused its host calls: how many times, and
+    /// when last.
+    #[serde(default)]
+    pub limits_refused: BTreeMap<String, LimitRefusals>,
     /// When it was loaded: at startup, or by the reload that last replaced it.
     pub loaded_at: DateTime<Utc>,
+}
+
+/// How often a limit refused a plugin's host calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LimitRefusals {
+    pub count: u64,
+    pub last_at: DateTime<Utc>,
 }
 
 /// One configured plugin with what it keeps in `kv` (`/inspect/plugins/<name>`).

@@ -132,6 +132,14 @@ pub fn plugins(plugins: &[Plugin], now: DateTime<Utc>) -> String {
         if let Some(e) = p.calls.as_ref().and_then(|c| c.last_error.as_ref()) {
             out += &format!("\n{}: last error {} ago: {}\n", p.name, age(e.at, now), e.message);
         }
+        for (limit, refused) in &p.limits_refused {
+            out += &format!(
+                "\n{}: limits.{limit} refused {} host calls, the last {} ago\n",
+                p.name,
+                refused.count,
+                age(refused.last_at, now)
+            );
+        }
     }
     out
 }

@@ -566,6 +566,11 @@ impl PluginSource {
     }
 
     /// What its calls did so far.
+    /// The limits that refused the plugin's host calls: by limit, how many times and when last.
+    pub fn limit_refusals(&self) -> std::collections::BTreeMap<String, (u64, i64)> {
+        self.metrics.limit_refusals()
+    }
+
     pub fn stats(&self) -> stats::CallStatsSnapshot {
         self.stats.snapshot()
     }

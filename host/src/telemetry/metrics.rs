@@ -156,6 +156,28 @@ impl Metrics {
         self.plugins.of(name)
     }
 
+    /// Why the replica is not ready on account of its plugins: a limit of theirs refused a host
+    /// call within `window` (log lines aside). `Ok` when none did.
+    pub fn plugin_limits_ready(&self, window: std::time::Duration) -> Result<(), String> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let since = now - window.as_secs() as i64;
+        let refused = self.plugins.refused_since(since);
+        if refused.is_empty() {
+            return Ok(());
+        }
+        Err(refused
+            .iter()
+            .map(|(plugin, limit, at)| {
+                format!(
+                    "plugin {plugin:?}: limits.{limit} refused a host call {}s ago: what it keeps is full, so it may not serve everything (raise [plugins.{plugin}.limits] {limit})\n",
+                    (now - at).max(0)
+                )
+            })
+            .collect())
+    }
+
     /// Takes the series of the plugin `name`, which no longer runs, out of `/metrics`.
     pub fn forget_plugin(&self, name: &str) {
         self.plugins.forget(name);

@@ -48,6 +48,7 @@ pub(super) struct Families {
     memory: IntGaugeVec,
     memory_limit: IntGaugeVec,
     limits_hit: IntCounterVec,
+    limit_last_refusal: IntGaugeVec,
     kube_requests: IntCounterVec,
     kube_request_duration: HistogramVec,
     watch_restarts: IntCounterVec,
@@ -66,6 +67,16 @@ fn gauges(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
 
 fn histograms(name: &str, help: &str, labels: &[&str], buckets: Vec<f64>) -> HistogramVec {
     HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).expect("valid metric")
+}
+
+/// The limits that refuse a plugin's host calls.
+const LIMITS: [&str; 5] = ["kv_keys", "kv_bytes", "timers", "log_lines_per_second", "metric_series"];
+
+/// Now, in Unix seconds.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Removes the series of `vec` whose `plugin` label is `plugin`.
@@ -176,6 +187,11 @@ impl Families {
                 "Host calls refused because a plugin reached one of its [plugins.<name>.limits] (kv_keys, kv_bytes, timers, log_lines_per_second, metric_series).",
                 &["plugin", "limit"],
             ),
+            limit_last_refusal: gauges(
+                "conductor_plugin_limit_last_refusal_timestamp_seconds",
+                "When a limit of [plugins.<name>.limits] last refused one of the plugin's host calls (Unix seconds); while that is under a minute ago (log lines aside), /readyz says so.",
+                &["plugin", "limit"],
+            ),
             kube_requests: counters(
                 "conductor_kube_requests_total",
                 "Calls a plugin made to the Kubernetes API server through the host, by verb and HTTP code (0: no answer).",
@@ -224,6 +240,7 @@ impl Families {
             Box::new(f.memory.clone()),
             Box::new(f.memory_limit.clone()),
             Box::new(f.limits_hit.clone()),
+            Box::new(f.limit_last_refusal.clone()),
             Box::new(f.kube_requests.clone()),
             Box::new(f.kube_request_duration.clone()),
             Box::new(f.watch_restarts.clone()),
@@ -234,6 +251,33 @@ impl Families {
             registry.register(c).expect("metric registered once");
         }
         f
+    }
+
+    /// The limits that refused a host call of some plugin at `since` (Unix seconds) or later,
+    /// log lines aside (dropping them is counted and warned about, and serves on): (plugin,
+    /// limit, when).
+    pub(super) fn refused_since(&self, since: i64) -> Vec<(String, String, i64)> {
+        use prometheus::core::Collector as _;
+        let mut refused = Vec::new();
+        for family in self.limit_last_refusal.collect() {
+            for metric in family.get_metric() {
+                let at = metric.get_gauge().get_value() as i64;
+                let label = |name: &str| {
+                    metric
+                        .get_label()
+                        .iter()
+                        .find(|p| p.name() == name)
+                        .map(|p| p.value().to_owned())
+                        .unwrap_or_default()
+                };
+                let limit = label("limit");
+                if at >= since && limit != "log_lines_per_second" {
+                    refused.push((label("plugin"), limit, at));
+                }
+            }
+        }
+        refused.sort();
+        refused
     }
 
     /// Takes every series of the plugin `name` out: a plugin that no longer runs leaves
@@ -253,6 +297,7 @@ impl Families {
         forget(&self.memory, name);
         forget(&self.memory_limit, name);
         forget(&self.limits_hit, name);
+        forget(&self.limit_last_refusal, name);
         forget(&self.kube_requests, name);
         forget(&self.kube_request_duration, name);
         forget(&self.watch_restarts, name);
@@ -269,7 +314,7 @@ impl Families {
                 self.call_timeouts.with_label_values(&[name, call.as_str(), limit]);
             }
         }
-        for limit in ["kv_keys", "kv_bytes", "timers", "log_lines_per_second", "metric_series"] {
+        for limit in LIMITS {
             self.limits_hit.with_label_values(&[name, limit]);
         }
         for kind in ["timer", "notification", "listening", "watch"] {
@@ -397,8 +442,36 @@ impl PluginMetrics {
     }
 
     /// A host call was refused: the plugin reached `limit`.
+    /// The limits that refused a host call of this plugin: by limit, how many times and when
+    /// last (Unix seconds).
+    pub fn limit_refusals(&self) -> std::collections::BTreeMap<String, (u64, i64)> {
+        let mut refused = std::collections::BTreeMap::new();
+        for limit in LIMITS {
+            let labels = self.label(&[limit]);
+            let count = self
+                .families
+                .limits_hit
+                .get_metric_with_label_values(&labels)
+                .map_or(0, |c| c.get());
+            if count > 0 {
+                let at = self
+                    .families
+                    .limit_last_refusal
+                    .get_metric_with_label_values(&labels)
+                    .map_or(0, |g| g.get());
+                refused.insert(limit.to_owned(), (count, at));
+            }
+        }
+        refused
+    }
+
     pub fn limit_hit(&self, limit: &str) {
-        self.families.limits_hit.with_label_values(&self.label(&[limit])).inc();
+        let labels = self.label(&[limit]);
+        self.families.limits_hit.with_label_values(&labels).inc();
+        self.families
+            .limit_last_refusal
+            .with_label_values(&labels)
+            .set(unix_now());
     }
 
     /// A call to the API server: its verb, the HTTP code of the answer (0: none) and how long.

@@ -153,6 +153,9 @@ impl SecurityMetrics {
         for review in ["TokenReview", "SubjectAccessReview"] {
             m.review_waits.with_label_values(&[review]);
             m.reviews_in_flight.with_label_values(&[review]);
+            for outcome in ["cached", "joined", "reviewed", "error"] {
+                m.reviews.with_label_values(&[review, outcome]);
+            }
         }
         for c in [
             Box::new(m.connections.clone()) as Box<dyn prometheus::core::Collector>,
