@@ -258,3 +258,31 @@ fn a_connection_limit_beyond_the_open_file_limit_is_warned_about() {
     let out = check(700);
     assert!(!out.contains("warning: server.max_connections"), "700 fit: {out}");
 }
+
+/// `[oci] registries` is the operator's allow-list: a plugin from any other registry is refused at
+/// load (and so at reload), naming its key, before any connection is made.
+#[test]
+fn a_plugin_outside_the_allowed_registries_is_refused_before_any_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("conductor.toml");
+    let digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    std::fs::write(
+        &file,
+        format!(
+            "{}\n[oci]\nregistries = [\"registry.example/platform/\"]\n[plugins.p]\nkind = \"component\"\nfile = \"oci://127.0.0.1:1/platform/p@{digest}\"\ngrants = [\"emit\"]\n",
+            conductor_blackbox_tests::BASE_CONFIG
+        ),
+    )
+    .unwrap();
+    let out = Command::new(conductor_blackbox_tests::conductor_bin())
+        .arg("check-config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("plugins.p.file: 127.0.0.1:1/platform/p is not in a registry conductor.toml allows"),
+        "refused by the list, not by a failed connection: {stderr}"
+    );
+}

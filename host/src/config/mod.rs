@@ -330,6 +330,13 @@ impl Config {
         self.dynamic.validate()?;
         for (name, plugin) in &self.plugins {
             plugin.validate(&format!("plugins.{name}"), &self.databases)?;
+            if let Some(reference) = plugin
+                .oci_reference()
+                .and_then(|text| crate::oci::ArtifactReference::parse(&text).ok())
+                && let Some(why) = self.oci.refusal(&reference)
+            {
+                return invalid(format!("plugins.{name}.file"), why);
+            }
         }
         for (name, db) in &self.databases {
             db.validate(&format!("databases.{name}"))?;

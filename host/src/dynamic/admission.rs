@@ -64,8 +64,11 @@ pub fn admit(name: &str, spec: &Value, config: &Config) -> Result<Admitted, Refu
         ));
     }
     if crate::oci::is_oci(&spec.file) {
-        crate::oci::ArtifactReference::parse_pinned(&spec.file)
+        let reference = crate::oci::ArtifactReference::parse_pinned(&spec.file)
             .map_err(|e| refused("InvalidSpec", format!("spec.file: {e}")))?;
+        if let Some(why) = config.oci.refusal(&reference) {
+            return Err(refused("RegistryNotAllowed", format!("spec.file: {why}")));
+        }
     } else if !policy.allow_plugin_folder {
         return Err(refused(
             "FileNotAllowed",
@@ -396,6 +399,20 @@ mod tests {
         let r = admit("works", &spec(json!({ "blobs": { "x": "/etc/passwd" } })), &config("")).unwrap_err();
         assert_eq!(r.reason, "InvalidSpec");
         assert!(r.message.contains("unknown field `blobs`"), "{}", r.message);
+    }
+
+    #[test]
+    fn an_artifact_outside_the_allowed_registries_is_refused() {
+        let c = config("[oci]\nregistries = [\"registry.example/plugins/\"]\n");
+        admit("works", &spec(json!({})), &c).unwrap();
+        let elsewhere = json!({ "file": format!("oci://evil.example/plugins/works@{DIGEST}") });
+        let r = admit("works", &spec(elsewhere), &c).unwrap_err();
+        assert_eq!(r.reason, "RegistryNotAllowed", "{r:?}");
+        assert!(
+            r.message.contains("evil.example/plugins/works is not in a registry"),
+            "{}",
+            r.message
+        );
     }
 
     #[test]
