@@ -264,18 +264,6 @@ fn create_work(api: &KubeApi, cluster: &str, name: &str) -> String {
         .to_owned()
 }
 
-async fn next_where(sub: &mut Sub, what: &str, pick: impl Fn(&conductor_blackbox_tests::proto::CloudEvent) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(Some(event)) = sub.next_raw(Duration::from_millis(200)).await
-            && pick(&event)
-        {
-            return;
-        }
-    }
-    panic!("{what}: not received within 20s");
-}
-
 /// `curl` on the health endpoint (HTTPS, its self-signed certificate not checked, as the
 /// kubelet's probe): (status, body).
 fn health(path: &str) -> (u16, String) {
@@ -319,7 +307,7 @@ async fn serves_agents_as_ocms_server(c: &Conductor, mounts: &Mounts, api: &Kube
         .await
         .unwrap();
     let uid = create_work(api, "cluster1", work);
-    next_where(&mut works, "the work, on the bootstrap agent's stream", |e| {
+    maestro::next_where(&mut works, "the work, on the bootstrap agent's stream", |e| {
         attr_str(e, "ce-resourceid") == Some(uid.as_str())
     })
     .await;
@@ -330,7 +318,7 @@ async fn serves_agents_as_ocms_server(c: &Conductor, mounts: &Mounts, api: &Kube
         .publish(events::resync_request(WORKS, "cluster1", &[]))
         .await
         .unwrap();
-    next_where(&mut works, "the work, resynced to the registered agent", |e| {
+    maestro::next_where(&mut works, "the work, resynced to the registered agent", |e| {
         attr_str(e, "ce-resourceid") == Some(uid.as_str())
     })
     .await;
@@ -414,7 +402,7 @@ async fn the_image_runs_as_ocms_operator_runs_its_grpc_server() {
     let mut agent = Agent::connect(&mounts.agent_config(true)).await;
     let mut works = agent.subscribe("cluster1", WORKS).await;
     let (id, _) = db.create("cluster1", "from-maestro", true).await;
-    next_where(&mut works, "Maestro's resource", |e| {
+    maestro::next_where(&mut works, "Maestro's resource", |e| {
         attr_str(e, "ce-resourceid") == Some(id.as_str()) && e.source == "maestro"
     })
     .await;

@@ -114,7 +114,7 @@ impl MaxGrants {
         };
         let bytes = |n: u128| format!("{n} bytes");
         let count = |n: u128| n.to_string();
-        let time = |ms: u128| humantime::format_duration(std::time::Duration::from_millis(ms as u64)).to_string();
+        let time = |ms: u128| conductor_plugin_sdk::duration::format(std::time::Duration::from_millis(ms as u64));
         check("memory", limits.memory.0.into(), self.memory.0.into(), &bytes);
         check("kv_bytes", limits.kv_bytes.0.into(), self.kv_bytes.0.into(), &bytes);
         check(

@@ -273,7 +273,7 @@ fn path(p: &Path) -> Value {
 
 /// A duration as conductor writes it (humantime's syntax).
 fn duration(d: Duration) -> Value {
-    humantime::format_duration(d).to_string().into()
+    conductor_plugin_sdk::duration::format(d).into()
 }
 
 #[cfg(test)]
