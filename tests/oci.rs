@@ -5,6 +5,8 @@
 //! without digest, a digest the registry lacks, an unsigned or wrongly signed or tampered
 //! artifact, a registry that is down — refused with the reason while the running plugin serves.
 
+#[path = "support/blob_store.rs"]
+mod blob_store;
 #[path = "support/registry.rs"]
 mod registry;
 
@@ -12,6 +14,7 @@ use std::path::Path;
 use std::process::Command;
 
 use base64::Engine as _;
+use blob_store::{BlobStore, Serving};
 use conductor_blackbox_tests::events::{self, attr_str};
 use conductor_blackbox_tests::{
     Conductor, Form, Sub, WORKS, conductor_bin, http_post, plugin_artifact, publish, subscribe,
@@ -380,4 +383,100 @@ async fn an_artifact_pushed_by_skopeo_with_a_signature_made_by_openssl_verifies_
         out.contains(&format!("the signature is for \"{layer_digest}\"")),
         "{out}"
     );
+}
+
+/// The component's descriptor size in the registry: static-works' bytes.
+fn component_size() -> u64 {
+    std::fs::metadata(component()).unwrap().len()
+}
+
+/// Blobs left in a cache folder, finished or not.
+fn cached_blobs(cache: &Path) -> Vec<String> {
+    std::fs::read_dir(cache.join("blobs/sha256"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+// Multi-threaded: the store serves while the test waits for conductor's commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_follows_a_few_redirects_to_a_blob_store_and_refuses_whatever_is_larger_than_declared_or_allowed() {
+    let scratch = tempfile::tempdir().unwrap();
+    let store = BlobStore::start(scratch.path()).await;
+    let registry = Registry::start_redirecting_to(&store.base_url());
+    store.serve_from(&registry.storage());
+    let cas = scratch.path().join("cas.pem");
+    let bundle = [std::fs::read(&registry.ca).unwrap(), std::fs::read(store.ca()).unwrap()].concat();
+    std::fs::write(&cas, bundle).unwrap();
+    let digest = push(&registry, "plugins/static-works", "v1", None);
+    let pinned = format!("{}@{digest}", registry.reference("plugins/static-works"));
+    let with = |oci: &str, cache: &Path| {
+        config(&registry, &pinned, None, cache)
+            .replace(
+                &format!("ca_file = \"{}\"", registry.ca.display()),
+                &format!("ca_file = \"{}\"", cas.display()),
+            )
+            .replace("[oci]\n", &format!("[oci]\n{oci}"))
+    };
+
+    // The registry sends the component to its store, which may redirect again: up to 3
+    // redirects in all are followed, and the store never sees the registry's credentials.
+    for hops in [0, 2] {
+        store.set_hops(hops);
+        store.forget_requests();
+        let (ok, out) = check(&with("", tempfile::tempdir().unwrap().path()));
+        assert!(ok, "{} redirect(s): {out}", hops + 1);
+        let requests = store.requests();
+        assert_eq!(requests.len(), hops + 1, "{requests:?}");
+        assert!(requests.iter().all(|(_, authorized)| !authorized), "{requests:?}");
+    }
+    let cache = scratch.path().join("cache");
+    store.set_hops(3);
+    let (ok, out) = check(&with("", &cache));
+    assert!(!ok, "{out}");
+    assert!(out.contains("redirected 4 times: conductor follows at most 3"), "{out}");
+    store.set_hops(0);
+
+    // A store that sends more than the manifest declares is refused on its Content-Length or on
+    // the bytes received, and nothing of it stays in the cache.
+    let size = component_size();
+    store.set_serving(Serving::LongerAnnounced);
+    let (ok, out) = check(&with("", &cache));
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "is {} bytes (Content-Length), more than the {size} bytes its manifest declares",
+            size + 1
+        )),
+        "{out}"
+    );
+    store.set_serving(Serving::LongerUnannounced);
+    let (ok, out) = check(&with("", &cache));
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "sent more than the {size} bytes its manifest declares: refused after"
+        )),
+        "{out}"
+    );
+    assert_eq!(cached_blobs(&cache), Vec::<String>::new(), "no partial blob is left");
+    store.set_serving(Serving::Honestly);
+
+    // A component larger than [oci] max_plugin_size is refused before a byte of it is asked for.
+    store.forget_requests();
+    let (ok, out) = check(&with("max_plugin_size = \"64KiB\"\n", &cache));
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "is {size} bytes (its manifest says), more than the 65536 bytes a plugin may have ([oci] max_plugin_size)"
+        )),
+        "{out}"
+    );
+    assert_eq!(store.requests(), vec![], "nothing is downloaded");
+    let (ok, out) = check(&with("", &cache));
+    assert!(ok, "the same cache pulls it whole: {out}");
+    assert_eq!(cached_blobs(&cache).len(), 1, "{:?}", cached_blobs(&cache));
 }

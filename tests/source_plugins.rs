@@ -21,18 +21,27 @@ use serde_json::{Value, json};
 
 const PATH: &str = "/apis/conductor.open-cluster-management.io/v1alpha1/sourceplugins";
 
-/// Pushes static-works; returns its pinned reference.
+/// Pushes static-works signed with the registry's key; returns its pinned reference.
 fn pushed(registry: &Registry) -> String {
-    let out = Command::new(conductor_bin())
+    push(registry, "static-works", Some(&registry.signing_key().0))
+}
+
+/// Pushes the component of `plugin` to `plugins/<plugin>`, signed with `key` if given; returns
+/// its pinned reference.
+fn push(registry: &Registry, plugin: &str, key: Option<&std::path::Path>) -> String {
+    let mut command = Command::new(conductor_bin());
+    command
         .args(["plugins", "push"])
-        .arg(plugin_artifact("static-works", Form::Component))
-        .arg(format!("{}:v1", registry.reference("plugins/static-works")))
+        .arg(plugin_artifact(plugin, Form::Component))
+        .arg(format!("{}:v1", registry.reference(&format!("plugins/{plugin}"))))
         .arg("--auth-file")
         .arg(&registry.auth_file)
         .arg("--ca-file")
-        .arg(&registry.ca)
-        .output()
-        .unwrap();
+        .arg(&registry.ca);
+    if let Some(key) = key {
+        command.arg("--sign-key").arg(key);
+    }
+    let out = command.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     let digest = text
@@ -41,7 +50,7 @@ fn pushed(registry: &Registry) -> String {
         .unwrap()
         .trim()
         .to_owned();
-    format!("{}@{digest}", registry.reference("plugins/static-works"))
+    format!("{}@{digest}", registry.reference(&format!("plugins/{plugin}")))
 }
 
 /// A replica watching SourcePlugins through `front`.
@@ -64,6 +73,7 @@ kubeconfig = "{kubeconfig}"
 [dynamic]
 source_plugins = true
 replica = "{name}"
+verify = {{ public_key_file = "{public_key}" }}
 {dynamic}
 [oci]
 cache = "{cache}"
@@ -74,6 +84,7 @@ ca_file = "{ca}"
         cache = cache.display(),
         auth = registry.auth_file.display(),
         ca = registry.ca.display(),
+        public_key = registry.signing_key().1.display(),
     )
 }
 
@@ -377,6 +388,31 @@ async fn a_refused_change_keeps_the_earlier_version_serving() {
         metrics.contains("conductor_plugin_calls_total{call=\"list\",outcome=\"ok\",plugin=\"works\"}"),
         "{metrics}"
     );
+
+    // A version not signed with the configured key: refused at its pull; the earlier serves.
+    let unsigned = push(&registry, "flaky-plugin", None);
+    patch_spec(
+        &api,
+        "works",
+        json!({ "file": unsigned, "limits": { "kv_byte": null } }),
+    );
+    let pull_refused = |e: &Value| e["loaded"] == true && condition(e, "Loaded")["reason"] == "LoadFailed";
+    let resource = until_status(&api, "works", &[("r1", &r1), ("r2", &r2)], pull_refused).await;
+    let message = condition(&resource["status"]["replicas"][0], "Loaded")["message"].to_string();
+    assert!(
+        message.contains("is not signed") && message.contains("keeps serving"),
+        "{message}"
+    );
+    assert_eq!(resynced_version(&r1, &mut sub).await, 3);
+    // No key to verify with: by default ([dynamic] require_signature) every artifact is refused.
+    let verify = format!(
+        "verify = {{ public_key_file = \"{}\" }}\n",
+        registry.signing_key().1.display()
+    );
+    r1.rewrite_config(&r1_config.replace(&verify, ""));
+    r1.hangup();
+    until_status(&api, "works", &[("r1", &r1)], kept("SignatureRequired")).await;
+    assert_eq!(resynced_version(&r1, &mut sub).await, 3);
 
     // A replica killed (no chance to take its entries out): the other removes its entry.
     Command::new("kill")

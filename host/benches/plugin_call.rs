@@ -80,7 +80,7 @@ fn main() {
                 continue;
             }
             let config = static_config(kind, file);
-            let read = PluginFile::read(config.kind, file)
+            let read = PluginFile::read(config.kind, file, None)
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e} (build the plugin first, see the header)"));
             let source = PluginSource::load("static", &config, read, Default::default(), &host_context)

@@ -85,7 +85,7 @@ fn rss() -> usize {
 /// a status update. Returns the source and the id of the work it serves.
 async fn load(file: &Path, memory_mib: usize) -> Result<(Arc<PluginSource>, String), String> {
     let config = works_config(file, memory_mib);
-    let read = PluginFile::read(PluginKind::Component, file)
+    let read = PluginFile::read(PluginKind::Component, file, None)
         .await
         .map_err(|e| e.to_string())?;
     let source = PluginSource::load("works", &config, read, Default::default(), &host_context())
@@ -110,18 +110,24 @@ async fn bench(name: &str, file: &Path, runs: usize) {
         .unwrap_or_else(|e| panic!("{}: {e} (build it first, see the header)", file.display()))
         .len();
 
-    // Loading: compile + describe, on a copy nobody compiled yet.
+    // Loading: compile + describe, on a copy nobody compiled yet (the host caches by the
+    // bytes' digest: each copy ends with a custom section of its own).
+    let original = std::fs::read(file).expect("read the component");
     let mut loads = Vec::new();
     for run in 0..runs {
         let copy = scratch.path().join(format!("load-{run}.wasm"));
-        std::fs::copy(file, &copy).expect("copy the component");
+        let name = format!("run{:04}", run % 10_000);
+        let mut bytes = original.clone();
+        bytes.extend([0x00, 1 + name.len() as u8, name.len() as u8]);
+        bytes.extend(name.as_bytes());
+        std::fs::write(&copy, bytes).expect("copy the component");
         let started = Instant::now();
-        PluginFile::read(PluginKind::Component, &copy)
+        PluginFile::read(PluginKind::Component, &copy, None)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         loads.push(started.elapsed());
     }
-    // From here on the first copy is compiled (the host caches by path, mtime and size).
+    // From here on the first copy is compiled (cached by its digest).
     let file = scratch.path().join("load-0.wasm");
 
     // A new instance: the whole `PluginSource::load` but compilation (cached) — describe,
@@ -129,7 +135,9 @@ async fn bench(name: &str, file: &Path, runs: usize) {
     let mut instances = Vec::new();
     for _ in 0..5 {
         let config = works_config(&file, 256);
-        let read = PluginFile::read(PluginKind::Component, &file).await.expect("cached");
+        let read = PluginFile::read(PluginKind::Component, &file, None)
+            .await
+            .expect("cached");
         let started = Instant::now();
         let source = PluginSource::load("works", &config, read, Default::default(), &host_context())
             .await

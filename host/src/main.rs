@@ -378,14 +378,15 @@ fn list(config: PathBuf, plugins: PluginFolder) -> anyhow::Result<()> {
                 );
                 continue;
             }
-            let file = match conductor::app::artifacts::locate(&loaded, name).await {
-                Ok(located) => located.path,
+            let located = match conductor::app::artifacts::locate(&loaded, name).await {
+                Ok(located) => located,
                 Err(e) => {
                     println!("{name}: would NOT load: {e}");
                     continue;
                 }
             };
-            let read = PluginFile::read(plugin.kind, &file).await;
+            let file = &located.path;
+            let read = located.read(plugin.kind).await;
             let checked = read.and_then(|f| f.check(&conductor::plugins::grants(plugin).capabilities).map(|_| f));
             match checked {
                 Ok(f) => println!(
@@ -418,7 +419,7 @@ fn inspect(file: PathBuf, kind: Option<FileKind>) -> anyhow::Result<()> {
         None => PluginKind::Native,
     };
     conductor::plugins::wasm::set_compile_cache(conductor::config::default_compile_cache());
-    let f = runtime()?.block_on(PluginFile::read(kind, &file))?;
+    let f = runtime()?.block_on(PluginFile::read(kind, &file, None))?;
     print!("{}", conductor::app::distribute::describe(&f));
     Ok(())
 }

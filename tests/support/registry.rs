@@ -42,6 +42,23 @@ fn run(command: &mut Command) -> String {
 
 impl Registry {
     pub fn start() -> Self {
+        Self::start_with("")
+    }
+
+    /// A registry whose blobs are served by `store` (the `redirect` storage middleware).
+    pub fn start_redirecting_to(store: &str) -> Self {
+        Self::start_with(&format!(
+            "middleware:\n  storage:\n    - name: redirect\n      options: {{baseurl: \"{store}\"}}\n"
+        ))
+    }
+
+    /// The folder where the registry keeps what is pushed (its storage's root).
+    pub fn storage(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// A registry with `extra` appended to its configuration file.
+    pub fn start_with(extra: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let pki = conductor_blackbox_tests::certs::Pki::new(d, "registry-ca");
@@ -52,7 +69,7 @@ impl Registry {
         std::fs::write(
             d.join("config.yml"),
             format!(
-                "version: 0.1\nlog: {{level: warn}}\nstorage: {{filesystem: {{rootdirectory: {data}}}, delete: {{enabled: true}}}}\nhttp:\n  addr: 127.0.0.1:{port}\n  tls: {{certificate: {cert}, key: {key}}}\nauth:\n  htpasswd: {{realm: test, path: {htpasswd}}}\n",
+                "version: 0.1\nlog: {{level: warn}}\nstorage: {{filesystem: {{rootdirectory: {data}}}, delete: {{enabled: true}}}}\nhttp:\n  addr: 127.0.0.1:{port}\n  tls: {{certificate: {cert}, key: {key}}}\nauth:\n  htpasswd: {{realm: test, path: {htpasswd}}}\n{extra}",
                 data = d.join("data").display(),
                 cert = cert.display(),
                 key = key.display(),
@@ -79,6 +96,15 @@ impl Registry {
         };
         registry.start_again();
         registry
+    }
+
+    /// A cosign key pair of this registry's publisher, made on first use: (private, public).
+    pub fn signing_key(&self) -> (PathBuf, PathBuf) {
+        let (private, public) = (self.dir.path().join("cosign.key"), self.dir.path().join("cosign.pub"));
+        if !public.exists() {
+            key_pair(self.dir.path(), "cosign");
+        }
+        (private, public)
     }
 
     /// `127.0.0.1:<port>`.

@@ -4,18 +4,33 @@
 
 use std::path::PathBuf;
 
-use crate::config::{ConfigError, LoadedConfig};
+use crate::config::{ConfigError, LoadedConfig, PluginKind};
 use crate::oci::{self, ArtifactReference, PublicKey};
+use crate::plugins::{LoadError, PluginFile};
 
 /// A plugin's file and what identifies its contents.
 #[derive(Debug, Clone)]
 pub struct Located {
     pub path: PathBuf,
-    /// `sha256:…`: for an artifact from a registry, its manifest's digest; for a file, the
-    /// digest of its bytes.
-    pub digest: String,
+    /// For an artifact from a registry: its manifest's digest, and the digest of the component
+    /// it names (the bytes loaded must have it).
+    pub manifest_digest: Option<String>,
+    pub component_digest: Option<String>,
     /// The registry reference it was pulled by.
     pub reference: Option<ArtifactReference>,
+}
+
+impl Located {
+    /// Reads and describes the plugin from exactly the bytes its digest names.
+    pub async fn read(&self, kind: PluginKind) -> Result<PluginFile, LoadError> {
+        PluginFile::read(kind, &self.path, self.component_digest.as_deref()).await
+    }
+
+    /// What identifies the plugin `file` (read from here): the manifest's digest of an artifact,
+    /// the digest of a file's bytes.
+    pub fn digest(&self, file: &PluginFile) -> String {
+        self.manifest_digest.clone().unwrap_or_else(|| file.digest.clone())
+    }
 }
 
 /// The file of `plugins.<name>` (not the memory source), pulled first if it is in a registry.
@@ -26,16 +41,10 @@ pub async fn locate(loaded: &LoadedConfig, name: &str) -> Result<Located, Config
         let path = loaded
             .plugin_file(plugin)
             .ok_or_else(|| loaded.error(format!("{key}.file"), "required for a component or native plugin"))?;
-        let digest = tokio::task::spawn_blocking({
-            let path = path.clone();
-            move || std::fs::read(&path).map(|bytes| oci::sha256_digest(&bytes))
-        })
-        .await
-        .map_err(|e| loaded.error(&key, e.to_string()))?
-        .map_err(|e| loaded.error(&key, format!("cannot read {}: {e}", path.display())))?;
         return Ok(Located {
             path,
-            digest,
+            manifest_digest: None,
+            component_digest: None,
             reference: None,
         });
     };
@@ -61,7 +70,8 @@ pub async fn locate(loaded: &LoadedConfig, name: &str) -> Result<Located, Config
         .map_err(|e| loaded.error(format!("{key}.file"), format!("{reference}: {e}")))?;
     Ok(Located {
         path: fetched.path,
-        digest: fetched.manifest_digest,
+        manifest_digest: Some(fetched.manifest_digest),
+        component_digest: Some(fetched.layer_digest),
         reference: Some(reference),
     })
 }
@@ -73,5 +83,6 @@ pub fn registry_options(loaded: &LoadedConfig) -> oci::RegistryOptions {
         auth_file: settings.auth_file.as_deref().map(|f| loaded.resolve(f)),
         ca_file: settings.ca_file.as_deref().map(|f| loaded.resolve(f)),
         timeout: settings.timeout.0,
+        max_blob_size: settings.max_plugin_size.0,
     }
 }

@@ -80,10 +80,11 @@ async fn check_plugin(loaded: &LoadedConfig, name: &str) -> Result<Checked, Conf
             })
         }
         PluginKind::Component | PluginKind::Native => {
-            let path = super::artifacts::locate(loaded, name).await?.path;
+            let located = super::artifacts::locate(loaded, name).await?;
+            let path = &located.path;
             let failed =
                 |e: &dyn std::error::Error| loaded.error(&key, format!("{}: {}", path.display(), error_chain(e)));
-            let file = PluginFile::read(plugin.kind, &path).await.map_err(|e| failed(&e))?;
+            let file = located.read(plugin.kind).await.map_err(|e| failed(&e))?;
             let data_types = file
                 .check(&plugins::grants(plugin).capabilities)
                 .map_err(|e| failed(&e))?;
@@ -148,15 +149,16 @@ pub async fn connect(loaded: &LoadedConfig) -> Result<Vec<String>, ConfigError> 
             ));
             continue;
         }
-        let path = match super::artifacts::locate(loaded, name).await {
-            Ok(located) => located.path,
+        let located = match super::artifacts::locate(loaded, name).await {
+            Ok(located) => located,
             Err(e) => {
                 result = Err(e);
                 break;
             }
         };
+        let path = &located.path;
         let reached = async {
-            let file = PluginFile::read(plugin.kind, &path).await?;
+            let file = located.read(plugin.kind).await?;
             let source = PluginSource::load(name, plugin, file, Default::default(), &host).await?;
             source.stop().await;
             Ok::<_, plugins::LoadError>(())

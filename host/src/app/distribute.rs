@@ -32,7 +32,7 @@ pub async fn push(
         None => None,
     };
     // Only a plugin is published: the file must describe itself as one.
-    let described = PluginFile::read(PluginKind::Component, file).await?;
+    let described = PluginFile::read(PluginKind::Component, file, None).await?;
     let d = &described.description;
     let contract = |interface: &str| format!("conductor:plugin/{interface}@{}", d.sdk_version);
     let contents = oci::push::PushContents {
@@ -78,7 +78,7 @@ pub async fn pull(
         None => None,
     };
     let fetched = oci::fetch(&reference, cache, options, key.as_ref()).await?;
-    let described = PluginFile::read(PluginKind::Component, &fetched.path).await?;
+    let described = PluginFile::read(PluginKind::Component, &fetched.path, Some(&fetched.layer_digest)).await?;
     let mut out = String::new();
     writeln!(out, "reference:     {reference}")?;
     writeln!(

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use crate::admin::ReloadSummary;
 use crate::config::{ConfigError, LoadedConfig, PluginKind};
 pub use crate::errors::error_chain;
-use crate::plugins::{HostContext, KvStore, PluginFile, PluginSource, Running};
+use crate::plugins::{HostContext, KvStore, PluginSource, Running};
 use crate::registry::{Registry, Source};
 use crate::sources::MemorySource;
 
@@ -52,23 +52,29 @@ async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStor
         }
         PluginKind::Component | PluginKind::Native => {
             let located = super::artifacts::locate(loaded, name).await?;
-            let path = located.path;
-            let failed = |reason: String| loaded.error(&key, format!("{}: {reason}", path.display()));
-            let file = PluginFile::read(plugin.kind, &path)
-                .await
-                .map_err(|e| failed(error_chain(&e)))?;
+            let failed = |reason: String| loaded.error(&key, format!("{}: {reason}", located.path.display()));
+            let file = located.read(plugin.kind).await.map_err(|e| failed(error_chain(&e)))?;
+            let digest = located.digest(&file);
             let source = PluginSource::load(name, plugin, file, kv.of(name), host)
                 .await
                 .map_err(|e| failed(error_chain(&e)))?;
             Ok(Running {
                 config: plugin.clone(),
-                digest: Some(located.digest),
+                digest: Some(digest),
                 source: Arc::clone(&source) as Arc<dyn Source>,
                 plugin: Some(source),
                 loaded_at: SystemTime::now(),
             })
         }
     }
+}
+
+/// The digest of the file at `path` (none if it cannot be read), hashed on a blocking thread.
+async fn file_digest(path: std::path::PathBuf) -> Option<String> {
+    tokio::task::spawn_blocking(move || crate::oci::sha256_file(&path).ok())
+        .await
+        .ok()
+        .flatten()
 }
 
 async fn start_all(
@@ -165,7 +171,7 @@ impl PluginSet {
             let unchanged = match self.running.get(name) {
                 Some(old) if old.config == next.config.plugins[name] => match next.plugin_file(&old.config) {
                     None => true,
-                    Some(path) => std::fs::read(&path).ok().map(|b| crate::oci::sha256_digest(&b)) == old.digest,
+                    Some(path) => file_digest(path).await == old.digest,
                 },
                 _ => false,
             };

@@ -61,6 +61,11 @@ pub async fn start(
     };
     let replica = dynamic.replica_name();
     tracing::info!(%replica, "watching SourcePlugin resources ([dynamic] source_plugins)");
+    if dynamic.require_signature && dynamic.verify.is_none() {
+        tracing::warn!(
+            "[dynamic] require_signature is on and [dynamic] verify names no key: every SourcePlugin naming an artifact is refused (SignatureRequired) until a key is configured"
+        );
+    }
     readiness.set_down(
         READINESS_KEY,
         Some("waiting for the first list of SourcePlugin resources".into()),

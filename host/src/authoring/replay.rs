@@ -159,7 +159,7 @@ impl Replay {
         };
         crate::plugins::wasm::set_compile_cache(script.compile_cache.clone());
         let read_at = Instant::now();
-        let file = PluginFile::read(script.plugin.kind, &script.file)
+        let file = PluginFile::read(script.plugin.kind, &script.file, None)
             .await
             .map_err(|e| failed(crate::app::plugin_set::error_chain(&e)))?;
         let read = read_at.elapsed();

@@ -20,6 +20,10 @@ pub struct DynamicConfig {
     pub allow_plugin_folder: bool,
     /// Accept only artifacts signed with this key, for every resource.
     pub verify: Option<VerifyConfig>,
+    /// Refuse every resource whose artifact is not signed with the `verify` key (with no key
+    /// configured: every resource naming an artifact). Files of `plugin_folder` are the
+    /// operator's own and are not signed.
+    pub require_signature: bool,
     /// The most a resource may ask for.
     pub max_grants: MaxGrants,
     /// Each replica renews its entry in every resource's status a third as often; an entry not
@@ -34,6 +38,7 @@ impl Default for DynamicConfig {
             replica: None,
             allow_plugin_folder: false,
             verify: None,
+            require_signature: true,
             max_grants: MaxGrants::default(),
             replica_timeout: HumanDuration(std::time::Duration::from_secs(180)),
         }

@@ -12,7 +12,7 @@ mod databases;
 mod dynamic;
 mod kubernetes;
 mod log;
-mod oci;
+pub mod oci;
 mod plugins;
 mod reload;
 mod server;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{HumanDuration, Invalid, invalid};
+use super::{ByteSize, HumanDuration, Invalid, invalid};
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -25,7 +25,15 @@ pub struct OciConfig {
     /// for the repositories under a prefix. A reference elsewhere is refused before any
     /// connection, in conductor.toml and in a SourcePlugin. Unset: any registry.
     pub registries: Option<Vec<String>>,
+    /// The largest plugin component a pull accepts (its layer): refused on the size its manifest
+    /// declares, on the registry's `Content-Length` and on the bytes received, whichever shows it
+    /// first. A manifest is read up to 4 MiB.
+    pub max_plugin_size: ByteSize,
 }
+
+/// The default `[oci] max_plugin_size`: three times the largest example component (a Python
+/// plugin, ~19 MiB).
+pub const DEFAULT_MAX_PLUGIN_SIZE: u64 = 64 << 20;
 
 impl Default for OciConfig {
     fn default() -> Self {
@@ -35,6 +43,7 @@ impl Default for OciConfig {
             ca_file: None,
             timeout: HumanDuration(Duration::from_secs(30)),
             registries: None,
+            max_plugin_size: ByteSize(DEFAULT_MAX_PLUGIN_SIZE),
         }
     }
 }
@@ -80,6 +89,9 @@ impl OciConfig {
                     format!("{entry:?} is not a registry: host[:port], optionally /repository/prefix/"),
                 );
             }
+        }
+        if self.max_plugin_size.0 < 1024 {
+            return invalid("oci.max_plugin_size", "must be at least 1KiB");
         }
         if self.cache.as_ref().is_some_and(|c| c.as_os_str().is_empty()) {
             return invalid("oci.cache", "must name a folder (pulled plugins are loaded from it)");

@@ -69,6 +69,12 @@ pub fn admit(name: &str, spec: &Value, config: &Config) -> Result<Admitted, Refu
         if let Some(why) = config.oci.refusal(&reference) {
             return Err(refused("RegistryNotAllowed", format!("spec.file: {why}")));
         }
+        if policy.require_signature && policy.verify.is_none() {
+            return Err(refused(
+                "SignatureRequired",
+                "spec.file: conductor.toml accepts only signed artifacts ([dynamic] require_signature) and names no key to verify them with ([dynamic] verify)",
+            ));
+        }
     } else if !policy.allow_plugin_folder {
         return Err(refused(
             "FileNotAllowed",
@@ -203,8 +209,26 @@ mod tests {
 
     const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
+    /// `extra`, with unsigned artifacts allowed (the signature's own test says otherwise).
     fn config(extra: &str) -> Config {
-        Config::parse(extra).unwrap()
+        let mut c = Config::parse(extra).unwrap();
+        c.dynamic.require_signature = false;
+        c
+    }
+
+    #[test]
+    fn an_artifact_is_refused_unless_a_key_verifies_it_or_signatures_are_not_required() {
+        let strict = Config::parse("").unwrap();
+        assert!(strict.dynamic.require_signature, "required by default");
+        let r = admit("works", &spec(json!({})), &strict).unwrap_err();
+        assert_eq!(r.reason, "SignatureRequired");
+        assert!(r.message.contains("[dynamic] verify"), "{}", r.message);
+        let keyed = Config::parse("[dynamic]\nverify = { public_key_file = \"cosign.pub\" }\n").unwrap();
+        let a = admit("works", &spec(json!({})), &keyed).unwrap();
+        assert!(a.plugin.verify.is_some(), "the pull verifies with the key");
+        let folder = Config::parse("[dynamic]\nallow_plugin_folder = true\n").unwrap();
+        admit("works", &spec(json!({ "file": "works.wasm" })), &folder)
+            .expect("a file of the plugin folder is the operator's own");
     }
 
     fn spec(extra: Value) -> Value {

@@ -2,13 +2,17 @@
 //! layer, loaded from there like a file), `manifests/sha256/<hex>` (the manifest that names it)
 //! and `verified/<manifest hex>.<key hex>` (the mark that the manifest's signature verified with
 //! that key). A reference pinned by digest always names the same bytes, so a restart loads what it
-//! pulled before without asking the registry; everything read back is hashed again, and a file
-//! that does not match its name is pulled again.
+//! pulled before without asking the registry; everything read back is hashed again (in pieces, on
+//! a blocking thread: [`ArtifactCache::intact`]), and a file that does not match its name is
+//! pulled again. A blob being pulled is written to `blobs/sha256/<hex>.partial.<pid>.<n>` and
+//! renamed into place once its digest is checked.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::digest::sha256_digest;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::digest::{sha256_digest, sha256_file};
 use crate::private_folder::{ensure_private_folder, write_atomically};
 
 /// The cache folder.
@@ -64,20 +68,53 @@ impl ArtifactCache {
         Self::read_checked(&self.manifest_path(digest), digest)
     }
 
-    /// Whether the blob `digest` is kept and intact.
+    /// Whether the blob `digest` is kept and intact (hashed in pieces; blocking).
     pub fn has_blob(&self, digest: &str) -> bool {
-        Self::read_checked(&self.blob_path(digest), digest).is_some()
+        let path = self.blob_path(digest);
+        match sha256_file(&path) {
+            Ok(d) if d == digest => true,
+            Ok(_) => {
+                tracing::warn!(file = %path.display(), %digest, "a cached artifact does not match its digest; pulling it again");
+                let _ = fs::remove_file(&path);
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The manifest `manifest_digest` when it is kept intact, its signature verified with
+    /// `key_fingerprint` (if one is asked for) and the component it names intact: what a restart
+    /// loads without the registry. Hashes files: call it on a blocking thread.
+    pub fn intact(&self, manifest_digest: &str, key_fingerprint: Option<&str>) -> Option<Vec<u8>> {
+        let manifest = self.manifest(manifest_digest)?;
+        let (layer, _) = super::artifact::wasm_layer(&manifest).ok()?;
+        let verified = key_fingerprint.is_none_or(|k| self.is_verified(manifest_digest, k));
+        (verified && self.has_blob(&layer.digest)).then_some(manifest)
+    }
+
+    /// A new file beside the blob `digest`'s place, for pulling it into.
+    pub fn partial_blob(&self, digest: &str) -> PathBuf {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        self.blob_path(digest).with_extension(format!(
+            "partial.{}.{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ))
+    }
+
+    /// Puts the pulled (and checked) `partial` file in the blob `digest`'s place.
+    pub fn commit_blob(&self, partial: &Path, digest: &str) -> Result<PathBuf, String> {
+        let path = self.blob_path(digest);
+        fs::rename(partial, &path).map_err(|e| {
+            let _ = fs::remove_file(partial);
+            format!("cannot write the artifact cache: {e}")
+        })?;
+        Ok(path)
     }
 
     pub fn store_manifest(&self, digest: &str, bytes: &[u8]) -> Result<(), String> {
         write_atomically(&self.manifest_path(digest), bytes)
             .map_err(|e| format!("cannot write the artifact cache: {e}"))
-    }
-
-    pub fn store_blob(&self, digest: &str, bytes: &[u8]) -> Result<PathBuf, String> {
-        let path = self.blob_path(digest);
-        write_atomically(&path, bytes).map_err(|e| format!("cannot write the artifact cache: {e}"))?;
-        Ok(path)
     }
 
     /// Records that `manifest_digest`'s signature verified with the key `key_fingerprint`.
@@ -102,7 +139,10 @@ mod tests {
         let bytes = b"\0asm component".to_vec();
         let digest = sha256_digest(&bytes);
         assert!(!cache.has_blob(&digest));
-        let path = cache.store_blob(&digest, &bytes).unwrap();
+        let partial = cache.partial_blob(&digest);
+        fs::write(&partial, &bytes).unwrap();
+        let path = cache.commit_blob(&partial, &digest).unwrap();
+        assert!(!partial.exists());
         assert!(cache.has_blob(&digest));
         assert_eq!(fs::read(&path).unwrap(), bytes);
         cache.store_manifest(&digest, &bytes).unwrap();

@@ -11,6 +11,7 @@ pub mod artifact;
 pub mod cache;
 mod credentials;
 pub mod digest;
+mod download;
 pub mod pull;
 pub mod push;
 pub mod reference;
@@ -18,7 +19,8 @@ pub mod registry;
 pub mod signature;
 
 pub use cache::ArtifactCache;
-pub use digest::sha256_digest;
+pub use digest::{sha256_digest, sha256_file};
+pub use download::{MAX_MANIFEST_SIZE, MAX_REDIRECTS};
 pub use pull::{Fetched, fetch};
 pub use reference::{ArtifactReference, SCHEME, is_oci};
 pub use registry::{Registry, RegistryOptions, default_auth_file};

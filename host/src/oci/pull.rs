@@ -1,6 +1,8 @@
 //! Fetching a pinned plugin artifact: from the cache when it holds it intact (and verified with
 //! the same key), else from the registry, every digest checked and the signature verified before
-//! anything is kept.
+//! the component is pulled; the component is streamed into the cache while it is hashed. What
+//! [`Fetched`] names is loaded by its digest ([`Fetched::layer_digest`]): the loader hashes the
+//! bytes it loads and refuses others.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,13 +54,15 @@ pub async fn fetch(
             from_cache,
         })
     };
-    if let Some(manifest) = cache.manifest(&digest) {
-        let (layer, _) = artifact::wasm_layer(&manifest)?;
-        let verified = key.is_none_or(|k| cache.is_verified(&digest, &k.fingerprint));
-        if verified && cache.has_blob(&layer.digest) {
-            tracing::debug!(%reference, "plugin artifact found in the cache");
-            return fetched(&manifest, true);
-        }
+    let cached = tokio::task::spawn_blocking({
+        let (cache, digest, key) = (cache.clone(), digest.clone(), key.map(|k| k.fingerprint.clone()));
+        move || cache.intact(&digest, key.as_deref())
+    })
+    .await
+    .map_err(|e| OciError::Cache(format!("checking the cache: {e}")))?;
+    if let Some(manifest) = cached {
+        tracing::debug!(%reference, "plugin artifact found in the cache");
+        return fetched(&manifest, true);
     }
     let registry = Registry::connect(reference, options)?;
     let (manifest, _) = registry
@@ -69,15 +73,16 @@ pub async fn fetch(
     if let Some(key) = key {
         verify(&registry, reference, &digest, key).await?;
     }
-    let component = registry.blob(reference, &layer).await?;
-    cache.store_blob(&layer.digest, &component).map_err(OciError::Cache)?;
+    let partial = cache.partial_blob(&layer.digest);
+    let bytes = registry.blob_to_file(reference, &layer, &partial).await?;
+    cache.commit_blob(&partial, &layer.digest).map_err(OciError::Cache)?;
     cache.store_manifest(&digest, &manifest).map_err(OciError::Cache)?;
     if let Some(key) = key {
         cache
             .mark_verified(&digest, &key.fingerprint)
             .map_err(OciError::Cache)?;
     }
-    tracing::info!(%reference, component = %layer.digest, bytes = component.len(), signed = key.is_some(), "plugin artifact pulled");
+    tracing::info!(%reference, component = %layer.digest, bytes, signed = key.is_some(), "plugin artifact pulled");
     fetched(&manifest, false)
 }
 
@@ -105,7 +110,7 @@ async fn verify(
             ));
             continue;
         };
-        let payload = registry.blob(&signatures, &layer).await?;
+        let payload = registry.small_blob(&signatures, &layer).await?;
         match key.check(&payload, &signature, manifest_digest) {
             Ok(()) => return Ok(()),
             Err(e) => reasons.push(e),

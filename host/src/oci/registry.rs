@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::manifest::OciDescriptor;
+use oci_client::errors::OciDistributionError;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, RegistryOperation};
 
@@ -27,6 +26,8 @@ pub struct RegistryOptions {
     pub ca_file: Option<PathBuf>,
     /// How long connecting and each read may take.
     pub timeout: Duration,
+    /// The largest plugin component a pull accepts.
+    pub max_blob_size: u64,
 }
 
 impl Default for RegistryOptions {
@@ -35,29 +36,20 @@ impl Default for RegistryOptions {
             auth_file: None,
             ca_file: None,
             timeout: Duration::from_secs(30),
+            max_blob_size: crate::config::oci::DEFAULT_MAX_PLUGIN_SIZE,
         }
     }
 }
 
-/// A client of the registry of one reference.
+/// A client of the registry of one reference: `oci-client` to log in and push, conductor's own
+/// bounded requests to pull ([`super::download`]).
 pub struct Registry {
-    client: Client,
-    auth: RegistryAuth,
-    name: String,
-}
-
-fn is_not_found(e: &OciDistributionError) -> bool {
-    match e {
-        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
-            matches!(
-                e.code,
-                OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::NotFound
-            )
-        }),
-        OciDistributionError::ServerError { code, .. } => *code == 404,
-        OciDistributionError::ImageManifestNotFoundError(_) => true,
-        _ => false,
-    }
+    pub(super) client: Client,
+    pub(super) auth: RegistryAuth,
+    pub(super) name: String,
+    pub(super) http: reqwest::Client,
+    pub(super) pull_authorization: tokio::sync::OnceCell<Option<String>>,
+    pub(super) max_blob_size: u64,
 }
 
 impl Registry {
@@ -73,9 +65,12 @@ impl Registry {
             platform_resolver: None,
             ..ClientConfig::default()
         };
+        let mut extra_roots = Vec::new();
         if let Some(ca) = &options.ca_file {
             let data = std::fs::read(ca)
                 .map_err(|e| OciError::Setup(format!("cannot read the CA file {}: {e}", ca.display())))?;
+            extra_roots = reqwest::Certificate::from_pem_bundle(&data)
+                .map_err(|e| OciError::Setup(format!("the CA file {}: {}", ca.display(), error_chain(&e))))?;
             config.extra_root_certificates.push(Certificate {
                 encoding: CertificateEncoding::Pem,
                 data,
@@ -89,56 +84,17 @@ impl Registry {
             client,
             auth,
             name: reference.registry.clone(),
+            http: super::download::http_client(options, extra_roots)?,
+            pull_authorization: tokio::sync::OnceCell::new(),
+            max_blob_size: options.max_blob_size,
         })
     }
 
-    fn failed(&self, what: &str, e: &OciDistributionError) -> OciError {
+    pub(super) fn failed(&self, what: &str, e: &OciDistributionError) -> OciError {
         OciError::Registry {
             registry: self.name.clone(),
             reason: format!("{what}: {}", error_chain(e)),
         }
-    }
-
-    /// The manifest `reference` names, as the registry serves it, and its digest; `None` when the
-    /// registry has none.
-    pub async fn manifest(&self, reference: &ArtifactReference) -> Result<Option<(Vec<u8>, String)>, OciError> {
-        let r = client_reference(reference);
-        match self
-            .client
-            .pull_manifest_raw(&r, &self.auth, &[MANIFEST_MEDIA_TYPE])
-            .await
-        {
-            Ok((bytes, _)) => {
-                let digest = sha256_digest(&bytes);
-                if let Some(expected) = &reference.digest
-                    && *expected != digest
-                {
-                    return Err(OciError::Artifact(format!(
-                        "the registry served a manifest with digest {digest} for {reference}"
-                    )));
-                }
-                Ok(Some((bytes.to_vec(), digest)))
-            }
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(self.failed(&format!("cannot get the manifest of {reference}"), &e)),
-        }
-    }
-
-    /// The blob `descriptor` names, its digest checked.
-    pub async fn blob(&self, reference: &ArtifactReference, descriptor: &OciDescriptor) -> Result<Vec<u8>, OciError> {
-        let mut bytes = Vec::with_capacity(usize::try_from(descriptor.size).unwrap_or(0).min(256 << 20));
-        self.client
-            .pull_blob(&client_reference(reference), descriptor, &mut bytes)
-            .await
-            .map_err(|e| self.failed(&format!("cannot get the blob {} of {reference}", descriptor.digest), &e))?;
-        let digest = sha256_digest(&bytes);
-        if digest != descriptor.digest {
-            return Err(OciError::Artifact(format!(
-                "the blob {} of {reference} has digest {digest}",
-                descriptor.digest
-            )));
-        }
-        Ok(bytes)
     }
 
     /// Logs in for pushing to `reference`'s repository.
@@ -179,7 +135,7 @@ impl Registry {
 }
 
 /// `reference` in the client's terms.
-fn client_reference(reference: &ArtifactReference) -> oci_client::Reference {
+pub(super) fn client_reference(reference: &ArtifactReference) -> oci_client::Reference {
     let (registry, repository) = (reference.registry.clone(), reference.repository.clone());
     match (&reference.digest, &reference.tag) {
         (Some(digest), _) => oci_client::Reference::with_digest(registry, repository, digest.clone()),

@@ -111,6 +111,8 @@ pub trait Runtime: Send + Sync + 'static {
 pub struct PluginFile {
     pub kind: PluginKind,
     pub path: PathBuf,
+    /// `sha256:…` of the bytes it was loaded from.
+    pub digest: String,
     pub description: Description,
     /// The capabilities the plugin uses: a component's function imports, a native library's
     /// declaration.
@@ -123,6 +125,7 @@ impl std::fmt::Debug for PluginFile {
         f.debug_struct("PluginFile")
             .field("kind", &self.kind)
             .field("path", &self.path)
+            .field("digest", &self.digest)
             .field("description", &self.description)
             .field("capabilities", &self.capabilities)
             .finish_non_exhaustive()
@@ -136,14 +139,17 @@ enum FileRuntime {
 }
 
 impl PluginFile {
-    /// Reads and describes a plugin file (compiling a component off the async workers).
-    pub async fn read(kind: PluginKind, path: &Path) -> Result<Self, LoadError> {
+    /// Reads and describes a plugin file (compiling a component off the async workers). With
+    /// `expected`, the bytes read must hash to it (an artifact's verified digest), else the file
+    /// is refused: what is loaded is exactly what was verified.
+    pub async fn read(kind: PluginKind, path: &Path, expected: Option<&str>) -> Result<Self, LoadError> {
         match kind {
             PluginKind::Component => {
-                let (component, description, capabilities) = wasm::describe(path).await?;
+                let (component, description, capabilities, digest) = wasm::describe(path, expected).await?;
                 Ok(Self {
                     kind,
                     path: path.to_owned(),
+                    digest,
                     description,
                     capabilities,
                     runtime: FileRuntime::Component(component),
@@ -151,12 +157,15 @@ impl PluginFile {
             }
             PluginKind::Native => {
                 let path_owned = path.to_owned();
-                let (api, description) = tokio::task::spawn_blocking(move || native::load_library(&path_owned))
-                    .await
-                    .map_err(|e| LoadError::Runtime(format!("loading the library: {e}")))??;
+                let expected = expected.map(str::to_owned);
+                let (api, description, digest) =
+                    tokio::task::spawn_blocking(move || native::load_library(&path_owned, expected.as_deref()))
+                        .await
+                        .map_err(|e| LoadError::Runtime(format!("loading the library: {e}")))??;
                 Ok(Self {
                     kind,
                     path: path.to_owned(),
+                    digest,
                     capabilities: description.capabilities.clone(),
                     description,
                     runtime: FileRuntime::Native(api),
@@ -648,6 +657,21 @@ impl Source for PluginSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_file_whose_bytes_are_not_the_verified_ones_is_refused_before_it_is_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plugin");
+        std::fs::write(&file, b"\0asm not what was verified").unwrap();
+        let verified = crate::oci::sha256_digest(b"\0asm what was verified");
+        for kind in [PluginKind::Component, PluginKind::Native] {
+            let e = PluginFile::read(kind, &file, Some(&verified))
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("not the verified {verified}")), "{kind:?}: {e}");
+        }
+    }
 
     fn description(sdk: &str) -> Description {
         let mut d = Description::new("p", "1.0.0")

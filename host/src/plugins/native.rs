@@ -32,30 +32,42 @@ use super::pool::{MakeInstance, Pool, Wait};
 use super::{LoadError, Runtime};
 use crate::config::PluginLimits;
 
-/// A private copy of the library named by its contents. The dynamic loader hands out an already
-/// loaded library again for the same path, so without this a replaced file would never reload.
-fn private_copy(path: &Path) -> Result<std::path::PathBuf, LoadError> {
-    use std::hash::{Hash, Hasher};
+/// A private copy of the library named by its contents, and their digest. The dynamic loader
+/// hands out an already loaded library again for the same path, so without this a replaced file
+/// would never reload; and the copy is made of the bytes hashed, so what is loaded is what the
+/// digest names.
+fn private_copy(path: &Path) -> Result<(std::path::PathBuf, String), LoadError> {
     let open = |path: &Path| {
         let path = path.to_owned();
         move |source| LoadError::Open { path, source }
     };
     let bytes = std::fs::read(path).map_err(open(path))?;
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut hasher);
+    let digest = crate::oci::sha256_digest(&bytes);
     let dir = std::env::temp_dir().join(format!("conductor-plugins-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(open(&dir))?;
+    crate::private_folder::ensure_private_folder(&dir).map_err(|reason| LoadError::NotAPlugin {
+        path: dir.clone(),
+        reason: format!("the folder of loaded libraries: {reason}"),
+    })?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("plugin");
-    let copy = dir.join(format!("{stem}-{:016x}.so", hasher.finish()));
+    let hex = digest.strip_prefix("sha256:").unwrap_or(&digest);
+    let copy = dir.join(format!("{stem}-{}.so", &hex[..16]));
     if !copy.exists() {
-        std::fs::write(&copy, &bytes).map_err(open(&copy))?;
+        crate::private_folder::write_atomically(&copy, &bytes).map_err(open(&copy))?;
     }
-    Ok(copy)
+    Ok((copy, digest))
 }
 
 /// The plugin's side of the ABI, from a library that stays loaded.
-fn open(path: &Path) -> Result<&'static PluginApi, LoadError> {
-    let copy = private_copy(path)?;
+fn open(path: &Path, expected: Option<&str>) -> Result<(&'static PluginApi, String), LoadError> {
+    let (copy, digest) = private_copy(path)?;
+    if let Some(expected) = expected
+        && expected != digest
+    {
+        return Err(LoadError::NotAPlugin {
+            path: path.to_owned(),
+            reason: format!("its bytes have digest {digest}, not the verified {expected}"),
+        });
+    }
     // SAFETY: loading runs the library's initialisers; plugins are trusted code the operator
     // installed, as any native library is.
     let library = unsafe { libloading::Library::new(&copy) }.map_err(|e| LoadError::NotAPlugin {
@@ -80,14 +92,18 @@ fn open(path: &Path) -> Result<&'static PluginApi, LoadError> {
             api.abi_version
         )));
     }
-    Ok(api)
+    Ok((api, digest))
 }
 
-/// Loads a plugin library (once) and reads its description, without creating an instance.
+/// Loads a plugin library (once) and reads its description, without creating an instance; the
+/// library's bytes must hash to `expected` when given. Returns the digest of the bytes loaded.
 /// Blocking: it reads and copies the file.
-pub fn load_library(path: &Path) -> Result<(&'static PluginApi, Description), LoadError> {
-    let api = open(path)?;
-    Ok((api, describe_api(api)?))
+pub fn load_library(
+    path: &Path,
+    expected: Option<&str>,
+) -> Result<(&'static PluginApi, Description, String), LoadError> {
+    let (api, digest) = open(path, expected)?;
+    Ok((api, describe_api(api)?, digest))
 }
 
 /// Asks the library whether it takes `config`, without a host.

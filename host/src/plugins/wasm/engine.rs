@@ -2,9 +2,9 @@
 //! the epoch), compilation, and what a compiled component imports.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use conductor_plugin_sdk::Capability;
 use parking_lot::Mutex;
@@ -41,40 +41,42 @@ pub(super) fn engine() -> &'static Engine {
     })
 }
 
-/// Compiles a component on a blocking thread (cached in memory by path, mtime and size, so
-/// inspecting, loading and reloading an unchanged file compile once; and on disk by content, see
-/// [`compiled`], so a restart does not compile again).
-pub(super) async fn compile(file: &Path) -> Result<Component, LoadError> {
-    type Key = (PathBuf, SystemTime, u64);
-    static CACHE: OnceLock<Mutex<HashMap<Key, Component>>> = OnceLock::new();
-    let meta = std::fs::metadata(file).map_err(|source| LoadError::Open {
-        path: file.to_owned(),
-        source,
-    })?;
-    let key = (
-        file.to_owned(),
-        meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-        meta.len(),
-    );
-    let cache = CACHE.get_or_init(Mutex::default);
-    if let Some(c) = cache.lock().get(&key) {
-        return Ok(c.clone());
-    }
+/// Compiles a component on a blocking thread from the bytes of `file`, which must hash to
+/// `expected` when given (the digest an artifact was verified by: what is loaded is exactly what
+/// was verified); returns it and the digest of the bytes it was made from. Cached in memory by
+/// that digest, so inspecting, loading and reloading the same bytes compile once; and on disk,
+/// see [`compiled`], so a restart does not compile again.
+pub(super) async fn compile(file: &Path, expected: Option<&str>) -> Result<(Component, String), LoadError> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Component>>> = OnceLock::new();
     let path = file.to_owned();
-    let component = tokio::task::spawn_blocking(move || {
+    let expected = expected.map(str::to_owned);
+    tokio::task::spawn_blocking(move || {
         let bytes = std::fs::read(&path).map_err(|source| LoadError::Open {
             path: path.clone(),
             source,
         })?;
-        compiled::compile_or_load(engine(), &path, &bytes).map_err(|e| LoadError::NotAPlugin {
+        let digest = crate::oci::sha256_digest(&bytes);
+        if let Some(expected) = expected
+            && expected != digest
+        {
+            return Err(LoadError::NotAPlugin {
+                path: path.clone(),
+                reason: format!("its bytes have digest {digest}, not the verified {expected}"),
+            });
+        }
+        let cache = CACHE.get_or_init(Mutex::default);
+        if let Some(c) = cache.lock().get(&digest) {
+            return Ok((c.clone(), digest));
+        }
+        let component = compiled::compile_or_load(engine(), &path, &bytes).map_err(|e| LoadError::NotAPlugin {
             path: path.clone(),
             reason: format!("not a WebAssembly component: {e:#}"),
-        })
+        })?;
+        cache.lock().insert(digest.clone(), component.clone());
+        Ok((component, digest))
     })
     .await
-    .map_err(|e| LoadError::Runtime(format!("compiling {}: {e}", file.display())))??;
-    cache.lock().insert(key, component.clone());
-    Ok(component)
+    .map_err(|e| LoadError::Runtime(format!("compiling {}: {e}", file.display())))?
 }
 
 /// The conductor interfaces a component imports, and whether it imports functions of each (a

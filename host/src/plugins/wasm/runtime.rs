@@ -117,9 +117,12 @@ fn stub_conductor_imports(linker: &mut Linker<State>, component: &Component) -> 
 }
 
 /// Reads a component's description and the capabilities it uses, running nothing but
-/// `describe`.
-pub async fn describe(file: &Path) -> Result<(Component, Description, Vec<Capability>), LoadError> {
-    let component = compile(file).await?;
+/// `describe`; its bytes must hash to `expected` when given. Also returns their digest.
+pub async fn describe(
+    file: &Path,
+    expected: Option<&str>,
+) -> Result<(Component, Description, Vec<Capability>, String), LoadError> {
+    let (component, digest) = compile(file, expected).await?;
     let capabilities = used_capabilities(&component)?;
     let (mut store, plugin) = sandboxed(&component).await?;
     let d = plugin
@@ -129,7 +132,7 @@ pub async fn describe(file: &Path) -> Result<(Component, Description, Vec<Capabi
         .map_err(|e| LoadError::Incompatible(format!("describe failed: {e:#}{}", store.data().output_tail())))?;
     let mut description = convert::from_wit_description(d);
     description.capabilities = capabilities.clone();
-    Ok((component, description, capabilities))
+    Ok((component, description, capabilities, digest))
 }
 
 /// Asks a component whether it takes `config`, with no capability linked.
