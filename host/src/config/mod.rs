@@ -12,7 +12,7 @@ mod databases;
 mod dynamic;
 mod kubernetes;
 mod log;
-pub mod oci;
+mod oci;
 mod plugins;
 mod reload;
 mod server;

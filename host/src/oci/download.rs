@@ -20,7 +20,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::OciError;
 use super::digest::sha256_digest;
 use super::reference::ArtifactReference;
-use super::registry::{MANIFEST_MEDIA_TYPE, Registry, RegistryOptions, client_reference};
+use super::registry::{MANIFEST_MEDIA_TYPE, Registry, client_reference};
 use crate::errors::error_chain;
 
 /// The most redirects one request follows.
@@ -30,22 +30,6 @@ pub const MAX_REDIRECTS: usize = 3;
 pub const MAX_MANIFEST_SIZE: u64 = 4 << 20;
 /// How much of an error response is read for its message.
 const MAX_ERROR_BODY: u64 = 64 << 10;
-
-/// The HTTP client of pulls: HTTPS only, the machine's roots and `extra_roots`, `options`'
-/// timeouts, no redirect followed by itself ([`Registry::get`] follows them).
-pub(super) fn http_client(
-    options: &RegistryOptions,
-    extra_roots: Vec<reqwest::Certificate>,
-) -> Result<reqwest::Client, OciError> {
-    reqwest::Client::builder()
-        .https_only(true)
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(options.timeout)
-        .read_timeout(options.timeout)
-        .tls_certs_merge(extra_roots)
-        .build()
-        .map_err(|e| OciError::Setup(format!("registry client: {}", error_chain(&e))))
-}
 
 /// A response body read chunk by chunk, refused past `limit` bytes.
 struct Bounded {

@@ -17,6 +17,10 @@ use crate::errors::error_chain;
 /// The media type of the manifests conductor reads and writes.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 
+/// The default largest plugin component a pull accepts (`[oci] max_plugin_size`): three times
+/// the largest example component (a Python plugin, ~19 MiB).
+pub const DEFAULT_MAX_PLUGIN_SIZE: u64 = 64 << 20;
+
 /// How conductor reaches registries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryOptions {
@@ -36,7 +40,7 @@ impl Default for RegistryOptions {
             auth_file: None,
             ca_file: None,
             timeout: Duration::from_secs(30),
-            max_blob_size: crate::config::oci::DEFAULT_MAX_PLUGIN_SIZE,
+            max_blob_size: DEFAULT_MAX_PLUGIN_SIZE,
         }
     }
 }
@@ -84,7 +88,7 @@ impl Registry {
             client,
             auth,
             name: reference.registry.clone(),
-            http: super::download::http_client(options, extra_roots)?,
+            http: http_client(options, extra_roots)?,
             pull_authorization: tokio::sync::OnceCell::new(),
             max_blob_size: options.max_blob_size,
         })
@@ -132,6 +136,19 @@ impl Registry {
             .map_err(|e| self.failed(&format!("cannot upload the manifest to {reference}"), &e))?;
         Ok(digest)
     }
+}
+
+/// The HTTP client of pulls: HTTPS only, the machine's roots and `extra_roots`, `options`'
+/// timeouts, no redirect followed by itself (pulls follow them, [`super::download`]).
+fn http_client(options: &RegistryOptions, extra_roots: Vec<reqwest::Certificate>) -> Result<reqwest::Client, OciError> {
+    reqwest::Client::builder()
+        .https_only(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(options.timeout)
+        .read_timeout(options.timeout)
+        .tls_certs_merge(extra_roots)
+        .build()
+        .map_err(|e| OciError::Setup(format!("registry client: {}", error_chain(&e))))
 }
 
 /// `reference` in the client's terms.
