@@ -128,9 +128,11 @@ pub fn describe(f: &PluginFile) -> String {
 
 /// The registry options of a command line: the given files, else the user's Docker config.
 pub fn command_line_options(auth_file: Option<PathBuf>, ca_file: Option<PathBuf>) -> RegistryOptions {
+    let defaults = crate::config::OciConfig::default();
     RegistryOptions {
         auth_file: auth_file.or_else(oci::default_auth_file),
         ca_file,
-        ..RegistryOptions::default()
+        timeout: defaults.timeout.0,
+        max_blob_size: defaults.max_plugin_size.0,
     }
 }

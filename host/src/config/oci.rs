@@ -31,6 +31,10 @@ pub struct OciConfig {
     pub max_plugin_size: ByteSize,
 }
 
+/// The default `max_plugin_size`: three times the largest example component (a Python plugin,
+/// ~19 MiB).
+pub const DEFAULT_MAX_PLUGIN_SIZE: u64 = 64 << 20;
+
 impl Default for OciConfig {
     fn default() -> Self {
         Self {
@@ -39,7 +43,7 @@ impl Default for OciConfig {
             ca_file: None,
             timeout: HumanDuration(Duration::from_secs(30)),
             registries: None,
-            max_plugin_size: ByteSize(crate::oci::DEFAULT_MAX_PLUGIN_SIZE),
+            max_plugin_size: ByteSize(DEFAULT_MAX_PLUGIN_SIZE),
         }
     }
 }

@@ -23,7 +23,7 @@ pub use digest::{sha256_digest, sha256_file};
 pub use download::{MAX_MANIFEST_SIZE, MAX_REDIRECTS};
 pub use pull::{Fetched, fetch};
 pub use reference::{ArtifactReference, SCHEME, is_oci};
-pub use registry::{DEFAULT_MAX_PLUGIN_SIZE, Registry, RegistryOptions, default_auth_file};
+pub use registry::{Registry, RegistryOptions, default_auth_file};
 pub use signature::{PublicKey, SigningKey};
 
 /// Why an artifact could not be pulled, verified or pushed.

@@ -17,10 +17,6 @@ use crate::errors::error_chain;
 /// The media type of the manifests conductor reads and writes.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 
-/// The default largest plugin component a pull accepts (`[oci] max_plugin_size`): three times
-/// the largest example component (a Python plugin, ~19 MiB).
-pub const DEFAULT_MAX_PLUGIN_SIZE: u64 = 64 << 20;
-
 /// How conductor reaches registries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryOptions {
@@ -32,17 +28,6 @@ pub struct RegistryOptions {
     pub timeout: Duration,
     /// The largest plugin component a pull accepts.
     pub max_blob_size: u64,
-}
-
-impl Default for RegistryOptions {
-    fn default() -> Self {
-        Self {
-            auth_file: None,
-            ca_file: None,
-            timeout: Duration::from_secs(30),
-            max_blob_size: DEFAULT_MAX_PLUGIN_SIZE,
-        }
-    }
 }
 
 /// A client of the registry of one reference: `oci-client` to log in and push, conductor's own
