@@ -132,6 +132,13 @@ async fn render_consumers(pool: &sqlx::PgPool) -> (u16, Value) {
     )
 }
 
+/// A controller started with `extra` (the harness's base configuration and it) logging at debug,
+/// so that what it found is in its log ("consumer … exists").
+fn debug_logging(extra: &str) -> Conductor {
+    let config = format!("{}\n{extra}", conductor_blackbox_tests::BASE_CONFIG);
+    Conductor::start_with_config(&config.replace("level = \"info\"", "level = \"debug\"")).unwrap()
+}
+
 async fn consumer_rows(db: &MaestroDb, name: &str) -> i64 {
     db.count_for("SELECT count(*) FROM consumers WHERE name = $1", name)
         .await
@@ -142,11 +149,17 @@ async fn joined_clusters_get_one_consumer_each_that_maestros_api_lists() {
     let db = MaestroDb::start().await;
     let kube = tokio::task::spawn_blocking(KubeApi::start).await.unwrap();
     let rest = maestro_rest(db.pool.clone()).await;
-    let c = Conductor::start(&config(&db, &kube, Form::Component)).unwrap();
+    let c = debug_logging(&config(&db, &kube, Form::Component));
+    eventually(WAIT, "the controller watching", async || c.logs().contains("watching")).await;
 
-    // Not joined yet: nothing. Joined: its consumer, listed by Maestro's REST API.
+    // Not joined yet: nothing — told once a joined cluster made after it has its consumer (the
+    // controller has seen both). Joined: its consumer, listed by Maestro's REST API.
     create_cluster(&kube, "cluster1", false);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    create_cluster(&kube, "cluster0", true);
+    eventually(WAIT, "cluster0's consumer", async || {
+        consumer_rows(&db, "cluster0").await == 1
+    })
+    .await;
     assert_eq!(consumer_rows(&db, "cluster1").await, 0, "{}", c.logs());
     join(&kube, "cluster1");
     eventually(WAIT, "cluster1's consumer", async || {
@@ -159,10 +172,18 @@ async fn joined_clusters_get_one_consumer_each_that_maestros_api_lists() {
     assert_eq!(code, 200, "{body}");
     let list: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(list["kind"], "ConsumerList");
-    assert_eq!(list["total"], 1);
-    assert_eq!(list["items"][0]["name"], "cluster1");
-    assert!(list["items"][0].get("labels").is_none(), "labels are left unset");
-    let id = list["items"][0]["id"].clone();
+    assert_eq!(list["total"], 2);
+    let cluster1 = |list: &Value| {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == "cluster1")
+            .cloned()
+            .unwrap_or_else(|| panic!("no cluster1 in {list}"))
+    };
+    assert!(cluster1(&list).get("labels").is_none(), "labels are left unset");
+    let id = cluster1(&list)["id"].clone();
 
     // Repeating is a no-op: the cluster changes again, and a second controller (the native
     // library form) starts, lists the joined cluster and finds its consumer.
@@ -172,25 +193,27 @@ async fn joined_clusters_get_one_consumer_each_that_maestros_api_lists() {
         Some(&json!({"metadata": {"labels": {"env": "test"}}})),
     );
     assert_eq!(status, 200, "{body}");
-    let second = Conductor::start(&config(&db, &kube, Form::Native)).unwrap();
-    eventually(WAIT, "the second controller watching", async || {
-        second.logs().contains("watching")
+    let second = debug_logging(&config(&db, &kube, Form::Native));
+    eventually(WAIT, "the second controller finding cluster1's consumer", async || {
+        second.logs().contains("consumer cluster1 exists")
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
     let (_, body) = conductor_blackbox_tests::http_get(&rest, "/api/maestro/v1/consumers")
         .await
         .unwrap();
     let list: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((list["total"].clone(), list["items"][0]["id"].clone()), (json!(1), id));
+    assert_eq!((list["total"].clone(), cluster1(&list)["id"].clone()), (json!(2), id));
 
-    // Two controllers racing for a newly joined cluster: one row.
+    // Two controllers racing for a newly joined cluster: one row, once both have settled it.
     create_cluster(&kube, "cluster2", true);
-    eventually(WAIT, "cluster2's consumer", async || {
-        consumer_rows(&db, "cluster2").await == 1
+    let settled = |c: &Conductor| {
+        let logs = c.logs();
+        logs.contains("consumer cluster2 created") || logs.contains("consumer cluster2 exists")
+    };
+    eventually(WAIT, "both controllers settling cluster2", async || {
+        settled(&c) && settled(&second)
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(consumer_rows(&db, "cluster2").await, 1);
 
     // A name Maestro would refuse (a DNS subdomain, not a label): reported, no row.
@@ -200,6 +223,6 @@ async fn joined_clusters_get_one_consumer_each_that_maestros_api_lists() {
     })
     .await;
     assert_eq!(consumer_rows(&db, "cluster.three").await, 0);
-    assert_eq!(db.count("SELECT count(*) FROM consumers").await, 2);
+    assert_eq!(db.count("SELECT count(*) FROM consumers").await, 3);
     drop(second);
 }

@@ -210,7 +210,22 @@ async fn status_updates_are_ordered_stored_verbatim_and_never_clobber_the_spec()
         let event = status_update("cluster1", &id, 1, 40, "Progressing");
         tokio::spawn(async move { publish(&mut client, event).await })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The status write is waiting for the spec's lock before the spec commits.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the status write never waited for the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     spec.commit().await.unwrap();
     status_write.await.unwrap().unwrap();
     let row = db.resource(&id).await.unwrap();

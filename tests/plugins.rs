@@ -209,6 +209,56 @@ async fn a_panicking_native_plugin_is_caught() {
     memory_source_serves(&mut client, "after-native-panic").await;
 }
 
+/// A native call that never returns keeps its thread; at `limits.max_abandoned_calls` such calls
+/// the plugin's calls are refused `Unavailable` with no thread started for them, the gauge and
+/// the limit's refusals count, /readyz names it, and everyone else is served.
+#[tokio::test]
+async fn hanging_native_calls_hold_at_most_max_abandoned_calls_threads() {
+    let c = Conductor::start(&format!(
+        r#"
+[plugins.chaos]
+kind = "native"
+file = "{file}"
+pool_size = 2
+limits = {{ call_timeout = "200ms", max_abandoned_calls = 2 }}
+
+{LEASES_SOURCE}"#,
+        file = plugin_artifact("misbehaving-plugin", Form::Native).display(),
+    ))
+    .unwrap();
+    let mut client = c.client().await.unwrap();
+    let threads = || std::fs::read_dir(format!("/proc/{}/task", c.pid())).unwrap().count();
+    for _ in 0..2 {
+        let s = status_update(&mut client, "hang", "chaos").await.unwrap_err();
+        assert!(s.message().contains("call timeout"), "{s:?}");
+    }
+    let held = threads();
+    for mode in ["hang", "hang", "hang", "ok"] {
+        let s = status_update(&mut client, mode, "chaos").await.unwrap_err();
+        assert_eq!(s.code(), Code::Unavailable, "{mode}: {s:?}");
+        assert!(
+            s.message()
+                .contains("2 calls still running past their call timeout (limits.max_abandoned_calls = 2)"),
+            "{mode}: {}",
+            s.message()
+        );
+    }
+    assert_eq!(threads(), held, "no thread is started for a refused call");
+    memory_source_serves(&mut client, "while-chaos-is-refused").await;
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    assert!(
+        metrics.contains("conductor_plugin_abandoned_calls{plugin=\"chaos\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("conductor_plugin_limit_refusals_total{limit=\"max_abandoned_calls\",plugin=\"chaos\"} 4"),
+        "{metrics}"
+    );
+    let (code, body) = c.admin_get("/readyz").await.unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("chaos") && body.contains("max_abandoned_calls"), "{body}");
+}
+
 /// `conductor check-config` on a configuration with one plugin: (success, stderr).
 fn check_config(text: &str) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
@@ -537,7 +587,7 @@ async fn endless_loops_in_components_do_not_delay_other_plugins() {
         .replace("announce_after_ms = 300", ""),
         chaos_plugin("").replace(
             "grants = []",
-            "grants = []\npool_size = 2\nlimits = { call_timeout = \"3s\" }"
+            "grants = []\npool_size = 2\nlimits = { call_timeout = \"3s\", acquire_timeout = \"200ms\" }"
         )
     );
     let c = Conductor::start(&config).unwrap();
@@ -556,7 +606,13 @@ async fn endless_loops_in_components_do_not_delay_other_plugins() {
             tokio::spawn(async move { status_update(&mut client, "loop", "chaos").await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Both loops hold an instance: the plugin's next call finds none free.
+    conductor_blackbox_tests::eventually(Duration::from_secs(5), "both chaos instances looping", async || {
+        status_update(&mut client.clone(), "ok", "chaos")
+            .await
+            .is_err_and(|s| s.code() == Code::Unavailable)
+    })
+    .await;
     let mut latencies = Vec::new();
     while latencies.len() < 100 && !loops.iter().all(|l| l.is_finished()) {
         let started = Instant::now();
@@ -666,9 +722,21 @@ greedy = "greedy"
                 );
             }
         }
+        // Lines below the log level cost nothing: a warning after 10,000 debug lines is written.
+        status_update(&mut client, "debug-log", "greedy").await.unwrap();
+        c.wait_for_log("greedy warning after the debug lines").await;
+        assert!(
+            !c.logs().contains("dropping log lines"),
+            "{form:?}: nothing was dropped"
+        );
         status_update(&mut client, "log", "greedy").await.unwrap();
         let dropped = c.wait_for_log("dropping log lines of the plugin").await;
         assert!(dropped.contains("\"limit\":50"), "{dropped}");
+        assert_eq!(
+            c.logs().matches("dropping log lines of the plugin").count(),
+            1,
+            "{form:?}: dropped lines are reported once per interval, with their count"
+        );
         let written = c.logs().matches("greedy log line").count();
         assert!(
             (50..=60).contains(&written),

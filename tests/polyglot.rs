@@ -453,3 +453,57 @@ fn python_works_importing_pg_does_not_load_without_the_grant() {
 fn js_works_importing_pg_does_not_load_without_the_grant() {
     a_build_importing_an_ungranted_capability_does_not_load(JS);
 }
+
+/// Memory an instance keeps over calls comes back: under a 64 MiB limit, status updates of
+/// 100 KiB (each stored) never fail for memory — an instance past `limits.recycle_above` is
+/// replaced after its call, and one that runs out of memory runs its call again on a fresh
+/// instance. (Before, Python failed from about the 535th such call, JavaScript from the 264th.)
+async fn memory_kept_over_calls_comes_back(lang: Lang, calls: usize) {
+    let c = Conductor::start(&works(
+        &lang.component(),
+        2,
+        "limits = { memory = \"64MiB\", call_timeout = \"5s\" }",
+    ))
+    .unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    let id = attr_str(
+        &next_from(&mut sub, "resync_response", lang.source).await,
+        "ce-resourceid",
+    )
+    .unwrap()
+    .to_owned();
+    drop(sub);
+    let message = "m".repeat(100 << 10);
+    for n in 0..calls {
+        let data = json!({"conditions": [{"type": "Applied", "status": "True", "message": format!("{n} {message}")}]});
+        if let Err(e) = status_update(&mut client, &id, lang.source, data).await {
+            panic!("{lang:?}: status update {n} of {calls} failed: {e:?}");
+        }
+    }
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    let recycled = |reason: &str| -> f64 {
+        let series = format!("conductor_plugin_instances_recycled_total{{plugin=\"works\",reason=\"{reason}\"}}");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
+    };
+    assert!(
+        recycled("memory") + recycled("out_of_memory") >= 1.0,
+        "{lang:?}: no instance was replaced in {calls} calls\n{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_python_instance_gives_back_the_memory_it_keeps_over_calls() {
+    memory_kept_over_calls_comes_back(PYTHON, 1_500).await;
+}
+
+#[tokio::test]
+async fn a_javascript_instance_gives_back_the_memory_it_keeps_over_calls() {
+    memory_kept_over_calls_comes_back(JS, 1_000).await;
+}

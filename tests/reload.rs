@@ -141,6 +141,7 @@ async fn a_configmap_swapped_as_the_kubelet_does_is_applied_and_a_broken_one_cha
     let refused = c.wait_for_log("reload refused").await;
     assert!(refused.contains("server.lisen"), "{refused}");
     assert_eq!(metric(&c, "conductor_config_last_reload_successful").await, 0.0);
+    // Not tried again: a fixed wait is the test here (six looks at the files, three debounces).
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
         metric(&c, "conductor_config_reloads_total{result=\"error\",trigger=\"files\"}").await,
@@ -220,4 +221,52 @@ async fn a_replaced_plugin_file_is_loaded_and_compiled_components_are_cached() {
     let line = c.wait_for_log("compiled component loaded from the cache").await;
     assert!(line.contains("static.wasm"), "{line}");
     assert!(!c.logs().contains("compiled component cached"), "{}", c.logs());
+}
+
+/// The compile cache stays within `compile_cache_max_size`: writing an artifact removes the least
+/// recently used others until the rest fit.
+#[tokio::test]
+async fn the_compile_cache_keeps_within_its_size_the_components_used_last() {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("compiled");
+    std::fs::DirBuilder::new().mode(0o700).create(&cache).unwrap();
+    let old = |n: u64| cache.join(format!("0000000000000000-old{n}.cwasm"));
+    for n in 1..=3 {
+        std::fs::write(old(n), vec![0u8; 1 << 20]).unwrap();
+        let f = std::fs::File::options().append(true).open(old(n)).unwrap();
+        f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600 * n))
+            .unwrap();
+    }
+    let file = dir.path().join("static.wasm");
+    std::fs::copy(plugin_artifact("static-works", Form::Component), &file).unwrap();
+    let max = 2u64 << 20;
+    let config = dir.path().join("conductor.toml");
+    std::fs::write(
+        &config,
+        format!("compile_cache_max_size = \"2MiB\"\n{}", plugin_config(&cache, &file)),
+    )
+    .unwrap();
+    let c = Conductor::start_file(&config).unwrap();
+    c.wait_for_log("compiled component cached").await;
+    let kept: Vec<(String, u64)> = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    let written = kept
+        .iter()
+        .find(|(name, _)| !name.contains("-old"))
+        .expect("the new artifact");
+    assert!(
+        !old(3).exists() && !old(2).exists(),
+        "the least recently used went: {kept:?}"
+    );
+    let total: u64 = kept.iter().map(|(_, size)| size).sum();
+    assert!(total <= max.max(written.1), "{total} bytes kept: {kept:?}");
 }

@@ -13,7 +13,7 @@ use auth_api::{AuthApi, KnownToken};
 use conductor_blackbox_tests::certs::Pki;
 use conductor_blackbox_tests::proto::{PublishRequest, SubscriptionRequest};
 use conductor_blackbox_tests::{
-    CloudEventServiceClient, Conductor, Form, LEASES, WORKS, events, plugin_artifact, proto, subscribe,
+    CloudEventServiceClient, Conductor, Form, LEASES, WORKS, events, eventually, plugin_artifact, proto, subscribe,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -457,17 +457,14 @@ async fn python_grpcio_and_grpcurl_connect_with_a_certificate_and_with_a_token()
     let mut agent1 = setup.client(&c, Some("agent1")).await;
     let mut probe = subscribe_as(&mut agent1, None, "cluster1", LEASES).await.unwrap();
     // The Python subscriber is registered once the memory source has two subscribers.
-    for _ in 0..100 {
+    eventually(Duration::from_secs(10), "the Python subscriber", async || {
         let (_, m) = c.admin_get("/metrics").await.unwrap();
-        if metric(
+        metric(
             &m,
             "grpc_server_ce_subscribers{consumer=\"cluster1\",data_type=\"coordination.k8s.io.v1.leases\"}",
         ) >= 2.0
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     let event = json!({"id": "p1", "source": "cluster2-agent", "spec_version": "1.0",
         "type": format!("{WORKS}.status.update_request"),
         "attributes": {"ce-clustername": {"ce_string": "cluster2"}, "ce-resourceid": {"ce_string": "whoami"},
@@ -566,8 +563,9 @@ async fn connection_handshake_stream_and_subscription_limits_bite_and_are_counte
     );
 
     // A client that connects and never starts its handshake holds the last place...
+    // (No wait needed: the kernel queues connections in order, and the accept loop takes each
+    // one's place as it accepts it, so this one has its place before the next is looked at.)
     let mut idle = tokio::net::TcpStream::connect(&c.grpc_addr).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
     // ...so the next connection is closed at once,
     let mut over = tokio::net::TcpStream::connect(&c.grpc_addr).await.unwrap();
     let mut buf = [0u8; 16];
@@ -597,8 +595,16 @@ async fn connection_handshake_stream_and_subscription_limits_bite_and_are_counte
     }
     // The places are back: a subscription ends, another fits.
     drop(_s1);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    subscribe_as(&mut agent1, None, "cluster1", LEASES).await.unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "a subscription's place given back",
+        async || {
+            subscribe_as(&mut agent1.clone(), None, "cluster1", LEASES)
+                .await
+                .is_ok()
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -665,8 +671,11 @@ async fn token_reviews_are_bounded_and_shared() {
             }));
         }
     }
-    // Meanwhile an agent with a certificate subscribes and publishes.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Meanwhile (the flood being reviewed) an agent with a certificate subscribes and publishes.
+    eventually(Duration::from_secs(30), "the flood's first reviews", async || {
+        !setup.auth.reviews().token_reviews().is_empty()
+    })
+    .await;
     let mut agent1 = setup.client(&c, Some("agent1")).await;
     let mut stream = subscribe_as(&mut agent1, None, "cluster1", LEASES).await.unwrap();
     publish_as(&mut agent1, None, whoami("cluster1")).await.unwrap_err();
@@ -721,6 +730,40 @@ async fn token_reviews_are_bounded_and_shared() {
     );
 }
 
+/// More agents than the TokenReview cache used to hold (16,384; full, it was cleared at once):
+/// each token is still reviewed once per TTL, as the cache holds one per connection the server
+/// may have and lets go of the least recently used one at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_token_is_reviewed_once_per_ttl_with_more_agents_than_the_cache_used_to_hold() {
+    const TOKENS: usize = 16_500;
+    let setup = Setup::with_token_reviews_taking(Duration::ZERO).await;
+    let c = Conductor::start_with_config(&setup.config(
+        "unauthenticated_timeout = \"2m\"",
+        "[auth]\nauthenticators = [\"token\", \"mtls\"]\ntoken_negative_cache_ttl = \"10m\"",
+    ))
+    .unwrap();
+    let clients = futures::future::join_all((0..8).map(|_| setup.client(&c, None))).await;
+    for round in 1..=2 {
+        let calls = (0..TOKENS).map(|n| {
+            let mut client = clients[n % clients.len()].clone();
+            async move {
+                subscribe_as(&mut client, Some(&format!("agent-token-{n}")), "cluster1", LEASES)
+                    .await
+                    .map(drop)
+            }
+        });
+        let answers: Vec<_> = futures::stream::iter(calls).buffer_unordered(256).collect().await;
+        for answer in answers {
+            assert_eq!(answer.unwrap_err().code(), Code::Unauthenticated);
+        }
+        assert_eq!(
+            setup.auth.reviews().token_reviews().len(),
+            TOKENS,
+            "round {round}: each token reviewed once"
+        );
+    }
+}
+
 /// A connection that makes no authenticated call within `server.unauthenticated_timeout` is
 /// closed, whether it is idle after its handshake or only makes calls that fail authentication;
 /// a connection whose calls are authenticated stays.
@@ -755,7 +798,12 @@ async fn connections_that_never_authenticate_are_closed() {
     }
     let closed = tokio::time::timeout(Duration::from_secs(10), idle.wait()).await;
     assert!(closed.is_ok(), "the idle connection is closed");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let closed_total = "conductor_grpc_connections_closed_total{reason=\"unauthenticated\"}";
+    eventually(Duration::from_secs(10), "both connections closed", async || {
+        let (_, m) = c.admin_get("/metrics").await.unwrap();
+        metric(&m, closed_total) >= 2.0
+    })
+    .await;
     let (_, metrics) = c.admin_get("/metrics").await.unwrap();
     assert_eq!(
         metric(

@@ -84,11 +84,19 @@ fn rss() -> usize {
 /// Loads the plugin with a pool of one and the memory limit given; it has answered a resync and
 /// a status update. Returns the source and the id of the work it serves.
 async fn load(file: &Path, memory_mib: usize) -> Result<(Arc<PluginSource>, String), String> {
+    load_in(file, memory_mib, &host_context()).await
+}
+
+async fn load_in(
+    file: &Path,
+    memory_mib: usize,
+    context: &conductor::plugins::HostContext,
+) -> Result<(Arc<PluginSource>, String), String> {
     let config = works_config(file, memory_mib);
     let read = PluginFile::read(PluginKind::Component, file, None)
         .await
         .map_err(|e| e.to_string())?;
-    let source = PluginSource::load("works", &config, read, Default::default(), &host_context())
+    let source = PluginSource::load("works", &config, read, Default::default(), context)
         .await
         .map_err(|e| e.to_string())?;
     let listed = source.list(&resync()).await.map_err(|e| e.to_string())?;
@@ -207,22 +215,43 @@ async fn bench(name: &str, file: &Path, runs: usize) {
         env_usize("POLYGLOT_SOAK_KIB", 100),
         env_usize("POLYGLOT_SOAK_MIB", 64),
     );
-    let (source, id) = load(&file, soak_mib).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+    let context = host_context();
+    let (source, id) = load_in(&file, soak_mib, &context)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
     let events = [
         status_event(&id, soak_kib * 1024, 0),
         status_event(&id, soak_kib * 1024, 1),
     ];
     let mut failed = Vec::new();
+    let (mut resident_at_1000, started) = (0, Instant::now());
     for call in 0..soak_calls {
         if source.handle(&identity, events[call % 2].clone()).await.is_err() {
             failed.push(call);
         }
+        if call + 1 == 1000.min(soak_calls) {
+            resident_at_1000 = resident_kib();
+        }
     }
+    let (resident_end, took) = (resident_kib(), started.elapsed());
     source.stop().await;
+    let recycled: f64 = context
+        .metrics
+        .render()
+        .lines()
+        .filter(|l| l.starts_with("conductor_plugin_instances_recycled_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    let held = format!(
+        "{recycled} instances recycled; resident {:.1} MiB after 1,000 calls, {:.1} MiB at the end; {:.0} µs per call",
+        resident_at_1000 as f64 / 1024.0,
+        resident_end as f64 / 1024.0,
+        took.as_micros() as f64 / soak_calls as f64
+    );
     let soak = match failed.first() {
-        None => format!("{soak_calls} × {soak_kib} KiB at {soak_mib} MiB: none failed"),
+        None => format!("{soak_calls} × {soak_kib} KiB at {soak_mib} MiB: none failed; {held}"),
         Some(first) => format!(
-            "{soak_calls} × {soak_kib} KiB at {soak_mib} MiB: {} failed (out of memory; the first was call {first})",
+            "{soak_calls} × {soak_kib} KiB at {soak_mib} MiB: {} failed (out of memory; the first was call {first}); {held}",
             failed.len()
         ),
     };
@@ -240,6 +269,18 @@ async fn bench(name: &str, file: &Path, runs: usize) {
         handle[0],
         handle[1],
     );
+}
+
+/// This process's resident memory, in KiB.
+fn resident_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 fn main() {

@@ -310,6 +310,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn load(config: &Path, plugins: PluginFolder) -> anyhow::Result<LoadedConfig> {
     let loaded = Config::load(config, plugins.folder)?;
     conductor::plugins::wasm::set_compile_cache(loaded.compile_cache());
+    conductor::plugins::wasm::set_compile_cache_max_size(loaded.config.compile_cache_max_size.0);
     Ok(loaded)
 }
 
@@ -335,6 +336,7 @@ fn grpc(args: Vec<String>) -> anyhow::Result<()> {
     }
     dropin.make_health_cert()?;
     conductor::plugins::wasm::set_compile_cache(made.loaded.compile_cache());
+    conductor::plugins::wasm::set_compile_cache_max_size(made.loaded.config.compile_cache_max_size.0);
     run(made.loaded, Some(made.report))
 }
 

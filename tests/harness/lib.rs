@@ -509,3 +509,12 @@ pub fn python_agent(args: &[&str]) -> Result<Vec<Value>> {
         .map(|l| serde_json::from_str(l).with_context(|| format!("bad line {l}")))
         .collect()
 }
+
+/// Polls `check` every 50 ms until it holds; fails the test naming `what` after `within`.
+pub async fn eventually<F: AsyncFn() -> bool>(within: Duration, what: &str, check: F) {
+    let deadline = std::time::Instant::now() + within;
+    while !check().await {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

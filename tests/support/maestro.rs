@@ -345,11 +345,4 @@ pub async fn next_where(sub: &mut Sub, what: &str, pick: impl Fn(&proto::CloudEv
     }
 }
 
-/// Polls `check` until it holds, for up to `within`.
-pub async fn eventually<F: AsyncFn() -> bool>(within: Duration, what: &str, check: F) {
-    let deadline = Instant::now() + within;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use conductor_blackbox_tests::eventually;

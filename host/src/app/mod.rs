@@ -47,6 +47,13 @@ pub async fn serve(loaded: LoadedConfig, shutdown: CancellationToken) -> anyhow:
     } else {
         Metrics::new().without_consumer_label()
     };
+    if config.admin.consumer_label {
+        tokio::spawn(crate::telemetry::idle_consumers::forget_idle_consumers(
+            metrics.clone(),
+            config.admin.forget_idle_consumers_after.0,
+            shutdown.clone(),
+        ));
+    }
     // The ports first: a port that is taken stops conductor before anything has started (no
     // database, LISTEN, watch or plugin to undo).
     let listener = bind(config.server.listen, "server.listen").await?;

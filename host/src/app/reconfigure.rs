@@ -86,6 +86,7 @@ impl Reconfigurer {
             e.to_string()
         })?;
         crate::plugins::wasm::set_compile_cache(next.compile_cache());
+        crate::plugins::wasm::set_compile_cache_max_size(next.config.compile_cache_max_size.0);
         self.apply(next, broker, host).await.map_err(|e| {
             tracing::error!(error = %e, "reload refused; the running configuration stays");
             e.to_string()

@@ -84,6 +84,7 @@ pub async fn start(
                     config.auth.token_cache_ttl.0,
                     config.auth.token_negative_cache_ttl.0,
                     config.auth.max_concurrent_reviews,
+                    crate::auth::token_cache_capacity(&config.server),
                     metrics.security.clone(),
                 ),
                 SarAuthorizer::new(
@@ -91,6 +92,7 @@ pub async fn start(
                     Default::default(),
                     config.auth.authorization_cache_ttl.0,
                     config.auth.max_concurrent_reviews,
+                    crate::auth::authorization_cache_capacity(&config.server),
                     metrics.security.clone(),
                 ),
                 metrics.security.clone(),

@@ -1,23 +1,23 @@
-//! A small cache of decisions that expire: TokenReview and SubjectAccessReview answers are kept
-//! for seconds, so that an agent's burst of calls costs the API server one review.
+//! A cache of decisions that expire: TokenReview and SubjectAccessReview answers are kept for
+//! seconds, so that an agent's burst of calls costs the API server one review. Full, it lets go
+//! of the entry used least recently — never of everything at once, which would send every agent
+//! to the API server together.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
+use hashlink::LruCache;
 use parking_lot::Mutex;
 
 /// At most `capacity` entries, each kept for the time given when it was put.
 pub struct TtlCache<K, V> {
-    entries: Mutex<HashMap<K, (V, Instant)>>,
-    capacity: usize,
+    entries: Mutex<LruCache<K, (V, Instant)>>,
 }
 
 impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
     pub fn new(capacity: usize) -> Self {
         Self {
-            entries: Mutex::new(HashMap::new()),
-            capacity,
+            entries: Mutex::new(LruCache::new(capacity.max(1))),
         }
     }
 
@@ -39,16 +39,8 @@ impl<K: Hash + Eq, V: Clone> TtlCache<K, V> {
         if ttl.is_zero() {
             return;
         }
-        let now = Instant::now();
-        let mut entries = self.entries.lock();
-        if entries.len() >= self.capacity && !entries.contains_key(&key) {
-            entries.retain(|_, (_, expires)| *expires > now);
-            if entries.len() >= self.capacity {
-                // Full of live entries: start over rather than grow (it is only a cache).
-                entries.clear();
-            }
-        }
-        entries.insert(key, (value, now + ttl));
+        // Full, the cache drops the entry used least recently.
+        self.entries.lock().insert(key, (value, Instant::now() + ttl));
     }
 
     #[cfg(test)]
@@ -76,5 +68,19 @@ mod tests {
             assert!(cache.len() <= 3);
         }
         assert_eq!(cache.get(&"g"), Some(4));
+    }
+
+    #[test]
+    fn a_full_cache_lets_go_of_the_entry_used_least_recently_and_only_of_it() {
+        let cache = TtlCache::new(3);
+        for k in ["a", "b", "c"] {
+            cache.put(k, k, Duration::from_secs(60));
+        }
+        assert_eq!(cache.get(&"a"), Some("a"), "a is used again: b is now the oldest");
+        cache.put("d", "d", Duration::from_secs(60));
+        assert_eq!(cache.get(&"b"), None, "b went");
+        for k in ["a", "c", "d"] {
+            assert_eq!(cache.get(&k), Some(k), "{k} stays");
+        }
     }
 }

@@ -76,6 +76,7 @@ impl Auth {
                         config.token_cache_ttl.0,
                         config.token_negative_cache_ttl.0,
                         config.max_concurrent_reviews,
+                        token_cache_capacity(server),
                         metrics.clone(),
                     ))),
                     Authenticator::Mtls => Authenticate::Mtls,
@@ -88,6 +89,7 @@ impl Auth {
                 config.data_types.clone(),
                 config.authorization_cache_ttl.0,
                 config.max_concurrent_reviews,
+                authorization_cache_capacity(server),
                 metrics.clone(),
             ))),
             Authorization::AllowAll => Authorize::AllowAll,
@@ -159,6 +161,17 @@ impl Auth {
 }
 
 /// The identity of the verified client certificate: user = CN, groups = O.
+/// Token reviews kept: one per agent the server may hold (`server.max_connections`), so that every
+/// agent's token is reviewed once per TTL however many agents there are; at least 16,384.
+pub fn token_cache_capacity(server: &ServerConfig) -> usize {
+    server.max_connections.max(16_384)
+}
+
+/// Authorization decisions kept: a few per agent (its data types and verbs); at least 65,536.
+pub fn authorization_cache_capacity(server: &ServerConfig) -> usize {
+    server.max_connections.saturating_mul(4).max(65_536)
+}
+
 fn client_certificate(connection: Option<&ConnectionInfo>) -> Result<Identity, AuthError> {
     let peer = connection.and_then(|c| c.peer.as_deref()).ok_or_else(|| {
         AuthError::Unauthenticated("could not verify peer certificate: the client presented none".into())

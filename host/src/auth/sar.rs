@@ -260,12 +260,13 @@ impl SarAuthorizer {
         extra: ExtraDataTypes,
         ttl: Duration,
         concurrency: usize,
+        capacity: usize,
         metrics: SecurityMetrics,
     ) -> Self {
         Self {
             api: Api::all(client),
             extra,
-            reviews: Reviews::new("SubjectAccessReview", 65_536, concurrency, metrics),
+            reviews: Reviews::new("SubjectAccessReview", capacity, concurrency, metrics),
             ttl,
         }
     }

@@ -26,17 +26,19 @@ pub fn bearer(value: &str) -> &str {
 
 impl TokenAuthenticator {
     /// Reviews tokens with `client`, at most `concurrency` at once; answers are kept for `ttl`
-    /// (a refused token for `negative_ttl`).
+    /// (a refused token for `negative_ttl`), `capacity` of them at most (the least recently used
+    /// go first).
     pub fn new(
         client: kube::Client,
         ttl: Duration,
         negative_ttl: Duration,
         concurrency: usize,
+        capacity: usize,
         metrics: SecurityMetrics,
     ) -> Self {
         Self {
             api: Api::all(client),
-            reviews: Reviews::new("TokenReview", 16_384, concurrency, metrics),
+            reviews: Reviews::new("TokenReview", capacity, concurrency, metrics),
             ttl,
             negative_ttl,
         }

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
-use super::{Invalid, TlsConfig, invalid};
+use super::{HumanDuration, Invalid, TlsConfig, invalid};
 
 /// The HTTP endpoint for `/metrics`, `/healthz`, `/readyz`, `/reload` and `/inspect/*`.
 #[derive(Debug, Clone, Deserialize)]
@@ -15,6 +15,9 @@ pub struct AdminConfig {
     pub listen: SocketAddr,
     /// Label the broker series with each cluster's name (`consumer`, as upstream), or with `*`.
     pub consumer_label: bool,
+    /// A cluster with no subscriber whose series have not moved this long (it left) has its
+    /// broker series taken out of `/metrics`, and its name out of memory.
+    pub forget_idle_consumers_after: HumanDuration,
     /// Who may use the endpoint (`/healthz` and `/readyz` are always open).
     pub authorization: AdminAuthorization,
     /// Serve HTTPS with this certificate (reloaded when it changes on disk); plain HTTP without.
@@ -43,6 +46,7 @@ impl Default for AdminConfig {
             // configuration and read every plugin's kv.
             listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
             consumer_label: true,
+            forget_idle_consumers_after: HumanDuration(std::time::Duration::from_secs(600)),
             authorization: AdminAuthorization::None,
             tls: None,
             max_connections: 256,
@@ -54,6 +58,9 @@ impl AdminConfig {
     pub(crate) fn validate(&self) -> Result<(), Invalid> {
         if self.max_connections == 0 {
             return invalid("admin.max_connections", "must be at least 1");
+        }
+        if self.forget_idle_consumers_after.0 < std::time::Duration::from_secs(1) {
+            return invalid("admin.forget_idle_consumers_after", "must be at least 1s");
         }
         if let Some(tls) = &self.tls {
             if tls.client_ca_file.is_some() {

@@ -62,6 +62,10 @@ pub struct Config {
     /// nowhere (every start compiles). A top-level key.
     #[serde(default)]
     pub compile_cache: Option<PathBuf>,
+    /// The most the compiled components kept in `compile_cache` may take together; past it,
+    /// the least recently used go. A top-level key.
+    #[serde(default = "default_compile_cache_max_size")]
+    pub compile_cache_max_size: ByteSize,
     #[serde(default)]
     pub server: ServerConfig,
     #[serde(default)]
@@ -127,6 +131,14 @@ pub fn cache_home() -> Option<PathBuf> {
 
 /// Where compiled components are kept when the configuration names no folder:
 /// [`cache_home`]`/compiled`.
+/// The default `compile_cache_max_size`: a dozen Python components (~40 MiB compiled each), many
+/// more of the others.
+pub const DEFAULT_COMPILE_CACHE_MAX_SIZE: u64 = 512 << 20;
+
+fn default_compile_cache_max_size() -> ByteSize {
+    ByteSize(DEFAULT_COMPILE_CACHE_MAX_SIZE)
+}
+
 pub fn default_compile_cache() -> Option<PathBuf> {
     cache_home().map(|home| home.join("compiled"))
 }

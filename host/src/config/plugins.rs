@@ -88,6 +88,24 @@ pub struct PluginLimits {
     pub log_lines_per_second: u32,
     /// Series of its own metrics the plugin may hold; past it, a new series is refused.
     pub metric_series: usize,
+    /// An instance whose linear memory passed this after a call is replaced (off the call
+    /// path), so memory a plugin keeps over calls comes back (components only). Unset: three
+    /// quarters of `memory`.
+    pub recycle_above: Option<ByteSize>,
+    /// An instance that served this many calls is replaced; 0: never.
+    pub max_calls_per_instance: u64,
+    /// Calls into a native plugin that may run on past their `call_timeout` at once (each holds
+    /// a thread until the plugin returns); at it, the plugin's calls are refused until they
+    /// return.
+    pub max_abandoned_calls: usize,
+}
+
+impl PluginLimits {
+    /// The linear memory past which an instance is replaced after its call.
+    pub fn recycle_above(&self) -> usize {
+        self.recycle_above
+            .map_or(self.memory.as_usize() / 4 * 3, ByteSize::as_usize)
+    }
 }
 
 impl Default for PluginLimits {
@@ -104,6 +122,9 @@ impl Default for PluginLimits {
             timers: 1_000,
             log_lines_per_second: 100,
             metric_series: 1_000,
+            recycle_above: None,
+            max_calls_per_instance: 0,
+            max_abandoned_calls: 4,
         }
     }
 }
@@ -302,10 +323,22 @@ impl PluginLimits {
             ("timers", self.timers),
             ("log_lines_per_second", self.log_lines_per_second as usize),
             ("metric_series", self.metric_series),
+            ("max_abandoned_calls", self.max_abandoned_calls),
         ] {
             if value == 0 {
                 return invalid(at(field), "must be at least 1");
             }
+        }
+        if let Some(above) = self.recycle_above
+            && (above.0 == 0 || above.0 > self.memory.0)
+        {
+            return invalid(
+                at("recycle_above"),
+                format!(
+                    "must be more than 0 and at most limits.memory ({} bytes)",
+                    self.memory.0
+                ),
+            );
         }
         Ok(())
     }

@@ -119,12 +119,41 @@ pub enum OutputStream {
 const MAX_BLOB: u64 = 16 << 20;
 
 /// Log lines a plugin may write now: a bucket refilled at the configured rate, as deep as one
-/// second of it.
+/// second of it. Only lines that would be written count (one below the log level costs nothing).
 struct LogBudget {
     tokens: f64,
     refilled: std::time::Instant,
-    /// Lines dropped since the last one written.
+    /// Lines dropped since the last report of them.
     dropped: u64,
+    /// When dropped lines were last reported (at most once per [`DROPPED_LINES_REPORT`]).
+    reported: Option<std::time::Instant>,
+}
+
+/// How often, at most, a plugin's dropped log lines are reported (with their count).
+const DROPPED_LINES_REPORT: Duration = Duration::from_secs(10);
+
+impl LogBudget {
+    /// The lines dropped to report now, if a report is due.
+    fn report_due(&mut self, now: std::time::Instant) -> Option<u64> {
+        let due = self
+            .reported
+            .is_none_or(|at| now.duration_since(at) >= DROPPED_LINES_REPORT);
+        (due && self.dropped > 0).then(|| {
+            self.reported = Some(now);
+            std::mem::take(&mut self.dropped)
+        })
+    }
+}
+
+/// Whether a line at `level` would be written (the log level and filters allow it).
+fn would_log(level: Level) -> bool {
+    match level {
+        Level::Trace => tracing::enabled!(tracing::Level::TRACE),
+        Level::Debug => tracing::enabled!(tracing::Level::DEBUG),
+        Level::Info => tracing::enabled!(tracing::Level::INFO),
+        Level::Warn => tracing::enabled!(tracing::Level::WARN),
+        Level::Error => tracing::enabled!(tracing::Level::ERROR),
+    }
 }
 
 impl Grants {
@@ -203,6 +232,7 @@ impl Capabilities {
             tokens: f64::from(grants.limits.log_lines_per_second),
             refilled: std::time::Instant::now(),
             dropped: 0,
+            reported: None,
         };
         Arc::new(Self {
             plugin: plugin.to_owned(),
@@ -276,7 +306,7 @@ impl Capabilities {
     }
 
     pub fn log(&self, level: Level, message: &str) {
-        if self.check(Capability::Log).is_err() {
+        if self.check(Capability::Log).is_err() || !would_log(level) {
             return;
         }
         if !self.log_budget() {
@@ -297,7 +327,11 @@ impl Capabilities {
     /// stderr at warn, within the same `limits.log_lines_per_second` as `log`. WASI's stdio is
     /// always linked, so this needs no `log` grant.
     pub fn output(&self, stream: OutputStream, line: &str) {
-        if !self.log_budget() {
+        let level = match stream {
+            OutputStream::Stdout => Level::Info,
+            OutputStream::Stderr => Level::Warn,
+        };
+        if !would_log(level) || !self.log_budget() {
             return;
         }
         let plugin = self.plugin.as_str();
@@ -308,42 +342,37 @@ impl Capabilities {
     }
 
     /// Whether the plugin may write one more log line now (`limits.log_lines_per_second`); a
-    /// line refused is counted, and the host says so once per run of dropped lines.
+    /// line refused is counted, and the lines dropped are reported with their count at most once
+    /// per [`DROPPED_LINES_REPORT`].
     fn log_budget(&self) -> bool {
-        let plugin = self.plugin.as_str();
-        let dropped = {
+        let (allowed, report) = {
             let mut budget = self.log_budget.lock();
             let rate = f64::from(self.grants.limits.log_lines_per_second);
             let now = std::time::Instant::now();
             let refill = now.duration_since(budget.refilled).as_secs_f64() * rate;
             budget.tokens = (budget.tokens + refill).min(rate);
             budget.refilled = now;
-            if budget.tokens < 1.0 {
+            let allowed = budget.tokens >= 1.0;
+            if allowed {
+                budget.tokens -= 1.0;
+            } else {
                 budget.dropped += 1;
-                let first = budget.dropped == 1;
-                drop(budget);
-                self.refused("log_lines_per_second");
-                if first {
-                    tracing::warn!(
-                        plugin,
-                        limit = self.grants.limits.log_lines_per_second,
-                        "dropping log lines of the plugin beyond limits.log_lines_per_second"
-                    );
-                }
-                return false;
             }
-            budget.tokens -= 1.0;
-            std::mem::take(&mut budget.dropped)
+            (allowed, budget.report_due(now))
         };
-        if dropped > 0 {
+        if !allowed {
+            self.refused("log_lines_per_second");
+        }
+        if let Some(dropped) = report {
             tracing::warn!(
-                plugin,
+                plugin = self.plugin.as_str(),
                 dropped,
                 limit = self.grants.limits.log_lines_per_second,
-                "log lines of the plugin were dropped (limits.log_lines_per_second)"
+                every = ?DROPPED_LINES_REPORT,
+                "dropping log lines of the plugin beyond limits.log_lines_per_second"
             );
         }
-        true
+        allowed
     }
 
     /// Counts a call refused by `limit`.

@@ -9,11 +9,14 @@
 //! for the answer before it awaits it, so a short call is not two thread wake-ups). A call has a deadline: past `limits.call_timeout` it fails with a
 //! clear error at the deadline. Native code cannot be interrupted, so the thread keeps running the
 //! call until the plugin returns; the instance is then destroyed on that thread instead of going
-//! back to the pool.
+//! back to the pool. Those threads are bounded: at `limits.max_abandoned_calls` calls running
+//! past their timeout, the plugin's calls are refused (`Unavailable`, counted as a limit refusal,
+//! so readiness says so) until some return, and no thread is started for them.
 
 use std::ffi::{CStr, c_void};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use std::time::Duration;
 
@@ -291,6 +294,42 @@ struct Job {
 struct Worker {
     jobs: std::sync::mpsc::SyncSender<Job>,
     host: Arc<InstanceHost>,
+    /// [`RUNNING`], [`ABANDONED`] (a call ran past its timeout and the thread was left to it) or
+    /// [`ENDED`] (the thread returned).
+    thread: Arc<AtomicU8>,
+}
+
+const RUNNING: u8 = 0;
+const ABANDONED: u8 = 1;
+const ENDED: u8 = 2;
+
+/// The calls of one plugin running on past their timeout, and the most it may have.
+#[derive(Clone)]
+struct Abandoned {
+    count: Arc<AtomicUsize>,
+    gauge: prometheus::IntGauge,
+}
+
+impl Abandoned {
+    /// `worker`'s call ran past its timeout: its thread counts until it returns.
+    fn leave(&self, worker: &Worker) {
+        if worker
+            .thread
+            .compare_exchange(RUNNING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            self.count.fetch_add(1, Ordering::SeqCst);
+            self.gauge.inc();
+        }
+    }
+
+    /// A worker's thread returned.
+    fn ended(&self, thread: &AtomicU8) {
+        if thread.swap(ENDED, Ordering::SeqCst) == ABANDONED {
+            self.count.fetch_sub(1, Ordering::SeqCst);
+            self.gauge.dec();
+        }
+    }
 }
 
 impl Worker {
@@ -300,8 +339,11 @@ impl Worker {
         api: &'static PluginApi,
         host: InstanceHost,
         config: Arc<Vec<u8>>,
+        abandoned: Abandoned,
     ) -> Result<Self, Error> {
         let host = Arc::new(host);
+        let thread = Arc::new(AtomicU8::new(RUNNING));
+        let thread_state = Arc::clone(&thread);
         let (jobs, queue) = std::sync::mpsc::sync_channel::<Job>(1);
         let (made_tx, made) = tokio::sync::oneshot::channel();
         let thread_host = Arc::clone(&host);
@@ -312,21 +354,22 @@ impl Worker {
                 // thread of its blocking pool.
                 let runtime = thread_host.context.runtime.clone();
                 let _runtime = runtime.enter();
-                let instance = match create(api, thread_host, &config) {
-                    Ok(instance) => instance,
+                match create(api, thread_host, &config) {
+                    Ok(instance) => {
+                        if made_tx.send(Ok(())).is_ok() {
+                            serve(&instance, &queue);
+                        }
+                    }
                     Err(e) => {
                         let _ = made_tx.send(Err(e));
-                        return;
                     }
-                };
-                if made_tx.send(Ok(())).is_ok() {
-                    serve(&instance, &queue);
                 }
+                abandoned.ended(&thread_state);
             })
             .map_err(|e| Error::Internal(format!("cannot start a thread for the plugin: {e}")))?;
         made.await
             .map_err(|_| Error::Internal("plugin init panicked".into()))??;
-        let worker = Self { jobs, host };
+        let worker = Self { jobs, host, thread };
         worker.host.end_call().await;
         Ok(worker)
     }
@@ -389,6 +432,9 @@ pub struct NativeRuntime {
     pool: Pool<Worker>,
     call_timeout: Duration,
     name: String,
+    abandoned: Abandoned,
+    max_abandoned: usize,
+    metrics: crate::telemetry::PluginMetrics,
 }
 
 impl NativeRuntime {
@@ -403,12 +449,17 @@ impl NativeRuntime {
         let name = capabilities.plugin().to_owned();
         let config = Arc::new(config_json.into_bytes());
         let runtime = tokio::runtime::Handle::current();
+        let metrics = capabilities.metrics().clone();
+        let abandoned = Abandoned {
+            count: Arc::default(),
+            gauge: metrics.abandoned(),
+        };
         let make: MakeInstance<Worker> = {
-            let name = name.clone();
+            let (name, abandoned) = (name.clone(), abandoned.clone());
             Arc::new(move || {
-                let (config, name) = (Arc::clone(&config), name.clone());
+                let (config, name, abandoned) = (Arc::clone(&config), name.clone(), abandoned.clone());
                 let host = InstanceHost::new(Arc::clone(&capabilities), runtime.clone());
-                Box::pin(async move { Worker::start(&name, api, host, config).await })
+                Box::pin(async move { Worker::start(&name, api, host, config, abandoned).await })
             })
         };
         let first = make().await.map_err(LoadError::Init)?;
@@ -416,6 +467,9 @@ impl NativeRuntime {
             pool: Pool::new(&name, pool_size, limits.acquire_timeout.0, first, make),
             call_timeout: limits.call_timeout.0,
             name,
+            abandoned,
+            max_abandoned: limits.max_abandoned_calls,
+            metrics,
         })
     }
 }
@@ -452,6 +506,14 @@ fn call(instance: &Instance, request: &[u8]) -> Result<PluginReply, Error> {
 #[async_trait]
 impl Runtime for NativeRuntime {
     async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error> {
+        let abandoned = self.abandoned.count.load(Ordering::SeqCst);
+        if abandoned >= self.max_abandoned {
+            self.metrics.limit_hit("max_abandoned_calls");
+            return Err(Error::Unavailable(format!(
+                "plugin {} has {abandoned} calls still running past their call timeout (limits.max_abandoned_calls = {}): its calls are refused until they return",
+                self.name, self.max_abandoned
+            )));
+        }
         let request = abi::encode(&request);
         self.pool
             .with(wait, async |worker: Worker| {
@@ -472,7 +534,8 @@ impl Runtime for NativeRuntime {
                     }
                     Ok(Ok((_, false))) | Ok(Err(_)) => (Err(Error::Internal(format!("plugin {} call panicked", self.name))), None),
                     Err(_elapsed) => {
-                        tracing::warn!(plugin = %self.name, timeout = ?self.call_timeout, "native plugin call exceeded its timeout; its thread runs on until the plugin returns, and the instance is discarded");
+                        self.abandoned.leave(&worker);
+                        tracing::warn!(plugin = %self.name, timeout = ?self.call_timeout, abandoned = self.abandoned.count.load(Ordering::SeqCst), max_abandoned_calls = self.max_abandoned, "native plugin call exceeded its timeout; its thread runs on until the plugin returns, and the instance is discarded");
                         (
                             Err(crate::plugins::call_timed_out(&self.name, self.call_timeout)),
                             None,

@@ -1,7 +1,9 @@
 //! A pool of plugin instances: at most `size` calls run at once, each on an instance of its own;
 //! an instance whose call failed hard (a trap, a timeout) is dropped and a fresh one is made for
-//! the next call. Waiting for a free instance is bounded: past the wait, the call fails as
-//! `Unavailable` instead of queueing forever behind a stuck plugin.
+//! the next call; one retired after a good call (its memory, its age) is replaced in the
+//! background, off the call path ([`Pool::replace_in_background`]). Waiting for a free instance
+//! is bounded: past the wait, the call fails as `Unavailable` instead of queueing forever behind
+//! a stuck plugin.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -29,8 +31,8 @@ pub type MakeInstance<T> = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<T,
 pub struct Pool<T> {
     plugin: String,
     size: usize,
-    idle: Mutex<Vec<T>>,
-    permits: Semaphore,
+    idle: Arc<Mutex<Vec<T>>>,
+    permits: Arc<Semaphore>,
     make: MakeInstance<T>,
     wait: Duration,
 }
@@ -42,8 +44,8 @@ impl<T: Send + 'static> Pool<T> {
         Self {
             plugin: plugin.to_owned(),
             size: size.max(1),
-            idle: Mutex::new(vec![first]),
-            permits: Semaphore::new(size.max(1)),
+            idle: Arc::new(Mutex::new(vec![first])),
+            permits: Arc::new(Semaphore::new(size.max(1))),
             make,
             wait,
         }
@@ -58,6 +60,19 @@ impl<T: Send + 'static> Pool<T> {
     /// keep it, or `None` to have it replaced. Fails as `Unavailable` if no instance frees up
     /// within the pool's wait.
     pub async fn with<R>(&self, wait: Wait, call: impl AsyncFnOnce(T) -> (R, Option<T>)) -> Result<R, Error> {
+        self.run(wait, false, call).await
+    }
+
+    /// As [`Self::with`], on an instance made for this call (never one that served before).
+    pub async fn with_new_instance<R>(
+        &self,
+        wait: Wait,
+        call: impl AsyncFnOnce(T) -> (R, Option<T>),
+    ) -> Result<R, Error> {
+        self.run(wait, true, call).await
+    }
+
+    async fn run<R>(&self, wait: Wait, new: bool, call: impl AsyncFnOnce(T) -> (R, Option<T>)) -> Result<R, Error> {
         let acquired = match wait {
             Wait::Patient => self.permits.acquire().await,
             Wait::Bounded => tokio::time::timeout(self.wait, self.permits.acquire())
@@ -70,7 +85,7 @@ impl<T: Send + 'static> Pool<T> {
                 })?,
         };
         let permit = acquired.map_err(|_| Error::Unavailable(format!("plugin {:?} is stopping", self.plugin)))?;
-        let idle = self.idle.lock().pop();
+        let idle = if new { None } else { self.idle.lock().pop() };
         let instance = match idle {
             Some(i) => i,
             None => (self.make)().await?,
@@ -81,6 +96,32 @@ impl<T: Send + 'static> Pool<T> {
         }
         drop(permit);
         Ok(result)
+    }
+
+    /// Makes an instance on a task of its own and adds it to the idle ones (unless the pool is
+    /// full by then): the replacement of one retired after its call, ready before the next call
+    /// needs it.
+    pub fn replace_in_background(&self) {
+        let (idle, permits, make) = (
+            Arc::clone(&self.idle),
+            Arc::clone(&self.permits),
+            Arc::clone(&self.make),
+        );
+        let (plugin, size) = (self.plugin.clone(), self.size);
+        tokio::spawn(async move {
+            match make().await {
+                Ok(instance) => {
+                    let mut idle = idle.lock();
+                    let in_calls = size.saturating_sub(permits.available_permits());
+                    if idle.len() + in_calls < size {
+                        idle.push(instance);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%plugin, error = %e, "a replacement instance did not start; the next call makes one")
+                }
+            }
+        });
     }
 }
 
@@ -129,5 +170,36 @@ mod tests {
         assert_eq!(got, 1);
         assert_eq!(made.load(Ordering::SeqCst), 1);
         assert_eq!(p.instances(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_retired_instance_is_replaced_off_the_call_path_and_a_new_instance_is_never_an_old_one() {
+        let made = Arc::new(AtomicUsize::new(0));
+        let p = pool(2, Duration::from_secs(1), Arc::clone(&made));
+        p.with(Wait::Bounded, async |_| {
+            p.replace_in_background();
+            ((), None)
+        })
+        .await
+        .unwrap();
+        while p.instances() == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(made.load(Ordering::SeqCst), 1, "made by the background task");
+        let got = p.with(Wait::Bounded, async |i| (i, Some(i))).await.unwrap();
+        assert_eq!(got, 1, "the next call finds the replacement");
+        let fresh = p
+            .with_new_instance(Wait::Bounded, async |i| (i, Some(i)))
+            .await
+            .unwrap();
+        assert_eq!(fresh, 2, "made for the call, though one was idle");
+        assert_eq!(p.instances(), 2);
+        // The pool is full: a replacement made now is not kept.
+        p.replace_in_background();
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(made.load(Ordering::SeqCst), 3);
+        assert_eq!(p.instances(), 2, "never more than its size");
     }
 }

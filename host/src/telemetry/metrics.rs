@@ -1,5 +1,7 @@
 //! Prometheus metrics with the upstream names and labels (`docs/protocol.md` §10).
 
+use std::collections::HashMap;
+
 use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
 use super::broker_metrics::BrokerMetrics;
@@ -259,6 +261,35 @@ impl Metrics {
         self.subscribers
             .with_label_values(&[self.consumer(consumer), data_type])
             .dec();
+    }
+
+    /// By cluster (the number of its `consumer` value): everything its broker series counted so
+    /// far, and its subscribers now. Empty when the series carry no cluster's name.
+    pub(super) fn consumer_activity(&self) -> (HashMap<u32, i64>, HashMap<u32, i64>) {
+        let (mut counted, mut subscribers) = (HashMap::new(), HashMap::new());
+        if self.per_consumer {
+            for family in [&self.called, &self.received, &self.sent, &self.processed] {
+                family.sum_by(0, &mut counted);
+            }
+            self.duration.count_by(0, &mut counted);
+            self.subscribers.sum_by(0, &mut subscribers);
+        }
+        (counted, subscribers)
+    }
+
+    /// Takes every broker series of the cluster whose `consumer` value is numbered `consumer` out
+    /// of `/metrics` (and its name out of memory).
+    pub(super) fn forget_consumer(&self, consumer: u32) {
+        for family in [
+            &self.subscribers,
+            &self.called,
+            &self.received,
+            &self.sent,
+            &self.processed,
+        ] {
+            family.forget(0, consumer);
+        }
+        self.duration.forget(0, consumer);
     }
 
     /// Whether the process is ready, as `/readyz` says.

@@ -3,6 +3,7 @@
 pub mod broker_metrics;
 pub mod config_metrics;
 pub mod exported;
+pub mod idle_consumers;
 mod label_values;
 mod labels;
 pub mod logging;

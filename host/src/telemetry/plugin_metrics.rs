@@ -43,6 +43,8 @@ pub(super) struct Families {
     calls: IntCounterVec,
     call_duration: HistogramVec,
     call_timeouts: IntCounterVec,
+    recycled: IntCounterVec,
+    abandoned: IntGaugeVec,
     instances: IntGaugeVec,
     pool_size: IntGaugeVec,
     memory: IntGaugeVec,
@@ -70,7 +72,14 @@ fn histograms(name: &str, help: &str, labels: &[&str], buckets: Vec<f64>) -> His
 }
 
 /// The limits that refuse a plugin's host calls.
-const LIMITS: [&str; 5] = ["kv_keys", "kv_bytes", "timers", "log_lines_per_second", "metric_series"];
+const LIMITS: [&str; 6] = [
+    "kv_keys",
+    "kv_bytes",
+    "timers",
+    "log_lines_per_second",
+    "metric_series",
+    "max_abandoned_calls",
+];
 
 /// Now, in Unix seconds.
 fn unix_now() -> i64 {
@@ -162,6 +171,16 @@ impl Families {
                 "Calls into a plugin that failed for time: past limits.call_timeout (call_timeout), or no free instance within limits.acquire_timeout (acquire_timeout).",
                 &["plugin", "call", "limit"],
             ),
+            recycled: counters(
+                "conductor_plugin_instances_recycled_total",
+                "Instances of a plugin replaced after a call: its linear memory passed limits.recycle_above (memory), it served limits.max_calls_per_instance calls (calls), or it ran out of memory and the call ran again on a fresh instance (out_of_memory).",
+                &["plugin", "reason"],
+            ),
+            abandoned: gauges(
+                "conductor_plugin_abandoned_calls",
+                "Calls into a native plugin still running past their call timeout (their threads run on until the plugin returns); at limits.max_abandoned_calls the plugin's calls are refused.",
+                &["plugin"],
+            ),
             instances: gauges(
                 "conductor_plugin_instances",
                 "Instances of a plugin alive now.",
@@ -235,6 +254,8 @@ impl Families {
             Box::new(f.calls.clone()),
             Box::new(f.call_duration.clone()),
             Box::new(f.call_timeouts.clone()),
+            Box::new(f.recycled.clone()),
+            Box::new(f.abandoned.clone()),
             Box::new(f.instances.clone()),
             Box::new(f.pool_size.clone()),
             Box::new(f.memory.clone()),
@@ -292,6 +313,8 @@ impl Families {
         forget(&self.calls, name);
         forget(&self.call_duration, name);
         forget(&self.call_timeouts, name);
+        forget(&self.recycled, name);
+        forget(&self.abandoned, name);
         forget(&self.instances, name);
         forget(&self.pool_size, name);
         forget(&self.memory, name);
@@ -316,6 +339,9 @@ impl Families {
         }
         for limit in LIMITS {
             self.limits_hit.with_label_values(&[name, limit]);
+        }
+        for reason in ["memory", "calls", "out_of_memory"] {
+            self.recycled.with_label_values(&[name, reason]);
         }
         for kind in ["timer", "notification", "listening", "watch"] {
             self.events_retried.with_label_values(&[name, kind]);
@@ -420,6 +446,16 @@ impl PluginMetrics {
             .call_timeouts
             .with_label_values(&self.label(&[call.as_str(), limit]))
             .inc();
+    }
+
+    /// An instance was replaced after a call, for `reason` (`memory`, `calls`, `out_of_memory`).
+    pub fn recycled(&self, reason: &str) {
+        self.families.recycled.with_label_values(&self.label(&[reason])).inc();
+    }
+
+    /// The gauge of the plugin's calls running past their timeout.
+    pub fn abandoned(&self) -> IntGauge {
+        self.families.abandoned.with_label_values(&[self.plugin.as_str()])
     }
 
     /// How many instances the plugin has, and may have.

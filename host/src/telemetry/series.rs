@@ -137,14 +137,20 @@ impl<V: Clone> Family<V> {
                 return set.value.clone();
             }
         }
+        // The values' lock is taken (and let go) before the family's, never the other way round.
         let mut numbers = [0; MAX_LABELS];
         for (n, v) in numbers.iter_mut().zip(values) {
-            *n = LabelValues::number(v);
+            *n = LabelValues::hold(v);
         }
+        let held = &numbers[..values.len()];
         let mut all = self.series.write();
         let same = |set: &LabelSet<V>| set.hash == hash && set.values == numbers;
         if let Some(set) = all.find(hash, same) {
-            return set.value.clone();
+            let value = set.value.clone();
+            drop(all);
+            // Made meanwhile by another caller, which holds the values for it.
+            LabelValues::release(held);
+            return value;
         }
         let value = make();
         all.insert_unique(
@@ -157,6 +163,27 @@ impl<V: Clone> Family<V> {
             |set| set.hash,
         );
         value
+    }
+
+    /// Takes out every label set whose label `index` is `value`, giving back the values they
+    /// held.
+    fn forget(&self, index: usize, value: u32) {
+        let mut gone = Vec::new();
+        self.series.write().retain(|set| {
+            let keep = set.values[index] != value;
+            if !keep {
+                gone.extend_from_slice(&set.values[..self.labels.len()]);
+            }
+            keep
+        });
+        LabelValues::release(&gone);
+    }
+
+    /// `measure` of each label set, summed by the value of label `index`.
+    fn sum_by(&self, index: usize, measure: impl Fn(&V) -> i64, into: &mut HashMap<u32, i64>) {
+        for set in self.series.read().iter() {
+            *into.entry(set.values[index]).or_default() += measure(&set.value);
+        }
     }
 
     /// The family for a scrape: a metric per label set, labels sorted by name.
@@ -219,6 +246,16 @@ impl SeriesVec {
     pub fn with_label_values(&self, values: &[&str]) -> Series {
         self.family.get(values, Series::default)
     }
+
+    /// Takes out every series whose label `index` is `value` (numbered in [`LabelValues`]).
+    pub fn forget(&self, index: usize, value: u32) {
+        self.family.forget(index, value);
+    }
+
+    /// The series' values summed by the value of label `index`.
+    pub fn sum_by(&self, index: usize, into: &mut HashMap<u32, i64>) {
+        self.family.sum_by(index, Series::get, into);
+    }
 }
 
 impl Collector for SeriesVec {
@@ -261,6 +298,20 @@ impl HistogramVec {
     pub fn with_label_values(&self, values: &[&str]) -> Histogram {
         self.family.get(values, || Histogram::new(&self.bounds))
     }
+
+    /// Takes out every series whose label `index` is `value` (numbered in [`LabelValues`]).
+    pub fn forget(&self, index: usize, value: u32) {
+        self.family.forget(index, value);
+    }
+
+    /// The observations counted, summed by the value of label `index`.
+    pub fn count_by(&self, index: usize, into: &mut HashMap<u32, i64>) {
+        self.family.sum_by(
+            index,
+            |h| i64::try_from(h.count().load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+            into,
+        );
+    }
 }
 
 impl Collector for HistogramVec {
@@ -299,6 +350,25 @@ mod tests {
             text.contains("x_total{consumer=\"c1\",method=\"Subscribe\"} 1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn forgotten_series_give_back_their_label_values() {
+        let v = SeriesVec::counter("y_total", "Y.", &["consumer", "method"]);
+        v.with_label_values(&["series-test-gone", "Publish"]).inc();
+        v.with_label_values(&["series-test-gone", "Subscribe"]).inc();
+        v.with_label_values(&["series-test-stays", "Publish"]).inc();
+        let gone = LabelValues::read().find("series-test-gone").unwrap();
+        let mut sums = HashMap::new();
+        v.sum_by(0, &mut sums);
+        assert_eq!(sums[&gone], 2);
+        v.forget(0, gone);
+        let text = render(v.clone());
+        assert!(!text.contains("series-test-gone"), "{text}");
+        assert!(text.contains("series-test-stays"), "{text}");
+        assert_eq!(LabelValues::read().find("series-test-gone"), None, "no set holds it");
+        v.with_label_values(&["series-test-gone", "Publish"]).inc();
+        assert!(render(v).contains("y_total{consumer=\"series-test-gone\",method=\"Publish\"} 1"));
     }
 
     /// The same observations give the same text as the `prometheus` crate's own histogram.

@@ -16,22 +16,29 @@ use std::fs;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::RwLock;
 
 use crate::private_folder::{ensure_private_folder, write_atomically};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-/// How many artifacts the folder keeps (the most recently used).
-const KEEP: usize = 32;
 const SUFFIX: &str = ".cwasm";
 
 /// The folder in use; `None`: no cache on disk.
 static FOLDER: RwLock<Option<PathBuf>> = RwLock::new(None);
+/// The most its artifacts may take together; past it, the least recently used go.
+static MAX_SIZE: AtomicU64 = AtomicU64::new(crate::config::DEFAULT_COMPILE_CACHE_MAX_SIZE);
 
 /// Sets where compiled components are kept (`None`: nowhere). Applies to every later compilation.
 pub fn set_folder(folder: Option<PathBuf>) {
     *FOLDER.write() = folder;
+}
+
+/// Sets the most the kept artifacts may take together. Applies from the next one written.
+pub fn set_max_size(bytes: u64) {
+    MAX_SIZE.store(bytes, Ordering::Relaxed);
 }
 
 /// Compiles `bytes` (read from `file`), or loads the artifact compiled from the same bytes by the
@@ -65,7 +72,7 @@ pub(super) fn compile_or_load(engine: &Engine, file: &Path, bytes: &[u8]) -> was
     match write_atomically(&artifact, &precompiled) {
         Ok(()) => {
             tracing::info!(file = %file.display(), artifact = %artifact.display(), "compiled component cached");
-            prune(&folder, &artifact);
+            prune(&folder, &artifact, MAX_SIZE.load(Ordering::Relaxed));
         }
         Err(e) => tracing::warn!(artifact = %artifact.display(), error = %e, "cannot write the compile cache"),
     }
@@ -93,22 +100,30 @@ fn touch(artifact: &Path) {
     }
 }
 
-/// Keeps the [`KEEP`] most recently used artifacts (never `keep`), removing the others.
-fn prune(folder: &Path, keep: &Path) {
+/// Removes the least recently used artifacts until those left take at most `max_size` bytes
+/// together (never `keep`, the one just written).
+fn prune(folder: &Path, keep: &Path, max_size: u64) {
     let Ok(entries) = fs::read_dir(folder) else { return };
-    let mut artifacts: Vec<(std::time::SystemTime, PathBuf)> = entries
+    let mut artifacts: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.to_str().is_some_and(|s| s.ends_with(SUFFIX)) && p != keep)
-        .filter_map(|p| Some((fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .filter_map(|p| {
+            let meta = fs::metadata(&p).ok()?;
+            Some((meta.modified().ok()?, meta.len(), p))
+        })
         .collect();
-    if artifacts.len() < KEEP {
-        return;
-    }
-    artifacts.sort_by_key(|a| std::cmp::Reverse(a.0));
-    for (_, old) in artifacts.into_iter().skip(KEEP - 1) {
-        tracing::debug!(artifact = %old.display(), "compile cache: removing the least recently used");
-        let _ = fs::remove_file(old);
+    let mut total: u64 = fs::metadata(keep).map_or(0, |m| m.len()) + artifacts.iter().map(|a| a.1).sum::<u64>();
+    // Oldest first.
+    artifacts.sort_by_key(|a| a.0);
+    for (_, size, old) in artifacts {
+        if total <= max_size {
+            break;
+        }
+        tracing::debug!(artifact = %old.display(), size, "compile cache: removing the least recently used");
+        if fs::remove_file(&old).is_ok() {
+            total -= size;
+        }
     }
 }
 
@@ -167,6 +182,31 @@ mod tests {
             );
         }
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_least_recently_used_artifacts_go_until_the_rest_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str, size: usize, age: u64| {
+            let p = dir.path().join(format!("{name}{SUFFIX}"));
+            fs::write(&p, vec![0u8; size]).unwrap();
+            let f = fs::File::options().append(true).open(&p).unwrap();
+            f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(age))
+                .unwrap();
+            p
+        };
+        let oldest = at("oldest", 400, 300);
+        let older = at("older", 400, 200);
+        let recent = at("recent", 400, 100);
+        let other = dir.path().join("not-an-artifact");
+        fs::write(&other, vec![0u8; 10_000]).unwrap();
+        let new = at("new", 400, 0);
+        prune(dir.path(), &new, 1_000);
+        assert!(!oldest.exists() && !older.exists(), "the least recently used went");
+        assert!(recent.exists() && new.exists() && other.exists());
+        prune(dir.path(), &new, 100);
+        assert!(!recent.exists());
+        assert!(new.exists(), "the one just written stays, however large");
     }
 
     /// The smallest component, `(component)`: the preamble alone (magic, version 0x0d, layer 1).

@@ -18,7 +18,7 @@ mod output;
 mod runtime;
 mod state;
 
-pub use compiled::set_folder as set_compile_cache;
+pub use compiled::{set_folder as set_compile_cache, set_max_size as set_compile_cache_max_size};
 pub use runtime::{WasmRuntime, check_config, describe};
 
 /// The host's side of a guest's `pg.transaction` handle: its id in the instance's

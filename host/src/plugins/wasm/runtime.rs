@@ -21,6 +21,7 @@ use crate::config::PluginLimits;
 use crate::plugins::capabilities::Capabilities;
 use crate::plugins::pool::{MakeInstance, Pool, Wait};
 use crate::plugins::{LoadError, Runtime};
+use crate::telemetry::PluginMetrics;
 
 /// How long past its deadline a call stuck in a host call is abandoned (a busy guest is
 /// interrupted at the deadline itself).
@@ -149,12 +150,43 @@ pub async fn check_config(component: &Component, config: &str) -> Result<(), Err
 struct Instance {
     store: Store<State>,
     plugin: ConductorPlugin,
+    /// Calls it answered.
+    calls: u64,
 }
 
 pub struct WasmRuntime {
     pool: Pool<Instance>,
     call_timeout: Duration,
     name: String,
+    /// Replace an instance after a call once its linear memory passed this…
+    recycle_above: usize,
+    /// …or once it answered this many calls (0: never).
+    max_calls: u64,
+    metrics: PluginMetrics,
+}
+
+/// What one call into the plugin asks.
+enum Call<'a> {
+    /// A call that may run again on a fresh instance.
+    Request(&'a PluginRequest),
+    /// Host events: never run again here (their queue redelivers what fails).
+    Events(Vec<conductor_plugin_sdk::HostEvent>),
+}
+
+/// How one attempt of a call ended.
+enum Attempt {
+    Done(Result<PluginReply, Error>),
+    /// The instance ran out of memory: the call may run once more on a fresh one.
+    OutOfMemory(Error),
+}
+
+impl Attempt {
+    fn into_result(self) -> Result<PluginReply, Error> {
+        match self {
+            Attempt::Done(r) => r,
+            Attempt::OutOfMemory(e) => Err(e),
+        }
+    }
 }
 
 impl WasmRuntime {
@@ -195,6 +227,7 @@ impl WasmRuntime {
         capabilities.metrics().set_memory_limit(memory);
         let call_timeout = limits.call_timeout.0;
         let name = capabilities.plugin().to_owned();
+        let metrics = capabilities.metrics().clone();
         let make: MakeInstance<Instance> = Arc::new(move || {
             let pre = pre.clone();
             let capabilities = Arc::clone(&capabilities);
@@ -214,7 +247,11 @@ impl WasmRuntime {
                     .map_err(|e| Error::Internal(format!("plugin init trapped: {e:#}")));
                 store.data_mut().pg.end_call(&name).await;
                 init?.map_err(convert::from_wit_error)?;
-                Ok(Instance { store, plugin })
+                Ok(Instance {
+                    store,
+                    plugin,
+                    calls: 0,
+                })
             })
         });
         let first = make().await.map_err(LoadError::Init)?;
@@ -222,7 +259,57 @@ impl WasmRuntime {
             pool: Pool::new(&name, pool_size, limits.acquire_timeout.0, first, make),
             call_timeout,
             name,
+            recycle_above: limits.recycle_above(),
+            max_calls: limits.max_calls_per_instance,
+            metrics,
         })
+    }
+
+    /// Why an instance that just answered a call is to be replaced, if it is.
+    fn retirement(&self, instance: &Instance) -> Option<&'static str> {
+        if instance.store.data().memory_held() > self.recycle_above {
+            Some("memory")
+        } else if self.max_calls > 0 && instance.calls >= self.max_calls {
+            Some("calls")
+        } else {
+            None
+        }
+    }
+
+    /// One attempt of `call` on `instance`: the outcome, and the instance if it may serve again.
+    async fn attempt(&self, mut instance: Instance, call: Call<'_>) -> (Attempt, Option<Instance>) {
+        arm(&mut instance.store, self.call_timeout);
+        // The epoch callback bounds the guest's own time (and reports it as such); this bounds
+        // time spent waiting in host calls, just after.
+        let outcome = tokio::time::timeout(self.call_timeout + HOST_CALL_GRACE, self.run(&mut instance, call)).await;
+        instance.store.data_mut().pg.end_call(&self.name).await;
+        match outcome {
+            Ok(Ok(answer)) => {
+                instance.calls += 1;
+                match self.retirement(&instance) {
+                    None => (Attempt::Done(answer), Some(instance)),
+                    Some(reason) => {
+                        tracing::debug!(plugin = %self.name, reason, memory = instance.store.data().memory_held(), calls = instance.calls, "replacing an instance after its call");
+                        self.metrics.recycled(reason);
+                        drop(instance);
+                        self.pool.replace_in_background();
+                        (Attempt::Done(answer), None)
+                    }
+                }
+            }
+            Ok(Err(trap)) if instance.store.data().ran_out_of_memory() => {
+                self.metrics.recycled("out_of_memory");
+                (Attempt::OutOfMemory(self.trapped(trap)), None)
+            }
+            Ok(Err(trap)) => (Attempt::Done(Err(self.trapped(trap))), None),
+            Err(_elapsed) => {
+                tracing::warn!(plugin = %self.name, timeout = ?self.call_timeout, "plugin call timed out in a host call; replacing the instance");
+                (
+                    Attempt::Done(Err(crate::plugins::call_timed_out(&self.name, self.call_timeout))),
+                    None,
+                )
+            }
+        }
     }
 
     /// A failed call's error: a trap becomes an internal error naming what happened.
@@ -235,18 +322,21 @@ impl WasmRuntime {
         Error::Internal(format!("plugin {} {reason}", self.name))
     }
 
-    async fn run(
-        &self,
-        instance: &mut Instance,
-        request: PluginRequest,
-    ) -> wasmtime::Result<Result<PluginReply, Error>> {
+    async fn run(&self, instance: &mut Instance, call: Call<'_>) -> wasmtime::Result<Result<PluginReply, Error>> {
         let source = instance.plugin.conductor_plugin_plugin();
         let store = &mut instance.store;
         let done = |r: Result<(), types::Error>| r.map(|()| PluginReply::Done).map_err(convert::from_wit_error);
+        let request = match call {
+            Call::Request(request) => request,
+            Call::Events(events) => {
+                let events: Vec<_> = events.into_iter().map(convert::to_wit_host_event).collect();
+                return Ok(done(source.call_on_events(store, &events).await?));
+            }
+        };
         Ok(match request {
             PluginRequest::Start => done(source.call_start(store).await?),
             PluginRequest::List(options) => source
-                .call_list(store, &convert::to_wit_list_options(options))
+                .call_list(store, &convert::to_wit_list_options(options.clone()))
                 .await?
                 .map(|events| PluginReply::Listed(events.into_iter().map(convert::from_wit_event).collect()))
                 .map_err(convert::from_wit_error),
@@ -254,13 +344,13 @@ impl WasmRuntime {
                 source
                     .call_handle(
                         store,
-                        &convert::to_wit_identity(identity),
-                        &convert::to_wit_event(&event),
+                        &convert::to_wit_identity(identity.clone()),
+                        &convert::to_wit_event(event),
                     )
                     .await?,
             ),
             PluginRequest::OnEvents(events) => {
-                let events: Vec<_> = events.into_iter().map(convert::to_wit_host_event).collect();
+                let events: Vec<_> = events.iter().cloned().map(convert::to_wit_host_event).collect();
                 done(source.call_on_events(store, &events).await?)
             }
         })
@@ -270,27 +360,26 @@ impl WasmRuntime {
 #[async_trait]
 impl Runtime for WasmRuntime {
     async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error> {
-        self.pool
-            .with(wait, async |mut instance: Instance| {
-                arm(&mut instance.store, self.call_timeout);
-                // The epoch callback bounds the guest's own time (and reports it as such); this
-                // bounds time spent waiting in host calls, just after.
-                let outcome =
-                    tokio::time::timeout(self.call_timeout + HOST_CALL_GRACE, self.run(&mut instance, request)).await;
-                instance.store.data_mut().pg.end_call(&self.name).await;
-                match outcome {
-                    Ok(Ok(answer)) => (answer, Some(instance)),
-                    Ok(Err(trap)) => (Err(self.trapped(trap)), None),
-                    Err(_elapsed) => {
-                        tracing::warn!(plugin = %self.name, timeout = ?self.call_timeout, "plugin call timed out in a host call; replacing the instance");
-                        (
-                            Err(crate::plugins::call_timed_out(&self.name, self.call_timeout)),
-                            None,
-                        )
-                    }
-                }
-            })
-            .await?
+        if let PluginRequest::OnEvents(events) = request {
+            let attempt = self
+                .pool
+                .with(wait, async |i| self.attempt(i, Call::Events(events)).await);
+            return attempt.await?.into_result();
+        }
+        let first = self
+            .pool
+            .with(wait, async |i| self.attempt(i, Call::Request(&request)).await)
+            .await?;
+        match first {
+            Attempt::OutOfMemory(e) => {
+                tracing::info!(plugin = %self.name, error = %e, "an instance ran out of memory; the call runs once more on a fresh instance");
+                self.pool
+                    .with_new_instance(wait, async |i| self.attempt(i, Call::Request(&request)).await)
+                    .await?
+                    .into_result()
+            }
+            done => done.into_result(),
+        }
     }
 
     fn instances(&self) -> usize {

@@ -69,6 +69,7 @@ impl State {
                     .trap_on_grow_failure(true)
                     .build(),
                 held: 0,
+                refused: false,
                 gauge: capabilities.as_ref().map(|c| c.metrics().memory()),
             },
             capabilities,
@@ -81,6 +82,16 @@ impl State {
     /// nothing, or if its output went to the plugin's log).
     pub(super) fn output_tail(&self) -> String {
         self.tail.as_ref().map(|t| t.lock().suffix()).unwrap_or_default()
+    }
+
+    /// The linear memory the instance holds.
+    pub(super) fn memory_held(&self) -> usize {
+        self.limits.held
+    }
+
+    /// Whether the instance asked for more memory than its limit (and trapped).
+    pub(super) fn ran_out_of_memory(&self) -> bool {
+        self.limits.refused
     }
 
     pub(super) fn caps(&self) -> Arc<Capabilities> {
@@ -102,12 +113,16 @@ impl State {
 struct Limiter {
     limits: StoreLimits,
     held: usize,
+    /// A growth past the limit was asked for.
+    refused: bool,
     gauge: Option<prometheus::IntGauge>,
 }
 
 impl wasmtime::ResourceLimiter for Limiter {
     fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let allowed = self.limits.memory_growing(current, desired, maximum)?;
+        let allowed = self.limits.memory_growing(current, desired, maximum);
+        self.refused |= !matches!(allowed, Ok(true));
+        let allowed = allowed?;
         if allowed {
             let grown = desired.saturating_sub(current);
             self.held += grown;

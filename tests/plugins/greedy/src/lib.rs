@@ -5,7 +5,8 @@
 //! - `kv-keys`: one small `kv` key after another; `kv-bytes`: 64 KiB values;
 //! - `timers`: one timer after another (an hour away);
 //! - `metrics`: one series of `greedy_things` after another;
-//! - `log`: 10,000 log lines at once (never refused: the host drops what is over its rate).
+//! - `log`: 10,000 log lines at once (never refused: the host drops what is over its rate);
+//! - `debug-log`: 10,000 debug lines, then one warning.
 
 use std::time::Duration;
 
@@ -75,6 +76,12 @@ impl Plugin for Greedy {
                 for n in 0..10_000 {
                     host.info(&format!("greedy log line {n}"));
                 }
+            }
+            "debug-log" => {
+                for n in 0..10_000 {
+                    host.debug(&format!("greedy debug line {n}"));
+                }
+                host.warn("greedy warning after the debug lines");
             }
             other => return Err(Error::Invalid(format!("unknown thing to grab: {other:?}"))),
         }

@@ -1,7 +1,9 @@
 //! A deliberately bad plugin for the isolation tests. It serves manifest bundles under the source
 //! `chaos`; what `handle` does depends on the `resourceid` of the event:
 //!
-//! - `ok`: succeeds; `panic`: panics; `loop`: never returns; `alloc`: allocates without bound;
+//! - `ok`: succeeds; `panic`: panics; `loop`: never returns; `hang`: sleeps forever (a native
+//!   call that waits on something that never comes, without spinning a core); `alloc`: allocates
+//!   without bound;
 //! - `trap`: executes an `unreachable` instruction (components only; native code would abort
 //!   the host, which is why native plugins are trusted code);
 //! - `whoami`: refuses the event with a message naming the caller's identity (the auth tests
@@ -48,6 +50,9 @@ impl Plugin for Misbehaving {
             "panic" => panic!("the misbehaving plugin panicked on purpose"),
             "loop" => loop {
                 std::hint::black_box(());
+            },
+            "hang" => loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
             },
             "alloc" => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();
