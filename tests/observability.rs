@@ -1042,10 +1042,10 @@ fn resident_kib(c: &Conductor) -> u64 {
 
 /// Clusters that come and go leave nothing behind: 100,000 clusters call in ten waves and leave;
 /// once each wave's clusters have been gone for `[admin] forget_idle_consumers_after`, their
-/// broker series leave `/metrics`, and resident memory after the last wave is within 10 % of what
-/// it was after the fifth (the allocator settles over the first waves: ~60 MiB after one, ~79 MiB
-/// from the fourth on, here). Before, every name and series ever seen was kept, about 1 KiB per
-/// cluster: the last five waves would have added ~50 MiB.
+/// broker series leave `/metrics`, and resident memory after the last wave is within 10 % of the
+/// most it reached in the first five (the allocator settles over the first waves: from ~58 MiB
+/// after one to 70–79 MiB, here, then flat). With the series kept (the window set to an hour),
+/// the same run grew from 75 MiB after the first wave to 659 MiB after the tenth.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_series_of_clusters_that_left_are_forgotten_and_memory_comes_back() {
     const WAVES: usize = 10;
@@ -1085,14 +1085,15 @@ async fn the_series_of_clusters_that_left_are_forgotten_and_memory_comes_back() 
             series_of(&metrics, wave) == 0
         })
         .await;
-        println!("wave {wave}: resident {} KiB", resident_kib(&c));
-        if wave == WAVES / 2 - 1 {
-            settled = resident_kib(&c);
+        let resident = resident_kib(&c);
+        println!("wave {wave}: resident {resident} KiB");
+        if wave < WAVES / 2 {
+            settled = settled.max(resident);
         }
     }
     let after_all = resident_kib(&c);
     assert!(
         after_all <= settled + settled / 10,
-        "resident memory grew from {settled} KiB after half the waves to {after_all} KiB after all {WAVES} of {PER_WAVE} clusters"
+        "resident memory grew from at most {settled} KiB in the first half of the waves to {after_all} KiB after all {WAVES} of {PER_WAVE} clusters"
     );
 }
