@@ -175,3 +175,38 @@ async fn two_replicas_deliver_to_their_own_agents_and_write_status_once() {
     assert_eq!(statuses.len(), 1, "{statuses:?}");
     assert_eq!(db.count("SELECT count(*) FROM server_instances").await, 0);
 }
+
+/// conductor cancels a plugin's database call at its deadline by dropping it, wherever it is: a
+/// transaction whose `BEGIN` is cancelled that way must not leave its pooled connection inside a
+/// transaction for the next borrower (the statements of the next call would run in a transaction
+/// nobody commits). Deadlines of 0–200 µs land before, during and after the `BEGIN`.
+#[tokio::test]
+async fn a_cancelled_begin_never_leaves_the_pooled_connection_in_a_transaction() {
+    let db = MaestroDb::start().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.url())
+        .await
+        .unwrap();
+    let mut cancelled = 0;
+    for i in 0..2_000u64 {
+        let call = async {
+            let mut tx = pool.begin().await?;
+            sqlx::query("SELECT 1").execute(&mut *tx).await?;
+            tx.commit().await
+        };
+        if tokio::time::timeout(Duration::from_micros(i % 200), call)
+            .await
+            .is_err()
+        {
+            cancelled += 1;
+        }
+        // A savepoint is refused outside a transaction block, and taken inside one.
+        let left_open = sqlx::raw_sql("SAVEPOINT probe").execute(&pool).await.is_ok();
+        assert!(
+            !left_open,
+            "call {i}: the next borrower found the connection inside a transaction"
+        );
+    }
+    assert!(cancelled > 100, "the deadlines cancelled calls: {cancelled}");
+}

@@ -516,8 +516,7 @@ mod tests {
         let all = rows(session.call(&caps, query("SELECT v FROM t", vec![], None)).await);
         assert_eq!(all.rows, [[PgValue::Int4(1)]]);
 
-        // A transaction's `BEGIN` goes out with its first statement (third_party/sqlx-postgres):
-        // that statement runs inside the transaction (its write unseen by others until the
+        // A transaction's first statement runs inside it (its write unseen by others until the
         // commit), a first statement that fails leaves the transaction aborted, and a
         // transaction with no statement commits.
         let Ok(PgReply::Begun(tx)) = session.call(&caps, begin()).await else {
