@@ -22,6 +22,9 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Modules form an acyclic graph (docs/architecture.md): no import cycle between siblings.
 python3 scripts/module-cycles.py host/src plugin-sdk/src plugins/*/src load/src
+# The patched crates are their published versions with their diffs (third_party/patches), and a
+# newer patch release of one is named.
+scripts/check-third-party.sh
 # Build first: the black-box tests start target/debug/conductor and load the plugins built here,
 # as native libraries (target/debug/lib*.so) and as WebAssembly components
 # (target/wasm32-wasip2/plugin/*.wasm; the default ones are also copied to plugins/dist/).

@@ -1101,3 +1101,55 @@ async fn the_admin_endpoint_is_on_loopback_by_default_and_caps_its_connections()
         "{metrics}"
     );
 }
+
+/// What the h2 and rustls patches (third_party/) buy, kept visible: the resident memory each idle
+/// agent adds — its own TLS 1.3 connection with a client certificate, one subscription — stays
+/// under a bound a little over today's figure, so that a rebase that loses a patch's effect fails
+/// here, and a release that makes them unneeded shows as room under the bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_tls_agent_costs_the_server_at_most_its_bound() {
+    const WARM: usize = 100;
+    const AGENTS: usize = 1_000;
+    // Measured 18,325–18,354 B here (h2 0.4.21 and rustls 0.23.46 with their patches), three
+    // runs; without them about 14 KB more (h2's first buffers 10.6 KB, rustls's record buffer
+    // 4 KiB: BENCHMARKS.md), so losing either one passes the bound.
+    const BOUND_BYTES: u64 = 21 * 1024;
+    let setup = Setup::with_token_reviews_taking(Duration::ZERO).await;
+    let c = Conductor::start_with_config(&setup.config(
+        "max_subscriptions_per_identity = 100000",
+        "[auth]\nauthenticators = [\"mtls\"]\nauthorization = \"allow-all\"\n[broker]\nheartbeat_disabled = true",
+    ))
+    .unwrap();
+    let resident = || -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", c.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap()
+            * 1024
+    };
+    let mut streams = Vec::new();
+    let connect = async |n: usize, streams: &mut Vec<tonic::Streaming<conductor_blackbox_tests::proto::CloudEvent>>| {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(50) {
+            let batch = chunk.iter().map(|_| async {
+                let mut agent = setup.client(&c, Some("agent1")).await;
+                subscribe_as(&mut agent, None, "cluster1", LEASES).await.unwrap()
+            });
+            streams.extend(futures::future::join_all(batch).await);
+        }
+    };
+    connect(WARM, &mut streams).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = resident();
+    connect(AGENTS, &mut streams).await;
+    // Idle: the handshakes' and the subscriptions' first buffers given back.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let per_agent = resident().saturating_sub(before) / AGENTS as u64;
+    println!("resident memory per idle TLS agent: {per_agent} B (bound {BOUND_BYTES} B)");
+    assert!(
+        per_agent <= BOUND_BYTES,
+        "an idle TLS agent costs {per_agent} B, over the {BOUND_BYTES} B bound: did a rebase of third_party/h2 or third_party/rustls lose its patch?"
+    );
+    drop(streams);
+}

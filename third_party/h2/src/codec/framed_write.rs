@@ -101,6 +101,7 @@ where
             final_flush_done: false,
             encoder: Encoder {
                 hpack: hpack::Encoder::default(),
+                // conductor's patch: a small first buffer, at least what one chained frame needs.
                 buf: Cursor::new(BytesMut::with_capacity(
                     DEFAULT_BUFFER_CAPACITY.max(chain_threshold + frame::HEADER_LEN),
                 )),
@@ -328,7 +329,8 @@ where
         let buf = self.buf.get_ref();
         self.next.is_none()
             && (buf.capacity() - buf.len() >= self.min_buffer_capacity
-                // The buffer grows as frames are written into it.
+                // conductor's patch: the buffer grows as frames are written into it, up to
+                // MAX_BUFFERED.
                 || buf.len() + self.min_buffer_capacity <= MAX_BUFFERED)
     }
 
