@@ -1030,16 +1030,6 @@ fn every_alert_has_its_runbook_section() {
     }
 }
 
-/// conductor's resident memory, in KiB.
-fn resident_kib(c: &Conductor) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", c.pid())).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// Clusters that come and go leave nothing behind: 100,000 clusters call in ten waves and leave;
 /// once each wave's clusters have been gone for `[admin] forget_idle_consumers_after`, their
 /// broker series leave `/metrics`, and resident memory after the last wave is within 10 % of the
@@ -1085,13 +1075,13 @@ async fn the_series_of_clusters_that_left_are_forgotten_and_memory_comes_back() 
             series_of(&metrics, wave) == 0
         })
         .await;
-        let resident = resident_kib(&c);
+        let resident = conductor_blackbox_tests::resident_kib(c.pid());
         println!("wave {wave}: resident {resident} KiB");
         if wave < WAVES / 2 {
             settled = settled.max(resident);
         }
     }
-    let after_all = resident_kib(&c);
+    let after_all = conductor_blackbox_tests::resident_kib(c.pid());
     assert!(
         after_all <= settled + settled / 10,
         "resident memory grew from at most {settled} KiB in the first half of the waves to {after_all} KiB after all {WAVES} of {PER_WAVE} clusters"

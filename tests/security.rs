@@ -1120,15 +1120,7 @@ async fn an_idle_tls_agent_costs_the_server_at_most_its_bound() {
         "[auth]\nauthenticators = [\"mtls\"]\nauthorization = \"allow-all\"\n[broker]\nheartbeat_disabled = true",
     ))
     .unwrap();
-    let resident = || -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", c.pid())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .unwrap()
-            * 1024
-    };
+    let resident = || conductor_blackbox_tests::resident_kib(c.pid()) * 1024;
     let mut streams = Vec::new();
     let connect = async |n: usize, streams: &mut Vec<tonic::Streaming<conductor_blackbox_tests::proto::CloudEvent>>| {
         for chunk in (0..n).collect::<Vec<_>>().chunks(50) {

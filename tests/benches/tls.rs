@@ -83,15 +83,6 @@ impl Fixture {
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 struct Run {
     rate: f64,
     connect: Duration,
@@ -102,7 +93,7 @@ async fn run(fixture: &Fixture, mode: Mode, subscribers: usize, events: usize) -
     let c = Conductor::start_with_config(&fixture.config(mode)).expect("conductor starts");
     let endpoint = fixture.endpoint(mode, &c.grpc_addr);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = rss_kib(c.pid());
+    let before = conductor_blackbox_tests::resident_kib(c.pid());
     let started = Instant::now();
     // Agents connect and subscribe concurrently, 50 at a time.
     let mut streams = Vec::with_capacity(subscribers);
@@ -127,7 +118,7 @@ async fn run(fixture: &Fixture, mode: Mode, subscribers: usize, events: usize) -
     }
     let connect = started.elapsed();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let after = rss_kib(c.pid());
+    let after = conductor_blackbox_tests::resident_kib(c.pid());
 
     let received = Arc::new(AtomicU64::new(0));
     let done = Arc::new(tokio::sync::Notify::new());

@@ -518,3 +518,13 @@ pub async fn eventually<F: AsyncFn() -> bool>(within: Duration, what: &str, chec
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The resident memory of process `pid`, in KiB (`VmRSS` in `/proc/<pid>/status`).
+pub fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the process's status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in the process's status")
+}

@@ -22,17 +22,15 @@ impl IdleConsumers {
     /// `after` is forgotten. Returns how many were.
     pub fn sweep(&mut self, metrics: &Metrics, after: Duration, now: Instant) -> usize {
         let (mut counted, subscribers) = metrics.consumer_activity();
-        for (&consumer, &now_subscribed) in &subscribers {
-            let total = counted.entry(consumer).or_default();
-            if now_subscribed > 0 {
-                // Never forgotten while subscribed.
-                *total = i64::MIN;
-            }
+        // A cluster with only a subscribers series counts too (at 0 once it left).
+        for &consumer in subscribers.keys() {
+            counted.entry(consumer).or_default();
         }
         let mut forgotten = 0;
         let mut still = HashMap::with_capacity(counted.len());
         for (consumer, total) in counted {
-            if total == i64::MIN {
+            if subscribers.get(&consumer).is_some_and(|&n| n > 0) {
+                // Never forgotten while subscribed.
                 continue;
             }
             let since = match self.still.get(&consumer) {
