@@ -14,7 +14,7 @@ tag="${1:-conductor:dev}"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/conductor"
 target_dir="${CARGO_TARGET_DIR:-$cache/target}"
 bases="$cache/image-bases"
-mkdir -p "$bases" "$target_dir"
+mkdir -p "$bases" "$target_dir" "$cache/tools" "$cache/tools-target"
 
 base() {  # base NAME PACKAGES [IMPORT-CHANGES...]
     local name="$1" packages="$2"
@@ -33,6 +33,9 @@ podman build --network host \
     --volume "$HOME/.rustup:$HOME/.rustup:ro" \
     --volume "$HOME/.cargo:$HOME/.cargo" \
     --volume "$target_dir:/src/target" \
+    --volume "$cache/tools:$cache/tools" --volume "$cache/tools-target:$cache/tools-target" \
     --build-arg BUILDER=localhost/conductor-builder:bookworm \
     --build-arg RUNTIME=localhost/conductor-runtime:bookworm \
+    --build-arg VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)" \
+    --build-arg REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
     -f deploy/Containerfile -t "$tag" .

@@ -7,20 +7,14 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default: 20 s, every target)
 #
 # The machine has only a stable toolchain: cargo-fuzz's -Z flags (AddressSanitizer) are enabled
-# with RUSTC_BOOTSTRAP=1. cargo-fuzz is installed (pinned) under the cache folder.
+# with RUSTC_BOOTSTRAP=1. cargo-fuzz is installed (pinned) by scripts/tools.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seconds="${1:-20}"
 shift || true
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/conductor"
-tools="$cache/tools"
-cargo_fuzz_version="0.13.2"
-if ! "$tools/bin/cargo-fuzz" --version 2>/dev/null | grep -q "$cargo_fuzz_version"; then
-  echo "installing cargo-fuzz $cargo_fuzz_version into $tools" >&2
-  CARGO_TARGET_DIR="$cache/tools-target" cargo install cargo-fuzz --version "$cargo_fuzz_version" --locked --root "$tools" >&2
-fi
-export PATH="$tools/bin:$PATH"
+eval "$(scripts/tools.sh cargo-fuzz)"
 export RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_DIR="$cache/fuzz-target"
 

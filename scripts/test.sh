@@ -9,6 +9,9 @@ export CONDUCTOR_PYTHON CONDUCTOR_PYSTUBS CONDUCTOR_GRPCURL CONDUCTOR_KUBECTL CO
     CONDUCTOR_PROMETHEUS CONDUCTOR_PROMTOOL
 # Builds are slow on small machines: keep them between runs (cargo rebuilds what changed).
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/conductor/target}"
+# The cargo tools (cargo-deny, cargo-cyclonedx, cargo-fuzz, mdbook), pinned, built once into the
+# cache.
+eval "$(scripts/tools.sh)"
 
 # The monitoring assets (deploy/observability), before the slow build: the rules load and every
 # alert fires and stays quiet as its unit tests say; the dashboard is well formed and reads only
@@ -25,6 +28,8 @@ python3 scripts/module-cycles.py host/src plugin-sdk/src plugins/*/src load/src
 # The patched crates are their published versions with their diffs (third_party/patches), and a
 # newer patch release of one is named.
 scripts/check-third-party.sh
+# Licenses, sources and duplicate versions of the dependencies (deny.toml, cargo-deny).
+scripts/check-dependencies.sh
 # Build first: the black-box tests start target/debug/conductor and load the plugins built here,
 # as native libraries (target/debug/lib*.so) and as WebAssembly components
 # (target/wasm32-wasip2/plugin/*.wasm; the default ones are also copied to plugins/dist/).

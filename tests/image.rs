@@ -3,7 +3,8 @@
 //! the Containerfile's build stage runs, staged into `CONDUCTOR_IMAGE_ROOT` (the test command
 //! does that). Its binary is started as the image's user (65532) with its bundled plugins and its
 //! own `conductor.toml` — the Secrets and the API server where a Deployment would mount them —
-//! and serves an agent a ManifestWork over TLS, writing nothing in the image's files.
+//! and serves an agent a ManifestWork over TLS, writing nothing in the image's files. Its SBOMs
+//! list the crates each shipped file is built from.
 
 #[path = "support/auth.rs"]
 mod auth;
@@ -33,13 +34,17 @@ enum Image {
 }
 
 /// The files the image adds to its base.
-const IMAGE_FILES: [&str; 6] = [
+const IMAGE_FILES: [&str; 10] = [
     "etc/conductor/conductor.toml",
     "server",
     "usr/lib/conductor/plugins/consumer-controller.wasm",
     "usr/lib/conductor/plugins/kube.wasm",
     "usr/lib/conductor/plugins/maestro.wasm",
     "usr/local/bin/conductor",
+    "usr/share/doc/conductor/sbom/conductor.cdx.json",
+    "usr/share/doc/conductor/sbom/consumer-controller.cdx.json",
+    "usr/share/doc/conductor/sbom/kube.cdx.json",
+    "usr/share/doc/conductor/sbom/maestro.cdx.json",
 ];
 
 impl Image {
@@ -66,6 +71,7 @@ impl Image {
                         "/usr/local/bin",
                         "/usr/lib/conductor",
                         "/etc/conductor",
+                        "/usr/share/doc/conductor",
                         "-type",
                         "f",
                         "-printf",
@@ -87,22 +93,22 @@ impl Image {
     }
 
     fn config(&self) -> String {
+        self.read("etc/conductor/conductor.toml")
+    }
+
+    /// One of the image's files, as text.
+    fn read(&self, path: &str) -> String {
         match self {
             Self::Built(image) => {
                 let out = Command::new("podman")
-                    .args([
-                        "run",
-                        "--rm",
-                        "--entrypoint",
-                        "cat",
-                        image,
-                        "/etc/conductor/conductor.toml",
-                    ])
+                    .args(["run", "--rm", "--entrypoint", "cat", image])
+                    .arg(format!("/{path}"))
                     .output()
                     .expect("podman runs");
+                assert!(out.status.success(), "{path}: {}", String::from_utf8_lossy(&out.stderr));
                 String::from_utf8(out.stdout).unwrap()
             }
-            Self::Staged(root) => std::fs::read_to_string(root.join("etc/conductor/conductor.toml")).unwrap(),
+            Self::Staged(root) => std::fs::read_to_string(root.join(path)).unwrap(),
         }
     }
 
@@ -273,4 +279,153 @@ async fn the_image_serves_an_agent_with_its_bundled_plugins_and_configuration() 
         "the stream ended with OK"
     );
     assert_eq!(image.files(), before);
+}
+
+/// The version of each crate in the workspace's lock file (the newest, where there are several).
+fn locked_versions() -> BTreeMap<String, Vec<String>> {
+    let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock")).unwrap();
+    let mut versions: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut name = None;
+    for line in lock.lines() {
+        if let Some(n) = line.strip_prefix("name = ") {
+            name = Some(n.trim_matches('"').to_owned());
+        } else if let (Some(v), Some(n)) = (line.strip_prefix("version = "), name.take()) {
+            versions.entry(n).or_default().push(v.trim_matches('"').to_owned());
+        }
+    }
+    versions
+}
+
+#[test]
+fn each_shipped_file_has_an_sbom_of_the_crates_it_is_built_from() {
+    let image = Image::from_env();
+    let locked = locked_versions();
+    // (document, what it describes, crates it must list, crates it must not)
+    let expected = [
+        (
+            "conductor",
+            "conductor",
+            &["h2", "rustls", "wasmtime", "tonic", "sqlx-postgres", "kube-client"][..],
+            // dev-dependencies and plugins are not in the binary
+            &["static-works", "tempfile", "kube-plugin"][..],
+        ),
+        (
+            "kube",
+            "kube-plugin",
+            &["conductor-plugin-sdk", "wit-bindgen", "serde_json"][..],
+            &["tokio", "wasmtime", "h2"][..],
+        ),
+        (
+            "maestro",
+            "maestro-plugin",
+            &["conductor-plugin-sdk", "wit-bindgen"][..],
+            &["tokio", "sqlx", "h2"][..],
+        ),
+        (
+            "consumer-controller",
+            "consumer-controller-plugin",
+            &["conductor-plugin-sdk"][..],
+            &["tokio", "h2"][..],
+        ),
+    ];
+    for (file, described, present, absent) in expected {
+        let path = format!("usr/share/doc/conductor/sbom/{file}.cdx.json");
+        let bom: serde_json::Value = serde_json::from_str(&image.read(&path)).unwrap();
+        assert_eq!(bom["bomFormat"], "CycloneDX", "{path}");
+        assert_eq!(bom["specVersion"], "1.5", "{path}");
+        assert_eq!(bom["metadata"]["component"]["name"], described, "{path}");
+        assert_eq!(
+            bom["metadata"]["component"]["licenses"][0]["expression"], "Apache-2.0",
+            "{path}"
+        );
+        let components: BTreeMap<&str, Vec<&str>> =
+            bom["components"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .fold(BTreeMap::new(), |mut all, c| {
+                    all.entry(c["name"].as_str().unwrap())
+                        .or_default()
+                        .push(c["version"].as_str().unwrap());
+                    all
+                });
+        for name in present {
+            let listed = components
+                .get(name)
+                .unwrap_or_else(|| panic!("{path} does not list {name}"));
+            for version in listed {
+                assert!(
+                    locked[*name].iter().any(|v| v == version),
+                    "{path}: {name} {version} is not in Cargo.lock"
+                );
+            }
+        }
+        for name in absent {
+            assert!(
+                !components.contains_key(name),
+                "{path} lists {name}, which {described} is not built from"
+            );
+        }
+        // Every crate has a license, so the document answers what the image may be shipped under.
+        for c in bom["components"].as_array().unwrap() {
+            assert!(
+                c["licenses"].as_array().is_some_and(|l| !l.is_empty()),
+                "{path}: {} has no license",
+                c["name"]
+            );
+        }
+    }
+    // The patched crates are listed at the version their folder holds.
+    let conductor: serde_json::Value =
+        serde_json::from_str(&image.read("usr/share/doc/conductor/sbom/conductor.cdx.json")).unwrap();
+    for patched in ["h2", "rustls"] {
+        let c = conductor["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == patched)
+            .unwrap();
+        assert!(c["purl"].as_str().unwrap().contains("third_party"), "{patched}: {c}");
+    }
+}
+
+#[test]
+fn the_image_is_labelled_with_the_oci_annotations() {
+    let containerfile =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/Containerfile")).unwrap();
+    let workspace = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml")).unwrap();
+    let version = workspace
+        .lines()
+        .find_map(|l| l.strip_prefix("version = "))
+        .unwrap()
+        .trim_matches('"');
+    // The version a build without arguments labels the image with is the workspace's.
+    assert!(
+        containerfile.contains(&format!("ARG VERSION={version}\n")),
+        "deploy/Containerfile: ARG VERSION is not {version}"
+    );
+    let labels = match Image::from_env() {
+        Image::Built(image) => {
+            let out = Command::new("podman")
+                .args(["image", "inspect", "--format", "{{json .Labels}}", &image])
+                .output()
+                .expect("podman runs");
+            serde_json::from_slice::<BTreeMap<String, String>>(&out.stdout).unwrap()
+        }
+        Image::Staged(_) => containerfile
+            .lines()
+            .filter_map(|l| l.trim().trim_start_matches("LABEL ").split_once('='))
+            .filter(|(k, _)| k.starts_with("org.opencontainers.image."))
+            .map(|(k, v)| (k.to_owned(), v.trim_end_matches(" \\").trim_matches('"').to_owned()))
+            .collect(),
+    };
+    for key in ["source", "revision", "version", "licenses", "title", "description"] {
+        let value = labels.get(&format!("org.opencontainers.image.{key}"));
+        assert!(
+            value.is_some_and(|v| !v.is_empty()),
+            "label org.opencontainers.image.{key}: {labels:?}"
+        );
+    }
+    assert_eq!(labels["org.opencontainers.image.licenses"], "Apache-2.0");
+    assert!(labels["org.opencontainers.image.source"].starts_with("https://"));
 }
