@@ -7,7 +7,7 @@
 # The build stage's target folder is CARGO_TARGET_DIR (default ~/.cache/conductor/target), so
 # a second build only compiles what changed. In a sandbox without CAP_SYS_RESOURCE or with
 # hybrid cgroups, podman needs runc, cgroupfs and ulimits within the hard limits — set in
-# /etc/containers/containers.conf (deploy/README.md, "Build the image").
+# /etc/containers/containers.conf (docs/how-to/deploy.md, "Before you install").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 tag="${1:-conductor:dev}"

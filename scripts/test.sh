@@ -28,6 +28,9 @@ python3 scripts/module-cycles.py host/src plugin-sdk/src plugins/*/src load/src
 # The patched crates are their published versions with their diffs (third_party/patches), and a
 # newer patch release of one is named.
 scripts/check-third-party.sh
+# The docs: the book (docs/, mdbook from scripts/tools.sh) builds, and every relative link and
+# anchor of the repository's Markdown resolves.
+scripts/check-docs.sh
 # Licenses, sources and duplicate versions of the dependencies (deny.toml, cargo-deny).
 scripts/check-dependencies.sh
 # Build first: the black-box tests start target/debug/conductor and load the plugins built here,

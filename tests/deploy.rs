@@ -35,6 +35,8 @@ const OVERLAYS: [&str; 2] = ["kube", "kube-maestro"];
 /// `plugins.<name>`.
 const RBAC_FOR: &str = "conductor/rbac-for";
 const CONTAINER: &str = "conductor";
+/// The operator's guide: it names every Secret and key the manifests mount, and the address agents dial.
+const DEPLOY_GUIDE: &str = "docs/how-to/deploy.md";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -485,7 +487,7 @@ fn check(r: &Rendered, check_config: bool, out: &mut Vec<String>) -> Result<()> 
         }
         secret_files_read.insert((volume.name.clone(), rest.into_owned()));
     }
-    let readme = std::fs::read_to_string(repo().join("deploy/README.md")).unwrap_or_default();
+    let readme = std::fs::read_to_string(repo().join(DEPLOY_GUIDE)).unwrap_or_default();
     for v in volumes {
         let Some(secret) = &v.secret else { continue };
         let name = secret.secret_name.clone().unwrap_or_default();
@@ -505,13 +507,13 @@ fn check(r: &Rendered, check_config: bool, out: &mut Vec<String>) -> Result<()> 
             }
             if !readme.contains(&format!("`{}`", i.key)) {
                 problem(format!(
-                    "deploy/README.md does not document key `{}` of Secret {name}",
+                    "{DEPLOY_GUIDE} does not document key `{}` of Secret {name}",
                     i.key
                 ));
             }
         }
         if !readme.contains(&format!("`{name}`")) {
-            problem(format!("deploy/README.md does not document Secret `{name}`"));
+            problem(format!("{DEPLOY_GUIDE} does not document Secret `{name}`"));
         }
     }
 
@@ -633,7 +635,7 @@ fn check(r: &Rendered, check_config: bool, out: &mut Vec<String>) -> Result<()> 
             problem(format!("no Service reaches the {what} port {port}"));
         }
     }
-    // The address deploy/README.md gives agents.
+    // The address the deploy guide gives agents.
     if let Some(s) = r.services.iter().find(|s| {
         s.spec.iter().flat_map(|s| s.ports.iter().flatten()).any(|p| {
             container_port(container, p.target_port.as_ref().unwrap_or(&IntOrString::Int(p.port))) == Some(grpc_port)
@@ -649,7 +651,7 @@ fn check(r: &Rendered, check_config: bool, out: &mut Vec<String>) -> Result<()> 
         let url = format!("{}.{ns}.svc:{port}", s.metadata.name.as_deref().unwrap_or_default());
         if !readme.contains(&url) {
             problem(format!(
-                "deploy/README.md does not give agents the gRPC Service's address {url}"
+                "{DEPLOY_GUIDE} does not give agents the gRPC Service's address {url}"
             ));
         }
     }

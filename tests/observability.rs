@@ -38,6 +38,8 @@ const CLUSTER2_TOKEN: &str = "token-of-cluster2";
 const SCRAPER_TOKEN: &str = "token-of-prometheus";
 const WORK_PATH: &str = "/apis/work.open-cluster-management.io/v1";
 const CLUSTER_PATH: &str = "/apis/cluster.open-cluster-management.io/v1/managedclusters";
+/// The alerts' runbooks, a section (`## AlertName`) each.
+const RUNBOOKS: &str = "docs/how-to/alerts.md";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -235,13 +237,18 @@ fn work_status(id: &str, original: &str, generation: i32) -> proto::CloudEvent {
 /// real API server and counting joined ManagedClusters, the maestro source on a real PostgreSQL
 /// (catch-ups every second, a lost LISTEN), plugins that fail, time out and hit their limits, host
 /// events coalesced, a slow subscriber cut off, a certificate rotated, and the connection limit
-/// and the TLS handshake timeout biting.
+/// and the TLS handshake timeout biting. The same scrape is checked against the metrics reference
+/// (`docs/reference/metrics.md`): every metric it exports is documented there with its type and
+/// labels, and every metric documented is exported or documented as appearing only under a
+/// condition.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_metric_the_dashboard_and_the_rules_read_is_exported() {
     let (ok, names, stderr) = check_dashboard(&["--metric-names"]);
     assert!(ok, "check_dashboard.py --metric-names failed: {stderr}");
     let used: BTreeSet<String> = names.lines().map(str::to_owned).collect();
     assert!(used.len() > 40, "the dashboard and the rules read {used:?}");
+    // The reference is well formed before anything is started.
+    documented_families(&std::fs::read_to_string(repo().join(METRICS_REFERENCE)).unwrap());
 
     let api = tokio::task::spawn_blocking(KubeApi::start).await.unwrap();
     let (auth_routes, reviews) = auth_api::routes(vec![KnownToken {
@@ -574,7 +581,131 @@ memory = "memory"
         missing.is_empty(),
         "read by the dashboard or the rules, not exported: {missing:?}\n{metrics}"
     );
+    let problems = metrics_reference_problems(&metrics);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
     drop(works);
+}
+
+/// The metrics reference: one row per metric, `| metric | type | labels | meaning |`.
+const METRICS_REFERENCE: &str = "docs/reference/metrics.md";
+
+/// A metric family of a scrape, or of the reference: its type and its labels.
+#[derive(Debug, PartialEq)]
+struct Family {
+    kind: String,
+    labels: BTreeSet<String>,
+}
+
+/// The families a scrape exports (`# TYPE` lines), with the labels their samples carry (a
+/// histogram's `le` aside).
+fn exported_families(text: &str) -> BTreeMap<String, Family> {
+    let mut families = BTreeMap::new();
+    for line in text.lines() {
+        if let Some((name, kind)) = line.strip_prefix("# TYPE ").and_then(|rest| rest.split_once(' ')) {
+            families.insert(
+                name.to_owned(),
+                Family {
+                    kind: kind.to_owned(),
+                    labels: BTreeSet::new(),
+                },
+            );
+        }
+    }
+    for sample in samples(text) {
+        let family = ["", "_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| {
+                sample
+                    .name
+                    .strip_suffix(suffix)
+                    .filter(|name| families.contains_key(*name))
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| panic!("sample {} of no # TYPE", sample.name));
+        let labels = &mut families.get_mut(&family).unwrap().labels;
+        labels.extend(sample.labels.into_keys().filter(|l| l != "le" && l != "quantile"));
+    }
+    families
+}
+
+/// The backquoted names of a cell (`` `a`, `b` `` → a, b).
+fn quoted(cell: &str) -> Vec<String> {
+    cell.split('`').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+/// Each documented metric: its family, whether it appears only under a condition (its meaning
+/// starts with `*Only …`), and the line it is documented on.
+fn documented_families(text: &str) -> BTreeMap<String, (Family, bool, usize)> {
+    let mut documented = BTreeMap::new();
+    let mut in_table = false;
+    for (i, line) in text.lines().enumerate() {
+        if !line.starts_with('|') {
+            in_table = false;
+            continue;
+        }
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+        if cells.first() == Some(&"metric") {
+            assert_eq!(
+                cells,
+                ["metric", "type", "labels", "meaning"],
+                "{METRICS_REFERENCE}:{}: a metric table's columns are metric, type, labels, meaning",
+                i + 1
+            );
+            in_table = true;
+            continue;
+        }
+        if !in_table || line.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ')) {
+            continue;
+        }
+        let names = quoted(cells[0]);
+        assert_eq!(
+            names.len(),
+            1,
+            "{METRICS_REFERENCE}:{}: one metric a row: {line}",
+            i + 1
+        );
+        let family = Family {
+            kind: cells[1].to_owned(),
+            labels: quoted(cells[2]).into_iter().collect(),
+        };
+        let conditional = cells.get(3).is_some_and(|m| m.starts_with("*Only "));
+        let previous = documented.insert(names[0].clone(), (family, conditional, i + 1));
+        assert!(previous.is_none(), "{METRICS_REFERENCE}:{}: {} twice", i + 1, names[0]);
+    }
+    documented
+}
+
+/// What the metrics reference and a scrape disagree on.
+fn metrics_reference_problems(scrape: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join(METRICS_REFERENCE)).unwrap();
+    let documented = documented_families(&text);
+    let exported = exported_families(scrape);
+    let mut problems = Vec::new();
+    for (name, family) in &exported {
+        // The test plugin's own metric (`greedy_things`): not one conductor or its plugins ship.
+        if name.starts_with("conductor_greedy_") {
+            continue;
+        }
+        match documented.get(name) {
+            None => problems.push(format!(
+                "{name} ({}, labels {:?}) is exported but not in {METRICS_REFERENCE}",
+                family.kind, family.labels
+            )),
+            Some((doc, _, line)) if doc != family => problems.push(format!(
+                "{METRICS_REFERENCE}:{line}: {name} is documented as {} with labels {:?}; it is exported as {} with labels {:?}",
+                doc.kind, doc.labels, family.kind, family.labels
+            )),
+            Some(_) => {}
+        }
+    }
+    for (name, (_, conditional, line)) in &documented {
+        if !conditional && !exported.contains_key(name) {
+            problems.push(format!(
+                "{METRICS_REFERENCE}:{line}: {name} is documented but not exported; if it appears only under a condition, start its meaning with *Only …*"
+            ));
+        }
+    }
+    problems
 }
 
 /// A Prometheus server started in a test, killed when dropped.
@@ -992,11 +1123,12 @@ fn the_dashboard_is_well_formed() {
     }
 }
 
-/// Every alert links to a section of deploy/README.md of its own name, and that section exists.
+/// Every alert links to a section of the alerts' runbook page of its own name, and that section
+/// exists.
 #[test]
 fn every_alert_has_its_runbook_section() {
-    let readme = std::fs::read_to_string(repo().join("deploy/README.md")).unwrap();
-    let headings: BTreeSet<&str> = readme.lines().filter_map(|l| l.strip_prefix("### ")).collect();
+    let runbooks = std::fs::read_to_string(repo().join(RUNBOOKS)).unwrap();
+    let headings: BTreeSet<&str> = runbooks.lines().filter_map(|l| l.strip_prefix("## ")).collect();
     let rules = rules();
     let alerts: Vec<&Value> = rules["groups"]
         .as_array()
@@ -1019,14 +1151,14 @@ fn every_alert_has_its_runbook_section() {
             annotations["runbook_url"].as_str(),
             Some(
                 format!(
-                    "https://github.com/conductor-rs/conductor/blob/main/deploy/README.md#{}",
+                    "https://github.com/conductor-rs/conductor/blob/main/{RUNBOOKS}#{}",
                     name.to_lowercase()
                 )
                 .as_str()
             ),
             "{name}"
         );
-        assert!(headings.contains(name), "deploy/README.md has no section ### {name}");
+        assert!(headings.contains(name), "{RUNBOOKS} has no section ## {name}");
     }
 }
 
