@@ -14,6 +14,7 @@ declare -A pins=(
     [cargo-cyclonedx]=0.5.9  # the image's SBOM (deploy/stage.sh)
     [cargo-fuzz]=0.13.2      # scripts/fuzz.sh
     [mdbook]=0.5.4           # the docs book (scripts/check-docs.sh)
+    [inferno]=0.12.8         # flame graphs of the CPU benches' profiles (scripts/profile.sh)
 )
 
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/conductor"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# A CPU profile of a running process as a flame graph: perf samples the process (cpu-clock, the
+# software clock: hardware counters are not available on every machine) with DWARF call stacks
+# (the release build keeps line tables and no frame pointers), and inferno draws the SVG.
+#
+#   scripts/profile.sh PID SECONDS OUT.svg [TITLE]
+#
+# Prints the ten functions with the most samples of their own. A CPU bench calls it with
+# PROFILE_SVG set (see BENCHMARKS.md); perf must be allowed to sample the process
+# (kernel.perf_event_paranoid ≤ 2 for a process of the same user).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+pid="${1:?usage: scripts/profile.sh PID SECONDS OUT.svg [TITLE]}"
+seconds="${2:?seconds}"
+out="${3:?out.svg}"
+title="${4:-conductor}"
+eval "$(scripts/tools.sh inferno)"
+command -v perf >/dev/null || { echo "profile: perf is not installed (Debian: linux-perf)" >&2; exit 1; }
+
+data="$(mktemp)"
+trap 'rm -f "$data" "$data.folded"' EXIT
+perf record -q -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$pid" -o "$data" -- sleep "$seconds" >/dev/null 2>&1
+perf script -i "$data" 2>/dev/null | inferno-collapse-perf > "$data.folded"
+mkdir -p "$(dirname "$out")"
+inferno-flamegraph --title "$title" < "$data.folded" > "$out"
+echo "profile: $(wc -l < "$data.folded") stacks → $out; most samples of their own:" >&2
+perf report -i "$data" --no-children --stdio --sort symbol -q 2>/dev/null \
+    | grep -v '^$' | grep -v '^#' | grep '%' | head -10 >&2
