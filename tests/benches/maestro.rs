@@ -18,7 +18,7 @@ use conductor_blackbox_tests::events::attr_str;
 use conductor_blackbox_tests::{
     CloudEventServiceClient, Conductor, Form, WORKS, env_usize, median, publish, subscribe,
 };
-use support::{MaestroDb, config_with, spec_payload, status_update};
+use support::{MaestroDb, config_with, maestro_create, pgbench_status, seed, status_update};
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
@@ -28,45 +28,6 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
-}
-
-/// Consumers `cluster-<i>` and one resource `res-<i>` each (version 1, no event).
-async fn seed(db: &MaestroDb, agents: usize) {
-    for i in 0..agents {
-        let (cluster, id) = (format!("cluster-{i}"), format!("res-{i}"));
-        sqlx::query("INSERT INTO consumers (id, created_at, updated_at, name) VALUES (gen_random_uuid()::text, now(), now(), $1)")
-            .bind(&cluster)
-            .execute(&db.pool)
-            .await
-            .unwrap();
-        sqlx::query("INSERT INTO resources (id, name, created_at, updated_at, source, consumer_name, version, type, payload) VALUES ($1, $1, now(), now(), 'source-work-client', $2, 1, '', $3::json)")
-            .bind(&id)
-            .bind(&cluster)
-            .bind(spec_payload(&id, &cluster, "nginx", 1, 1).to_string())
-            .execute(&db.pool)
-            .await
-            .unwrap();
-    }
-}
-
-/// One Maestro create for `cluster`, timed from the NOTIFY: returns the resource id and when.
-async fn maestro_create(db: &MaestroDb, cluster: &str) -> (String, Instant) {
-    let id = uuid::Uuid::new_v4().to_string();
-    sqlx::query("INSERT INTO resources (id, name, created_at, updated_at, source, consumer_name, version, type, payload) VALUES ($1, $1, now(), now(), 'source-work-client', $2, 1, '', $3::json)")
-        .bind(&id)
-        .bind(cluster)
-        .bind(spec_payload(&id, cluster, "nginx", 1, 1).to_string())
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    let event = db.insert_event(&id, "Create", false).await;
-    let written = Instant::now();
-    sqlx::query("SELECT pg_notify('events', $1)")
-        .bind(&event)
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    (id, written)
 }
 
 /// The agents: one subscription per cluster over `connections` channels; every spec event's
@@ -183,45 +144,6 @@ async fn status_throughput(
     written as f64 / elapsed.as_secs_f64()
 }
 
-/// The ceiling: pgbench running the status transaction conductor runs, `clients` at once.
-fn pgbench_status(db: &MaestroDb, agents: usize, clients: usize, seconds: u64) -> f64 {
-    let status = serde_json::json!({"specversion": "1.0", "id": "x", "source": "cluster-work-agent", "type": "status",
-        "data": {"conditions": [{"type": "Applied", "status": "True", "reason": "AppliedManifestComplete", "message": "Apply manifest complete"}], "resourceStatus": []},
-        "metadata": {"name": "nginx", "namespace": "cluster", "uid": "res"}, "sequenceid": support::sequence(0), "resourceversion": 1});
-    let script = format!(
-        r#"\set i random(0, {last})
-BEGIN;
-SELECT pg_advisory_xact_lock(hashtext('res-' || :i), -1890629248);
-SELECT id, consumer_name, version, source, payload::text, status::text, created_at, deleted_at FROM resources WHERE id = 'res-' || :i LIMIT 1;
-WITH stored AS (UPDATE resources SET status = '{status}'::json, updated_at = now() WHERE id = 'res-' || :i), e AS (INSERT INTO status_events (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) VALUES (gen_random_uuid()::text, now(), now(), NULL, 'res-' || :i, '', '', NULL, NULL, 'StatusUpdate', NULL) RETURNING id) SELECT pg_notify('status_events', id) FROM e;
-COMMIT;
-"#,
-        last = agents - 1
-    );
-    let file = db.dir.path().join("status.sql");
-    std::fs::write(&file, script).unwrap();
-    let out = std::process::Command::new("pgbench")
-        .args(["-n", "-h", "127.0.0.1", "-U", "postgres", "-p"])
-        .arg(db.port.to_string())
-        .args(["-c", &clients.to_string(), "-j", "2", "-T", &seconds.to_string(), "-f"])
-        .arg(&file)
-        .arg("maestro")
-        .output()
-        .expect("pgbench runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "pgbench: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("tps = "))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|t| t.parse().ok())
-        .expect("pgbench reports tps")
-}
-
 fn main() {
     let agents = env_usize("AGENTS", 1000);
     let connections = env_usize("CONNECTIONS", 50);
@@ -249,7 +171,7 @@ fn main() {
             let raw = notify_latency(&db, spec_events, pace).await;
             let spec = spec_latency(&db, &mut rx, spec_events, agents, pace).await;
             let persisted = status_throughput(&db, &clients, agents, per_agent, run).await;
-            let tps = pgbench_status(&db, agents, instances, 10);
+            let tps = pgbench_status(&db, agents, instances, 10, false).tps;
             println!(
                 "run {run}: spec delivery p50 {:.2} ms p99 {:.2} ms (bare NOTIFY p50 {:.2} ms p99 {:.2} ms); status {persisted:.0}/s persisted (pgbench {tps:.0} tps)",
                 ms(percentile(&spec, 0.5)),

@@ -261,6 +261,101 @@ pub struct StatusEvent {
     pub status: Option<Value>,
 }
 
+/// Consumers `cluster-<i>` and one resource `res-<i>` each (version 1, no event), for the benches.
+pub async fn seed(db: &MaestroDb, agents: usize) {
+    for i in 0..agents {
+        let (cluster, id) = (format!("cluster-{i}"), format!("res-{i}"));
+        sqlx::query("INSERT INTO consumers (id, created_at, updated_at, name) VALUES (gen_random_uuid()::text, now(), now(), $1)")
+            .bind(&cluster)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO resources (id, name, created_at, updated_at, source, consumer_name, version, type, payload) VALUES ($1, $1, now(), now(), 'source-work-client', $2, 1, '', $3::json)")
+            .bind(&id)
+            .bind(&cluster)
+            .bind(spec_payload(&id, &cluster, "nginx", 1, 1).to_string())
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+}
+
+/// One Maestro create for `cluster` (resource row, `events` row, NOTIFY, each in autocommit):
+/// returns the resource id and when the NOTIFY was sent.
+pub async fn maestro_create(db: &MaestroDb, cluster: &str) -> (String, Instant) {
+    let id = uuid::Uuid::new_v4().to_string();
+    sqlx::query("INSERT INTO resources (id, name, created_at, updated_at, source, consumer_name, version, type, payload) VALUES ($1, $1, now(), now(), 'source-work-client', $2, 1, '', $3::json)")
+        .bind(&id)
+        .bind(cluster)
+        .bind(spec_payload(&id, cluster, "nginx", 1, 1).to_string())
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let event = db.insert_event(&id, "Create", false).await;
+    let written = Instant::now();
+    sqlx::query("SELECT pg_notify('events', $1)")
+        .bind(&event)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    (id, written)
+}
+
+/// What a pgbench run did.
+#[derive(Debug, Clone, Copy)]
+pub struct PgBench {
+    pub tps: f64,
+    pub transactions: u64,
+}
+
+/// pgbench running the status transaction conductor runs (for the resources `res-0` …
+/// `res-<agents-1>`), `clients` at once for `seconds`; with `prepared`, over prepared statements
+/// (`-M prepared`, as conductor's sqlx sends them) rather than pgbench's simple protocol.
+pub fn pgbench_status(db: &MaestroDb, agents: usize, clients: usize, seconds: u64, prepared: bool) -> PgBench {
+    let status = json!({"specversion": "1.0", "id": "x", "source": "cluster-work-agent", "type": "status",
+        "data": {"conditions": [{"type": "Applied", "status": "True", "reason": "AppliedManifestComplete", "message": "Apply manifest complete"}], "resourceStatus": []},
+        "metadata": {"name": "nginx", "namespace": "cluster", "uid": "res"}, "sequenceid": sequence(0), "resourceversion": 1});
+    let script = format!(
+        r#"\set i random(0, {last})
+BEGIN;
+SELECT pg_advisory_xact_lock(hashtext('res-' || :i), -1890629248);
+SELECT id, consumer_name, version, source, payload::text, status::text, created_at, deleted_at FROM resources WHERE id = 'res-' || :i LIMIT 1;
+WITH stored AS (UPDATE resources SET status = '{status}'::json, updated_at = now() WHERE id = 'res-' || :i), e AS (INSERT INTO status_events (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) VALUES (gen_random_uuid()::text, now(), now(), NULL, 'res-' || :i, '', '', NULL, NULL, 'StatusUpdate', NULL) RETURNING id) SELECT pg_notify('status_events', id) FROM e;
+COMMIT;
+"#,
+        last = agents - 1
+    );
+    let file = db.dir.path().join("status.sql");
+    std::fs::write(&file, script).unwrap();
+    let out = std::process::Command::new("pgbench")
+        .args(["-n", "-h", "127.0.0.1", "-U", "postgres", "-p"])
+        .arg(db.port.to_string())
+        .args(["-c", &clients.to_string(), "-j", "2", "-T", &seconds.to_string()])
+        .args(["-M", if prepared { "prepared" } else { "simple" }, "-f"])
+        .arg(&file)
+        .arg("maestro")
+        .output()
+        .expect("pgbench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pgbench: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |prefix: &str| -> Option<f64> {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|t| t.split('/').next()?.parse().ok())
+    };
+    PgBench {
+        tps: field("tps = ").expect("pgbench reports tps"),
+        transactions: field("number of transactions actually processed: ").expect("pgbench reports transactions")
+            as u64,
+    }
+}
+
 /// conductor's configuration: the maestro component on `url`, catching up every `catch_up`.
 pub fn config(url: &str, catch_up: &str) -> String {
     config_with(url, catch_up, Form::Component, 4, 2)
