@@ -11,6 +11,7 @@
 //! - [`auth`]: who is calling (token, client certificate) and whether they may
 //!   (SubjectAccessReview);
 //! - [`wire`]: the OCM binding of CloudEvents, decoded and encoded; [`proto`]: the generated types;
+//!   [`attributes`]: the attributes' names, and the misspellings of them a refusal names;
 //! - [`broker`]: subscriptions, fan-out and spec resync;
 //! - [`registry`]: the source plugin for a request;
 //! - [`plugins`]: the plugin runtime (WebAssembly components, native libraries) and the host
@@ -28,6 +29,7 @@
 //!   [`admin_client`]: its client, behind `conductor inspect` and `conductor reload`;
 //! - [`app`]: the wiring of all of these, reloads and the orderly shutdown;
 //! - [`authoring`]: what plugin authors run — `conductor plugins new` and `conductor plugins test`;
+//! - [`agent`]: `conductor agent`, an OCM agent in a terminal (on the client of `conductor-load`);
 //! - [`errors`]: an error and its causes as one line; `private_folder`: the caches' folders, private
 //!   to conductor's user.
 //!
@@ -35,7 +37,9 @@
 
 pub mod admin;
 pub mod admin_client;
+pub mod agent;
 pub mod app;
+pub mod attributes;
 pub mod auth;
 pub mod authoring;
 pub mod broker;

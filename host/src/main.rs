@@ -20,7 +20,7 @@ enum Command {
     /// Run the server until SIGTERM or SIGINT; SIGHUP re-reads the configuration and applies what
     /// changed.
     Serve {
-        /// The configuration file (see the README's configuration reference).
+        /// The configuration file (every key: docs/reference/configuration.md).
         #[arg(long, short, env = "CONDUCTOR_CONFIG", default_value = "conductor.toml")]
         config: PathBuf,
         #[command(flatten)]
@@ -74,6 +74,13 @@ enum Command {
     Reload {
         #[command(flatten)]
         admin: Admin,
+    },
+    /// Be an OCM agent in a terminal: watch what a managed cluster's agent is sent, report a
+    /// work's status, publish a CloudEvent written as JSON. Errors print the gRPC code and the
+    /// server's message.
+    Agent {
+        #[command(subcommand)]
+        command: conductor::agent::cli::AgentCommand,
     },
 }
 
@@ -292,6 +299,7 @@ fn main() -> std::process::ExitCode {
         } => test_plugin(&file),
         Command::Inspect { what, admin, output } => inspect_running(what, &admin.endpoint(), output),
         Command::Reload { admin } => reload(&admin.endpoint()),
+        Command::Agent { command } => conductor::agent::run(command),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

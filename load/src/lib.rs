@@ -6,7 +6,6 @@
 //! the server's CPU and memory.
 
 pub mod agents;
-pub mod connect;
 pub mod fd_limit;
 pub mod hub;
 pub mod process;
@@ -14,13 +13,7 @@ pub mod receipts;
 pub mod report;
 pub mod run;
 pub mod shards;
-pub mod wire;
 
-pub mod proto {
-    tonic::include_proto!("io.cloudevents.v1");
-}
-
-/// OCM's manifest bundle data type, what work agents subscribe to.
-pub const MANIFEST_BUNDLES: &str = "io.open-cluster-management.works.v1alpha1.manifestbundles";
-/// The heartbeat event type (`docs/protocol.md` §4.4), skipped by the agents.
-pub const HEARTBEAT: &str = "io.open-cluster-management.cloudevents.heartbeat";
+/// The client side, shared with `conductor agent`: the generated client, connections, and the
+/// events the tool builds and reads (`wire`).
+pub use conductor_client::{HEARTBEAT, MANIFEST_BUNDLES, connect, events as wire, proto};

@@ -9,6 +9,7 @@ use conductor_plugin_sdk::{CloudEvent, Identity};
 use tonic::{Request, Response, Status};
 
 use super::limits::{Held, SubscriptionSlots};
+use crate::attributes::{self, Misspelling};
 use crate::auth::{Access, Auth};
 use crate::broker::{Broker, Peer, PublishError, Subscription};
 use crate::net::{ConnectionInfo, StreamGuard};
@@ -95,6 +96,9 @@ struct Decoded {
     event: CloudEvent,
     ty: EventType,
     cluster: String,
+    /// Keys of the event that misspell an attribute (`clustername` for `ce-clustername`), named
+    /// in the refusal if the event is refused.
+    misspelled: Vec<Misspelling>,
 }
 
 fn decode(request: proto::PublishRequest) -> Result<Decoded, Status> {
@@ -103,26 +107,46 @@ fn decode(request: proto::PublishRequest) -> Result<Decoded, Status> {
         .ok_or_else(|| Status::invalid_argument("publish request has no event"))?
         .into_message()
         .map_err(|e| Status::invalid_argument(format!("failed to decode event: {e}")))?;
-    let event = wire::decode(&msg).map_err(|e| Status::unknown(format!("failed to convert to cloudevent: {e}")))?;
-    let cluster = event
-        .cluster_name()
-        .map_err(|e| Status::unknown(format!("failed to get clustername extension: {e}")))?
-        .to_owned();
+    let misspelled = attributes::wire_misspellings(msg.attributes.keys());
+    let hint = || attributes::hint(&misspelled);
+    let event =
+        wire::decode(&msg).map_err(|e| Status::unknown(format!("failed to convert to cloudevent: {e}{}", hint())))?;
+    let cluster = match event.cluster_name() {
+        Ok(cluster) => cluster.to_owned(),
+        // Name the key it travels under, and what the event has instead.
+        Err(e @ conductor_plugin_sdk::ExtensionError::Missing(_)) => {
+            return Err(Status::unknown(format!(
+                "failed to get clustername extension: {e}: its key is \"ce-clustername\"{}",
+                hint()
+            )));
+        }
+        Err(e) => return Err(Status::unknown(format!("failed to get clustername extension: {e}"))),
+    };
     let ty = EventType::parse(&event.ty)
         .map_err(|e| Status::unknown(format!("failed to parse cloud event type {}: {e}", event.ty)))?;
-    Ok(Decoded { event, ty, cluster })
+    Ok(Decoded {
+        event,
+        ty,
+        cluster,
+        misspelled,
+    })
 }
 
-fn publish_status(error: PublishError) -> Status {
+/// The status of a failed Publish; `hint` (the event's misspelt keys, or `""`) is added to the
+/// message, inside the `ErrStatus` of a source's refusal.
+fn publish_status(error: PublishError, hint: &str) -> Status {
+    let err_status = |e: conductor_plugin_sdk::Error| {
+        let mut status = e.to_status();
+        status.message.push_str(hint);
+        serde_json::json!({ "ErrStatus": status.to_json() }).to_string()
+    };
     match error {
-        PublishError::Resync(e) => Status::failed_precondition(PublishError::Resync(e).to_string()),
-        PublishError::Route(e) => Status::invalid_argument(e.to_string()),
+        PublishError::Resync(e) => Status::failed_precondition(format!("{}{hint}", PublishError::Resync(e))),
+        PublishError::Route(e) => Status::invalid_argument(format!("{e}{hint}")),
         // Agents parse the message as {"ErrStatus": <Kubernetes Status>}; a busy or unreachable
         // source is Unavailable, which agents retry.
-        PublishError::Source(e @ conductor_plugin_sdk::Error::Unavailable(_)) => {
-            Status::unavailable(e.to_err_status_json())
-        }
-        PublishError::Source(e) => Status::failed_precondition(e.to_err_status_json()),
+        PublishError::Source(e @ conductor_plugin_sdk::Error::Unavailable(_)) => Status::unavailable(err_status(e)),
+        PublishError::Source(e) => Status::failed_precondition(err_status(e)),
     }
 }
 
@@ -200,7 +224,7 @@ impl CloudEventService {
             }
             Err(e) => {
                 tracing::info!(cluster = %decoded.cluster, event_type = %decoded.ty, id = %event_id, error = %e, "publish failed");
-                Err(publish_status(e))
+                Err(publish_status(e, &attributes::hint(&decoded.misspelled)))
             }
         };
         let code = result.as_ref().map_or_else(Status::code, |_| tonic::Code::Ok);

@@ -1,18 +1,44 @@
-//! How the agents and the memory hub reach the server: plaintext (`http://`) or TLS
-//! (`https://`, trusting a given CA), each connection with the client certificate and the bearer
-//! token of whoever it is for, from one of several source addresses (on loopback one source
-//! address reaches one server port from ~28,000 ephemeral ports only).
+//! How agents and a hub-side client reach the server: plaintext (`http://`) or TLS (`https://`,
+//! trusting a given CA), each connection with the client certificate and the bearer token of
+//! whoever it is for, from one of several source addresses (on loopback one source address
+//! reaches one server port from ~28,000 ephemeral ports only).
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::proto::cloud_event_service_client::CloudEventServiceClient;
+
+/// Why a connection could not be set up or made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("{0} names a file per cluster, and this connection has none")]
+    NoCluster(String),
+    #[error("cannot read {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the token file is not UTF-8")]
+    TokenNotUtf8,
+    #[error("the token is not valid gRPC metadata (a bearer token is printable ASCII)")]
+    TokenNotMetadata,
+    #[error("{0}")]
+    Settings(String),
+    #[error("bad server address {0:?}")]
+    Address(String, #[source] tonic::transport::Error),
+    #[error("the TLS settings")]
+    Tls(#[source] tonic::transport::Error),
+    #[error("cannot connect to {0}")]
+    Connect(String, #[source] tonic::transport::Error),
+}
+
+type Result<T> = std::result::Result<T, ConnectError>;
 
 /// What `{cluster}` stands for in a [`PerCluster`] path.
 pub const CLUSTER: &str = "{cluster}";
@@ -33,13 +59,16 @@ impl PerCluster {
         match (self.per_agent(), cluster) {
             (false, _) => Ok(PathBuf::from(&self.0)),
             (true, Some(cluster)) => Ok(PathBuf::from(self.0.replace(CLUSTER, cluster))),
-            (true, None) => bail!("{} names a file per cluster, and this connection has none", self.0),
+            (true, None) => Err(ConnectError::NoCluster(self.0.clone())),
         }
     }
 
     fn read(&self, cluster: Option<&str>) -> Result<Vec<u8>> {
         let path = self.path(cluster)?;
-        std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))
+        std::fs::read(&path).map_err(|source| ConnectError::Read {
+            path: path.display().to_string(),
+            source,
+        })
     }
 }
 
@@ -74,13 +103,13 @@ impl Credentials {
             None => return Ok(None),
             Some(Token::Value(token)) => token.clone(),
             Some(Token::File(file)) => String::from_utf8(file.read(cluster)?)
-                .context("the token file is not UTF-8")?
+                .map_err(|_| ConnectError::TokenNotUtf8)?
                 .trim()
                 .to_owned(),
         };
         let value = format!("Bearer {token}")
             .parse()
-            .context("the token is not valid metadata")?;
+            .map_err(|_| ConnectError::TokenNotMetadata)?;
         Ok(Some(value))
     }
 }
@@ -114,23 +143,26 @@ impl Target {
     /// Checks that the scheme and the TLS settings agree, and that the hub's credentials are
     /// its own.
     pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(ConnectError::Settings(m));
         let https = self.server.starts_with("https://");
         if !https && !self.server.starts_with("http://") {
-            bail!("--server {}: must start with http:// or https://", self.server);
+            return bad(format!("--server {}: must start with http:// or https://", self.server));
         }
         match (https, &self.tls) {
-            (true, None) => bail!("--server {} is https: --ca-file is needed", self.server),
-            (false, Some(_)) => bail!(
-                "--ca-file, --tls-server-name or a client certificate given for {}, which is not https",
-                self.server
-            ),
+            (true, None) => return bad(format!("--server {} is https: --ca-file is needed", self.server)),
+            (false, Some(_)) => {
+                return bad(format!(
+                    "--ca-file, --tls-server-name or a client certificate given for {}, which is not https",
+                    self.server
+                ));
+            }
             _ => {}
         }
         if !https && self.agents.client_cert.is_some() {
-            bail!("--client-cert needs an https:// server");
+            return bad("a client certificate needs an https:// server".to_owned());
         }
         if self.hub.per_agent() {
-            bail!("the hub's credentials cannot name a file per cluster");
+            return bad("the hub's credentials cannot name a file per cluster".to_owned());
         }
         Ok(())
     }
@@ -147,7 +179,7 @@ impl Connection {
     /// `index`-th connection (which picks its source address).
     pub async fn open(target: &Target, credentials: &Credentials, cluster: Option<&str>, index: usize) -> Result<Self> {
         let mut endpoint = Endpoint::from_shared(target.server.clone())
-            .with_context(|| format!("bad server address {:?}", target.server))?
+            .map_err(|e| ConnectError::Address(target.server.clone(), e))?
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(30));
         if let Some(tls) = &target.tls {
@@ -158,7 +190,7 @@ impl Connection {
             if let Some((cert, key)) = &credentials.client_cert {
                 config = config.identity(Identity::from_pem(cert.read(cluster)?, key.read(cluster)?));
             }
-            endpoint = endpoint.tls_config(config).context("the TLS settings")?;
+            endpoint = endpoint.tls_config(config).map_err(ConnectError::Tls)?;
         }
         if !target.source_addresses.is_empty() {
             let from = target.source_addresses[index % target.source_addresses.len()];
@@ -168,7 +200,7 @@ impl Connection {
         let channel = endpoint
             .connect()
             .await
-            .with_context(|| format!("cannot connect to {}", target.server))?;
+            .map_err(|e| ConnectError::Connect(target.server.clone(), e))?;
         Ok(Self {
             client: CloudEventServiceClient::new(channel).max_decoding_message_size(64 << 20),
             bearer,

@@ -1,4 +1,4 @@
-//! Generates the `io.cloudevents.v1` client the simulated agents and the memory hub speak.
+//! Generates the `io.cloudevents.v1` client (no server) that conductor-load and `conductor agent` speak.
 use std::env;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
