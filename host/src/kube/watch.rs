@@ -84,6 +84,18 @@ impl Watch {
     /// The cached objects in `namespace` matching the selectors, as JSON.
     pub fn list(&self, namespace: Option<&str>, labels: &LabelSelector, fields: &FieldSelector) -> Vec<String> {
         let namespace = fields.namespace.as_deref().or(namespace);
+        // One object by name (a plugin reading the object an agent's request is about): looked
+        // up, not found among every object of the cache.
+        if let (Some(name), Some(namespace)) = (fields.name.as_deref(), namespace) {
+            let at = ObjectRef::new_with(name, self.dyntype.clone()).within(namespace);
+            return self
+                .store
+                .get(&at)
+                .filter(|o| labels.matches(o.labels()))
+                .and_then(|o| serde_json::to_string(&*o).ok())
+                .into_iter()
+                .collect();
+        }
         self.store
             .state()
             .iter()

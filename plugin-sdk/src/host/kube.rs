@@ -1,6 +1,7 @@
 //! The Kubernetes API server as a plugin reaches it through the host's `kube` capability
 //! ([`Host::kube`]): dynamic objects as JSON, watches delivered as host events, TokenRequests.
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::Host;
@@ -11,12 +12,12 @@ fn unexpected(reply: KubeReply) -> Error {
     Error::Internal(format!("the host answered a kube call with {reply:?}"))
 }
 
-fn parse(json: &str) -> Result<Value, Error> {
+fn parse<T: DeserializeOwned>(json: &str) -> Result<T, Error> {
     serde_json::from_str(json)
         .map_err(|e| Error::Internal(format!("the host returned an object that is not JSON: {e}")))
 }
 
-fn one_object(reply: KubeReply) -> Result<Value, Error> {
+fn one_object<T: DeserializeOwned>(reply: KubeReply) -> Result<T, Error> {
     match reply {
         KubeReply::Object(o) => parse(&o),
         other => Err(unexpected(other)),
@@ -76,6 +77,17 @@ impl<'h> Kube<'h> {
         namespace: Option<&str>,
         selector: &Selector,
     ) -> Result<Vec<Value>, Error> {
+        self.list_as(resource, namespace, selector)
+    }
+
+    /// As [`Kube::list`], each object decoded as `T`: a struct of only the fields the plugin
+    /// reads costs less to decode than a whole object as a `Value`.
+    pub fn list_as<T: DeserializeOwned>(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        selector: &Selector,
+    ) -> Result<Vec<T>, Error> {
         match self.call(KubeRequest::List {
             resource: resource.clone(),
             namespace: ns(namespace),
@@ -122,6 +134,19 @@ impl<'h> Kube<'h> {
         patch: &Value,
         subresource: Option<&str>,
     ) -> Result<Value, Error> {
+        self.patch_as(resource, namespace, name, patch, subresource)
+    }
+
+    /// As [`Kube::patch`], the object as patched decoded as `T` (`serde::de::IgnoredAny` when
+    /// the plugin does not read it).
+    pub fn patch_as<T: DeserializeOwned>(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Value,
+        subresource: Option<&str>,
+    ) -> Result<T, Error> {
         one_object(self.call(KubeRequest::Patch {
             resource: resource.clone(),
             namespace: ns(namespace),

@@ -128,15 +128,16 @@ impl Plugin for Kube {
 
     fn on_event(&mut self, host: &Host, event: HostEvent) -> Result<(), Error> {
         let HostEvent::Watch(watch) = event else { return Ok(()) };
-        let object = watch.object()?;
         let deleted = watch.change == Change::Deleted;
         let spec = if watch.resource == manifest_works().name() {
             if deleted {
-                works::deleted(host, &object)?
+                works::deleted(host, &watch.object()?)?
             } else {
-                works::applied(host, &object)?
+                // The hot path: decoded once, as far as it is read.
+                works::applied_text(host, &watch.object)?
             }
         } else {
+            let object = watch.object()?;
             let api_version = object["apiVersion"].as_str().unwrap_or_default();
             match resources::data_type_of(&watch.resource, api_version) {
                 Some(data_type) => registration::watched(host, data_type, &object, deleted)?,
