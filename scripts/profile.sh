@@ -20,9 +20,9 @@ command -v perf >/dev/null || { echo "profile: perf is not installed (Debian: li
 data="$(mktemp)"
 trap 'rm -f "$data" "$data.folded"' EXIT
 perf record -q -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$pid" -o "$data" -- sleep "$seconds" >/dev/null 2>&1
-perf script -i "$data" 2>/dev/null | inferno-collapse-perf > "$data.folded"
+perf script --no-inline -i "$data" 2>/dev/null | inferno-collapse-perf > "$data.folded"
 mkdir -p "$(dirname "$out")"
 inferno-flamegraph --title "$title" < "$data.folded" > "$out"
 echo "profile: $(wc -l < "$data.folded") stacks → $out; most samples of their own:" >&2
-perf report -i "$data" --no-children --stdio --sort symbol -q 2>/dev/null \
+perf report -i "$data" --no-children --no-inline --stdio --sort symbol -q 2>/dev/null \
     | grep -v '^$' | grep -v '^#' | grep '%' | head -10 >&2
