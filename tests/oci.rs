@@ -1,9 +1,12 @@
 //! Plugins from an OCI registry, against a real one (the CNCF distribution server with TLS and
-//! basic auth): pushed with `conductor plugins push` (signed) and by skopeo, signed by conductor
-//! and independently with openssl over cosign's payload; loaded by digest and serving an agent,
-//! restarted from the cache with the registry down; and everything that must be refused — a tag
-//! without digest, a digest the registry lacks, an unsigned or wrongly signed or tampered
-//! artifact, a registry that is down — refused with the reason while the running plugin serves.
+//! basic auth): pushed with `conductor plugins push` (signed; refused, saying why, without the
+//! registry's CA or with a file that is not WebAssembly) and by skopeo, signed by conductor and
+//! independently with openssl over cosign's payload; loaded by digest and serving an agent, its
+//! reference and digests shown by `conductor inspect plugins`, restarted from the cache with the
+//! registry down (the log saying the registry was not contacted); and everything that must be
+//! refused — a tag without digest, a digest the registry lacks, an unsigned or wrongly signed or
+//! tampered artifact, a registry that is down — refused with the reason while the running plugin
+//! serves.
 
 #[path = "support/blob_store.rs"]
 mod blob_store;
@@ -137,6 +140,46 @@ async fn a_signed_plugin_pushed_to_a_registry_loads_by_digest_serves_and_restart
     let mut registry = Registry::start();
     let keys = tempfile::tempdir().unwrap();
     let (private, public) = key_pair(keys.path(), "cosign");
+
+    // Without --ca-file the registry's certificate (of the test CA) is not trusted: the push says
+    // so and names the option; a file that is not WebAssembly is refused in one line.
+    let (tagged, auth) = (
+        format!("{}:v1", registry.reference("conductor/static-works")),
+        registry.auth_file.display().to_string(),
+    );
+    let file = component().display().to_string();
+    let (ok, out) = conductor(&["plugins", "push", &file, &tagged, "--auth-file", &auth]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "registry {}: TLS: the registry's certificate is not trusted (UnknownIssuer); pass the CA that signed it with --ca-file",
+            registry.host()
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("cannot log in"), "{out}");
+    let scratch = tempfile::tempdir().unwrap();
+    let text = scratch.path().join("plugin.txt");
+    std::fs::write(&text, "hello world\n").unwrap();
+    let ca = registry.ca.display().to_string();
+    let text_file = text.display().to_string();
+    let (ok, out) = conductor(&[
+        "plugins",
+        "push",
+        &text_file,
+        &tagged,
+        "--auth-file",
+        &auth,
+        "--ca-file",
+        &ca,
+    ]);
+    assert!(!ok, "{out}");
+    assert_eq!(
+        out.trim(),
+        format!(r#"error: {text_file} is not a plugin: not a WebAssembly component (it starts with "hello wo")"#),
+        "one line"
+    );
+
     let digest = push(&registry, "conductor/static-works", "v1", Some(&private));
     let pinned = format!("{}@{digest}", registry.reference("conductor/static-works"));
     let cache = tempfile::tempdir().unwrap();
@@ -145,10 +188,24 @@ async fn a_signed_plugin_pushed_to_a_registry_loads_by_digest_serves_and_restart
     let line = c.wait_for_log("plugin artifact pulled").await;
     assert!(line.contains(r#""signed":true"#), "{line}");
     served(&c).await;
+    // The inspector shows the reference and the digests it runs, as JSON and as a table.
     let (_, plugins) = c.admin_get("/inspect/plugins").await.unwrap();
+    let plugins: serde_json::Value = serde_json::from_str(&plugins).unwrap();
+    let oci = &plugins[0]["oci"];
+    assert_eq!(
+        (&oci["reference"], &oci["digest"]),
+        (&pinned.as_str().into(), &digest.as_str().into()),
+        "{plugins}"
+    );
+    assert_eq!(oci["from_cache"], false, "{plugins}");
+    assert_eq!(plugins[0]["digest"], digest.as_str(), "{plugins}");
+    let admin = format!("http://{}", c.admin_addr.as_deref().unwrap());
+    let (ok, table) = conductor(&["inspect", "plugins", "--admin", &admin]);
+    assert!(ok, "{table}");
+    let component_digest = oci["component_digest"].as_str().unwrap();
     assert!(
-        plugins.contains(&digest),
-        "the inspector shows the digest it runs: {plugins}"
+        table.contains(&format!("works: {pinned} (component {component_digest})")),
+        "{table}"
     );
     drop(c);
 
@@ -181,6 +238,15 @@ async fn a_signed_plugin_pushed_to_a_registry_loads_by_digest_serves_and_restart
         "not pulled again: {}",
         c.logs()
     );
+    assert!(
+        c.logs().contains(&format!(
+            "plugin works: loaded {pinned} from the cache; the registry was not contacted"
+        )),
+        "{}",
+        c.logs()
+    );
+    let (_, plugins) = c.admin_get("/inspect/plugins").await.unwrap();
+    assert!(plugins.contains(r#""from_cache":true"#), "{plugins}");
 }
 
 #[tokio::test]

@@ -121,7 +121,8 @@ enum InspectWhat {
     /// Live Subscribe streams: cluster, data type, user, remote address, age, events sent, queue.
     Subscribers,
     /// Plugins: form, version, grants, sources, data types, instances, calls, errors, call
-    /// latency, last error, when loaded.
+    /// latency, last error, when loaded; for one pulled from a registry, its `oci://…@sha256:…`
+    /// reference and its component's digest.
     Plugins,
     /// One plugin: its row of `inspect plugins`, then every key it keeps in `kv` with its value.
     Plugin {

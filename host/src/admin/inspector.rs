@@ -113,6 +113,12 @@ impl Inspector {
                 .oci_reference()
                 .or_else(|| plugin.map(|p| p.file().path.display().to_string())),
             digest: entry.digest.clone(),
+            oci: entry.artifact.as_ref().map(|a| inspect::OciArtifact {
+                reference: a.reference.clone(),
+                digest: a.digest.clone(),
+                component_digest: a.component_digest.clone(),
+                from_cache: a.from_cache,
+            }),
             declared_name: description.map(|d| d.name.clone()),
             version: description.map(|d| d.version.clone()),
             contract: description.map(|d| d.sdk_version.clone()),

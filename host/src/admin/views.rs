@@ -49,6 +49,10 @@ pub struct Plugin {
     /// `sha256:…` of what runs: the file's bytes, or the artifact's manifest digest.
     #[serde(default)]
     pub digest: Option<String>,
+    /// For a plugin pulled from a registry (`file = "oci://…"`): its reference and what that
+    /// resolved to.
+    #[serde(default)]
+    pub oci: Option<OciArtifact>,
     /// The name and version the plugin declares, and the contract it was built against (none
     /// for the built-in memory source).
     pub declared_name: Option<String>,
@@ -77,6 +81,19 @@ pub struct Plugin {
     pub limits_refused: BTreeMap<String, LimitRefusals>,
     /// When it was loaded: at startup, or by the reload that last replaced it.
     pub loaded_at: DateTime<Utc>,
+}
+
+/// Where a plugin from a registry came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OciArtifact {
+    /// The `oci://registry/repository@sha256:…` reference it was loaded by.
+    pub reference: String,
+    /// The manifest's digest.
+    pub digest: String,
+    /// The component's digest: the bytes that run.
+    pub component_digest: String,
+    /// Whether its last load found it in the cache, without contacting the registry.
+    pub from_cache: bool,
 }
 
 /// How often a limit refused a plugin's host calls.

@@ -129,6 +129,14 @@ pub fn plugins(plugins: &[Plugin], now: DateTime<Utc>) -> String {
         &rows,
     );
     for p in plugins {
+        if let Some(oci) = &p.oci {
+            // The reference is pinned by the manifest's digest.
+            let cached = if oci.from_cache { "; loaded from the cache" } else { "" };
+            out += &format!(
+                "\n{}: {} (component {}{cached})\n",
+                p.name, oci.reference, oci.component_digest
+            );
+        }
         if let Some(e) = p.calls.as_ref().and_then(|c| c.last_error.as_ref()) {
             out += &format!("\n{}: last error {} ago: {}\n", p.name, age(e.at, now), e.message);
         }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::config::{ConfigError, LoadedConfig, PluginKind};
 use crate::oci::{self, ArtifactReference, PublicKey};
-use crate::plugins::{LoadError, PluginFile};
+use crate::plugins::{LoadError, PluginFile, PulledArtifact};
 
 /// A plugin's file and what identifies its contents.
 #[derive(Debug, Clone)]
@@ -18,6 +18,8 @@ pub struct Located {
     pub component_digest: Option<String>,
     /// The registry reference it was pulled by.
     pub reference: Option<ArtifactReference>,
+    /// Whether the artifact was found in the cache, the registry not contacted.
+    pub from_cache: bool,
 }
 
 impl Located {
@@ -30,6 +32,16 @@ impl Located {
     /// the digest of a file's bytes.
     pub fn digest(&self, file: &PluginFile) -> String {
         self.manifest_digest.clone().unwrap_or_else(|| file.digest.clone())
+    }
+
+    /// Where an artifact from a registry came from (none for a file).
+    pub fn artifact(&self) -> Option<PulledArtifact> {
+        Some(PulledArtifact {
+            reference: self.reference.as_ref()?.to_string(),
+            digest: self.manifest_digest.clone()?,
+            component_digest: self.component_digest.clone()?,
+            from_cache: self.from_cache,
+        })
     }
 }
 
@@ -46,6 +58,7 @@ pub async fn locate(loaded: &LoadedConfig, name: &str) -> Result<Located, Config
             manifest_digest: None,
             component_digest: None,
             reference: None,
+            from_cache: false,
         });
     };
     let reference = ArtifactReference::parse_pinned(&text).map_err(|e| loaded.error(format!("{key}.file"), e))?;
@@ -73,6 +86,7 @@ pub async fn locate(loaded: &LoadedConfig, name: &str) -> Result<Located, Config
         manifest_digest: Some(fetched.manifest_digest),
         component_digest: Some(fetched.layer_digest),
         reference: Some(reference),
+        from_cache: fetched.from_cache,
     })
 }
 
@@ -84,5 +98,6 @@ pub fn registry_options(loaded: &LoadedConfig) -> oci::RegistryOptions {
         ca_file: settings.ca_file.as_deref().map(|f| loaded.resolve(f)),
         timeout: settings.timeout.0,
         max_blob_size: settings.max_plugin_size.0,
+        ca_file_option: "[oci] ca_file",
     }
 }

@@ -134,5 +134,6 @@ pub fn command_line_options(auth_file: Option<PathBuf>, ca_file: Option<PathBuf>
         ca_file,
         timeout: defaults.timeout.0,
         max_blob_size: defaults.max_plugin_size.0,
+        ca_file_option: "--ca-file",
     }
 }

@@ -47,6 +47,7 @@ async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStor
                 digest: None,
                 source: Arc::new(memory),
                 plugin: None,
+                artifact: None,
                 loaded_at: SystemTime::now(),
             })
         }
@@ -55,14 +56,25 @@ async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStor
             let failed = |reason: String| loaded.error(&key, format!("{}: {reason}", located.path.display()));
             let file = located.read(plugin.kind).await.map_err(|e| failed(error_chain(&e)))?;
             let digest = located.digest(&file);
+            let artifact = located.artifact();
             let source = PluginSource::load(name, plugin, file, kv.of(name), host)
                 .await
                 .map_err(|e| failed(error_chain(&e)))?;
+            if let Some(a) = artifact.as_ref().filter(|a| a.from_cache) {
+                tracing::info!(
+                    plugin = name,
+                    reference = %a.reference,
+                    component = %a.component_digest,
+                    "plugin {name}: loaded {} from the cache; the registry was not contacted",
+                    a.reference
+                );
+            }
             Ok(Running {
                 config: plugin.clone(),
                 digest: Some(digest),
                 source: Arc::clone(&source) as Arc<dyn Source>,
                 plugin: Some(source),
+                artifact,
                 loaded_at: SystemTime::now(),
             })
         }

@@ -133,7 +133,11 @@ impl Registry {
             if let Some(authorization) = authorization.as_ref().filter(|_| url.origin() == registry) {
                 request = request.header(header::AUTHORIZATION, authorization);
             }
-            let response = request.send().await.map_err(|e| failed(&url, error_chain(&e)))?;
+            let response = request.send().await.map_err(|e| {
+                let elsewhere = (url.origin() != registry).then(|| url.origin().ascii_serialization());
+                let reason = self.tls_refusal(&e, elsewhere.as_deref());
+                failed(&url, reason.unwrap_or_else(|| error_chain(&e)))
+            })?;
             let location = response.headers().get(header::LOCATION);
             let (true, Some(location)) = (response.status().is_redirection(), location) else {
                 return Ok(response);

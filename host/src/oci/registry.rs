@@ -28,6 +28,9 @@ pub struct RegistryOptions {
     pub timeout: Duration,
     /// The largest plugin component a pull accepts.
     pub max_blob_size: u64,
+    /// Where the operator names the CA file, for an error that asks for one: `--ca-file` on
+    /// the command line, `[oci] ca_file` in conductor.toml.
+    pub ca_file_option: &'static str,
 }
 
 /// A client of the registry of one reference: `oci-client` to log in and push, conductor's own
@@ -39,6 +42,9 @@ pub struct Registry {
     pub(super) http: reqwest::Client,
     pub(super) pull_authorization: tokio::sync::OnceCell<Option<String>>,
     pub(super) max_blob_size: u64,
+    /// The CA file trusted besides the machine's roots, and the option that names it.
+    ca_file: Option<PathBuf>,
+    ca_file_option: &'static str,
 }
 
 impl Registry {
@@ -76,14 +82,47 @@ impl Registry {
             http: http_client(options, extra_roots)?,
             pull_authorization: tokio::sync::OnceCell::new(),
             max_blob_size: options.max_blob_size,
+            ca_file: options.ca_file.clone(),
+            ca_file_option: options.ca_file_option,
         })
     }
 
+    /// `what` failed with `e`: the registry's refusal, or the TLS handshake's (which no `what`
+    /// explains: "cannot log in" to a registry whose certificate is not trusted misleads).
     pub(super) fn failed(&self, what: &str, e: &OciDistributionError) -> OciError {
+        let reason = self
+            .tls_refusal(e, None)
+            .unwrap_or_else(|| format!("{what}: {}", error_chain(e)));
         OciError::Registry {
             registry: self.name.clone(),
-            reason: format!("{what}: {}", error_chain(e)),
+            reason,
         }
+    }
+
+    /// When `e` failed because the TLS handshake refused the certificate of the registry (or of
+    /// the server `elsewhere` it redirected to): why, naming the CA file option when trusting
+    /// another CA is the cure.
+    pub(super) fn tls_refusal(&self, e: &(dyn std::error::Error + 'static), elsewhere: Option<&str>) -> Option<String> {
+        let refused = refused_certificate(e)?;
+        let whose = match elsewhere {
+            None => "the registry's certificate".to_owned(),
+            Some(server) => format!("the certificate of {server}"),
+        };
+        Some(match refused {
+            rustls::Error::InvalidCertificate(
+                why @ (rustls::CertificateError::UnknownIssuer | rustls::CertificateError::BadSignature),
+            ) => {
+                let even = match &self.ca_file {
+                    Some(ca) => format!(", not even with the CA file {}", ca.display()),
+                    None => String::new(),
+                };
+                format!(
+                    "TLS: {whose} is not trusted ({why:?}){even}; pass the CA that signed it with {}",
+                    self.ca_file_option
+                )
+            }
+            other => format!("TLS: {whose} is refused: {other}"),
+        })
     }
 
     /// Logs in for pushing to `reference`'s repository.
@@ -123,6 +162,23 @@ impl Registry {
     }
 }
 
+/// The refusal of a certificate by a TLS handshake (`rustls::Error::InvalidCertificate`) anywhere
+/// in `e`'s causes. rustls' error travels in an `io::Error` (in another one, through
+/// hyper-rustls), whose `source` skips what it wraps: what an `io::Error` wraps is looked at next.
+fn refused_certificate<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if let Some(refused @ rustls::Error::InvalidCertificate(_)) = e.downcast_ref::<rustls::Error>() {
+            return Some(refused);
+        }
+        next = match e.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref) {
+            Some(wrapped) => Some(wrapped as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    None
+}
+
 /// The HTTP client of pulls: HTTPS only, the machine's roots and `extra_roots`, `options`'
 /// timeouts, no redirect followed by itself (pulls follow them, [`super::download`]).
 fn http_client(options: &RegistryOptions, extra_roots: Vec<reqwest::Certificate>) -> Result<reqwest::Client, OciError> {
@@ -154,4 +210,50 @@ pub fn default_auth_file() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker")))?;
     Some(dir.join("config.json")).filter(|f| f.exists())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("client error (Connect)")]
+    struct Connect(#[source] io::Error);
+
+    fn handshake(refused: rustls::CertificateError) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, rustls::Error::InvalidCertificate(refused))
+    }
+
+    #[test]
+    fn a_certificate_the_handshake_refused_is_told_as_such_naming_the_ca_option() {
+        let reference = ArtifactReference::parse("oci://registry.example:5000/team/widgets:v1").unwrap();
+        let options = RegistryOptions {
+            auth_file: None,
+            ca_file: None,
+            timeout: Duration::from_secs(1),
+            max_blob_size: 1024,
+            ca_file_option: "--ca-file",
+        };
+        let registry = Registry::connect(&reference, &options).unwrap();
+        // As hyper-rustls hands it on: in another io::Error, under the HTTP client's own.
+        let untrusted = Connect(io::Error::other(handshake(rustls::CertificateError::UnknownIssuer)));
+        assert_eq!(
+            registry.tls_refusal(&untrusted, None).as_deref(),
+            Some(
+                "TLS: the registry's certificate is not trusted (UnknownIssuer); pass the CA that signed it with --ca-file"
+            )
+        );
+        let expired = handshake(rustls::CertificateError::Expired);
+        let why = registry.tls_refusal(&expired, Some("https://store.example")).unwrap();
+        assert!(
+            why.starts_with("TLS: the certificate of https://store.example is refused: "),
+            "{why}"
+        );
+        assert_eq!(
+            registry.tls_refusal(&Connect(io::Error::other("connection refused")), None),
+            None
+        );
+    }
 }

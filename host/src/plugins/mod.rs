@@ -45,8 +45,24 @@ pub struct Running {
     pub source: Arc<dyn Source>,
     /// The plugin behind `source` (none for the memory source).
     pub plugin: Option<Arc<PluginSource>>,
+    /// Where it was pulled from, for a plugin from a registry.
+    pub artifact: Option<PulledArtifact>,
     /// When it was loaded: at startup, or by the reload that last replaced it.
     pub loaded_at: std::time::SystemTime,
+}
+
+/// A plugin pulled from a registry (`file = "oci://…"`): the reference it was loaded by and what
+/// that resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PulledArtifact {
+    /// The `oci://…@sha256:…` reference.
+    pub reference: String,
+    /// The manifest's digest.
+    pub digest: String,
+    /// The component's digest: the bytes that run.
+    pub component_digest: String,
+    /// Whether it was loaded from the cache without contacting the registry.
+    pub from_cache: bool,
 }
 
 /// Why a plugin did not load.

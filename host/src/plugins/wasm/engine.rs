@@ -64,6 +64,9 @@ pub(super) async fn compile(file: &Path, expected: Option<&str>) -> Result<(Comp
                 reason: format!("its bytes have digest {digest}, not the verified {expected}"),
             });
         }
+        if let Some(reason) = not_a_component(&bytes) {
+            return Err(LoadError::NotAPlugin { path, reason });
+        }
         let cache = CACHE.get_or_init(Mutex::default);
         if let Some(c) = cache.lock().get(&digest) {
             return Ok((c.clone(), digest));
@@ -77,6 +80,31 @@ pub(super) async fn compile(file: &Path, expected: Option<&str>) -> Result<(Comp
     })
     .await
     .map_err(|e| LoadError::Runtime(format!("compiling {}: {e}", file.display())))?
+}
+
+/// Why `bytes` are not a WebAssembly component, told from their first bytes in a few words (the
+/// parser's refusal dumps the header it expected byte by byte); none when they start as one.
+fn not_a_component(bytes: &[u8]) -> Option<String> {
+    const MAGIC: &[u8] = b"\0asm";
+    /// A component's version and layer after the magic; a core module has version 1, layer 0.
+    const CORE_MODULE: &[u8] = &[1, 0, 0, 0];
+    let head = &bytes[..bytes.len().min(8)];
+    Some(if bytes.is_empty() {
+        "not a WebAssembly component (the file is empty)".to_owned()
+    } else if bytes.starts_with(b"\x7fELF") {
+        "not a WebAssembly component (an ELF file: a native library is loaded with kind = \"native\")".to_owned()
+    } else if !bytes.starts_with(MAGIC) {
+        let start = if head.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+            format!("{:?}", String::from_utf8_lossy(head))
+        } else {
+            head.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
+        };
+        format!("not a WebAssembly component (it starts with {start})")
+    } else if bytes.get(4..8) == Some(CORE_MODULE) {
+        "not a WebAssembly component but a core module: build it for wasm32-wasip2, or make a component of it (`wasm-tools component new`)".to_owned()
+    } else {
+        return None;
+    })
 }
 
 /// The conductor interfaces a component imports, and whether it imports functions of each (a
@@ -121,4 +149,22 @@ pub(super) fn used_capabilities(component: &Component) -> Result<Vec<Capability>
     }
     caps.sort();
     Ok(caps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::not_a_component;
+
+    #[test]
+    fn what_is_not_a_component_is_said_in_a_few_words() {
+        let text = not_a_component(b"hello world\n").unwrap();
+        assert_eq!(text, r#"not a WebAssembly component (it starts with "hello wo")"#);
+        let binary = not_a_component(&[0xff, 0xd8, 0xff, 0xe0, 0, 0x10]).unwrap();
+        assert_eq!(binary, "not a WebAssembly component (it starts with ff d8 ff e0 00 10)");
+        assert!(not_a_component(b"\x7fELF\x02\x01\x01\0").unwrap().contains("ELF"));
+        assert!(not_a_component(b"").unwrap().contains("empty"));
+        let module = not_a_component(b"\0asm\x01\0\0\0").unwrap();
+        assert!(module.contains("core module"), "{module}");
+        assert_eq!(not_a_component(b"\0asm\x0d\0\x01\0"), None, "a component's preamble");
+    }
 }
