@@ -386,8 +386,11 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     runtime.block_on(async {
+        // The least work: no ping as a connection is handed out (sqlx's default; conductor
+        // pings only one that sat idle).
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(pool_size)
+            .test_before_acquire(false)
             .connect(url)
             .await
             .expect("the database");

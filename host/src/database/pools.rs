@@ -17,6 +17,9 @@ use crate::host_events::{EventKey, EventQueue};
 use crate::telemetry::Metrics;
 use crate::telemetry::Readiness;
 
+/// A pooled connection idle longer than this is pinged before it is handed out.
+const PING_IF_IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The configured databases.
 pub struct Databases {
     pools: BTreeMap<String, PgPool>,
@@ -99,6 +102,20 @@ impl Databases {
             let pool = PgPoolOptions::new()
                 .max_connections(config.pool_size)
                 .acquire_timeout(config.connect_timeout.0)
+                // sqlx pings every connection it hands out by default: a round trip per
+                // transaction. A connection in steady use proves itself (sqlx also pings each
+                // one as it comes back, and drops it when that fails); only one that sat idle
+                // (where a restart or an idle timeout of the server may have closed it) is
+                // pinged before use.
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| {
+                    Box::pin(async move {
+                        if meta.idle_for > PING_IF_IDLE_FOR {
+                            sqlx::Connection::ping(conn).await?;
+                        }
+                        Ok(true)
+                    })
+                })
                 .connect_lazy_with(options);
             pools.insert(name.clone(), pool);
         }

@@ -67,8 +67,8 @@ fn bind(sql: String, params: Vec<PgValue>) -> Result<sqlx::query::Query<'static,
             PgValue::Int8(i) => query.bind(i),
             PgValue::Float8(f) => query.bind(f),
             PgValue::Text(s) => query.bind(s),
-            // Sent as jsonb, which `json` columns take by assignment cast; checked, not parsed
-            // into a tree.
+            // Sent as jsonb (the contract: `json` columns take it by assignment cast); checked,
+            // not parsed into a tree.
             PgValue::Json(s) => {
                 let raw = serde_json::value::RawValue::from_string(s)
                     .map_err(|e| db_error(format!("parameter ${} is not JSON: {e}", i + 1)))?;
@@ -86,9 +86,10 @@ fn column_value(row: &PgRow, i: usize) -> Result<PgValue, Error> {
     if raw.is_null() {
         return Ok(PgValue::Null);
     }
-    let type_name = raw.type_info().name().to_owned();
+    let type_info = raw.type_info();
+    let type_name = type_info.name();
     let get_err = |e: sqlx::Error| db_error(format!("column {i} ({type_name}): {e}"));
-    Ok(match type_name.as_str() {
+    Ok(match type_name {
         "BOOL" => PgValue::Bool(row.try_get(i).map_err(get_err)?),
         "INT2" => PgValue::Int4(i32::from(row.try_get::<i16, _>(i).map_err(get_err)?)),
         "INT4" => PgValue::Int4(row.try_get(i).map_err(get_err)?),
@@ -96,7 +97,10 @@ fn column_value(row: &PgRow, i: usize) -> Result<PgValue, Error> {
         "FLOAT4" => PgValue::Float8(f64::from(row.try_get::<f32, _>(i).map_err(get_err)?)),
         "FLOAT8" => PgValue::Float8(row.try_get(i).map_err(get_err)?),
         "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" => PgValue::Text(row.try_get(i).map_err(get_err)?),
-        "JSON" | "JSONB" => {
+        // `json` arrives as its text; `jsonb` as a version byte and its text: either is copied
+        // once, as received (PostgreSQL has checked it is JSON).
+        "JSON" => PgValue::Json(row.try_get::<JsonText, _>(i).map_err(get_err)?.0),
+        "JSONB" => {
             let v: sqlx::types::Json<Box<serde_json::value::RawValue>> = row.try_get(i).map_err(get_err)?;
             PgValue::Json(v.0.get().to_owned())
         }
@@ -111,6 +115,22 @@ fn column_value(row: &PgRow, i: usize) -> Result<PgValue, Error> {
             )));
         }
     })
+}
+
+/// A `json` column's text, read as PostgreSQL sends it (it has checked it is JSON) without
+/// parsing it again.
+struct JsonText(String);
+
+impl sqlx::Type<Postgres> for JsonText {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        sqlx::postgres::PgTypeInfo::with_name("json")
+    }
+}
+
+impl sqlx::Decode<'_, Postgres> for JsonText {
+    fn decode(value: sqlx::postgres::PgValueRef<'_>) -> Result<Self, sqlx::error::BoxDynError> {
+        Ok(Self(value.as_str()?.to_owned()))
+    }
 }
 
 fn rows(result: Vec<PgRow>) -> Result<PgRows, Error> {

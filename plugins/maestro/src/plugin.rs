@@ -387,22 +387,31 @@ impl Maestro {
             .to_owned();
         let tx = host.pg(&self.database).begin()?;
         tx.advisory_lock(lock_key(&id, RESOURCE_STATUS_LOCK))?;
-        let row = store::read_resource(&tx, &id)?;
-        let decision = decide(&event, row.as_ref()).map_err(|e| Error::Invalid(e.to_string()))?;
+        let target = store::read_status_target(&tx, &id)?;
+        let decision = decide(&event, target.as_ref()).map_err(|e| Error::Invalid(e.to_string()))?;
         let now = Utc::now();
-        match (&decision, &row) {
-            (Decision::Update { status }, _) => store::update_status(&tx, &id, status, now)?,
-            (Decision::Delete { status }, Some(row)) => store::delete_resource(&tx, row, status, now)?,
+        match &decision {
+            Decision::Update { status } => store::update_status(&tx, &id, status, now)?,
+            // The whole row (its payload goes into the StatusDelete event), read under the lock.
+            Decision::Delete { status } => {
+                if let Some(row) = store::read_resource(&tx, &id)? {
+                    store::delete_resource(&tx, &row, status, now)?;
+                }
+            }
             _ => {}
         }
         tx.commit()?;
-        let what = match decision {
-            Decision::UnknownResource => "unknown resource; nothing written".to_owned(),
-            Decision::Update { .. } => "status stored".to_owned(),
-            Decision::Delete { .. } => "deleted by the agent; resource removed".to_owned(),
-            Decision::Skip(why) => format!("skipped ({why:?})"),
-        };
-        host.debug(&format!("status of resource {id}: {what}"));
+        // Only the rare outcomes are logged: a line formatted for every stored status costs each
+        // update a string and a host call, and the host drops it below its debug level.
+        match decision {
+            Decision::UnknownResource => {
+                host.debug(&format!("status of resource {id}: unknown resource; nothing written"))
+            }
+            Decision::Delete { .. } => host.debug(&format!(
+                "status of resource {id}: deleted by the agent; resource removed"
+            )),
+            Decision::Update { .. } | Decision::Skip(_) => {}
+        }
         Ok(())
     }
 }

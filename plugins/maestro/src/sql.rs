@@ -66,6 +66,11 @@ pub const READ_RESOURCES: &str = concat!(
     resource_columns!(),
     " FROM resources WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))"
 );
+/// What a status update is judged against ([`crate::status::StatusTarget`]): one resource,
+/// unscoped, with only the `metadata` of its payload (a manifest may be large, and a status
+/// update copies nothing else of it).
+pub const READ_STATUS_TARGET: &str = "SELECT consumer_name, version, payload->'metadata' AS metadata, status::text \
+     FROM resources WHERE id = $1 LIMIT 1";
 /// One resource, unscoped (soft-deleted rows too).
 pub const READ_RESOURCE: &str = concat!("SELECT ", resource_columns!(), " FROM resources WHERE id = $1 LIMIT 1");
 /// A consumer's resources for resync: unscoped, no source filter.

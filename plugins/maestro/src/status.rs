@@ -9,7 +9,17 @@ use serde_json::Value;
 
 use crate::payload::{PayloadError, to_json_map};
 use crate::sequence::{SequenceError, is_newer};
-use crate::spec::ResourceRow;
+
+/// What of a `resources` row a status update is judged against
+/// ([`crate::sql::READ_STATUS_TARGET`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusTarget {
+    pub consumer_name: String,
+    pub version: i64,
+    /// The `metadata` of the row's payload (the spec's), copied into the stored status.
+    pub metadata: Option<Value>,
+    pub status: Option<Value>,
+}
 
 /// The decision for one status update.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,7 +61,7 @@ pub enum StatusError {
 }
 
 /// Decides what a status update does to `found` (the row, read unscoped; `None` if absent).
-pub fn decide(event: &CloudEvent, found: Option<&ResourceRow>) -> Result<Decision, StatusError> {
+pub fn decide(event: &CloudEvent, found: Option<&StatusTarget>) -> Result<Decision, StatusError> {
     let cluster = event.cluster_name().map_err(|_| StatusError::Missing("clustername"))?;
     let id = event.resource_id().map_err(|_| StatusError::Missing("resourceid"))?;
     let version = event
@@ -69,7 +79,7 @@ pub fn decide(event: &CloudEvent, found: Option<&ResourceRow>) -> Result<Decisio
     }
     // The agent's event as received, with the spec's metadata (an object) in place of its own.
     let mut status = to_json_map(event)?;
-    if let (Some(map), Some(meta)) = (status.as_object_mut(), row.payload.get(METADATA)) {
+    if let (Some(map), Some(meta)) = (status.as_object_mut(), &row.metadata) {
         map.insert(METADATA.to_owned(), meta.clone());
     }
     if conditions::is_deleted(&status["data"]) {
@@ -89,7 +99,7 @@ pub fn decide(event: &CloudEvent, found: Option<&ResourceRow>) -> Result<Decisio
         Some(stored) => Some(
             stored[SEQUENCE_ID]
                 .as_str()
-                .ok_or_else(|| StatusError::StoredWithoutSequence(row.id.clone()))?,
+                .ok_or_else(|| StatusError::StoredWithoutSequence(id.to_owned()))?,
         ),
     };
     if !is_newer(new_sequence, stored_sequence)? {
@@ -103,16 +113,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn row() -> ResourceRow {
-        ResourceRow {
-            id: "r-1".into(),
+    fn row() -> StatusTarget {
+        StatusTarget {
             consumer_name: "cluster1".into(),
             version: 2,
-            source: "source-work-client".into(),
-            payload: json!({"metadata": {"name": "nginx", "namespace": "cluster1"}}),
+            metadata: Some(json!({"name": "nginx", "namespace": "cluster1"})),
             status: None,
-            created_at: None,
-            deleted_at: None,
         }
     }
 

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::spec::ResourceRow;
 use crate::sql;
+use crate::status::StatusTarget;
 
 /// The last Maestro migration this plugin understands (`docs/maestro-database.md` §1.1).
 pub const LAST_MIGRATION: &str = "202412181141";
@@ -170,6 +171,21 @@ pub fn read_resources(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap<Stri
 pub fn read_resource(tx: &Transaction<'_>, id: &str) -> Result<Option<ResourceRow>, Error> {
     let rows = tx.query(sql::READ_RESOURCE, &[id.into()])?;
     rows.first().map(resource).transpose()
+}
+
+/// What a status update for resource `id` is judged against, unscoped, in a transaction.
+pub fn read_status_target(tx: &Transaction<'_>, id: &str) -> Result<Option<StatusTarget>, Error> {
+    let rows = tx.query(sql::READ_STATUS_TARGET, &[id.into()])?;
+    rows.first()
+        .map(|row| {
+            Ok(StatusTarget {
+                consumer_name: text(&row, "consumer_name")?,
+                version: row.int("version")?.unwrap_or_default(),
+                metadata: row.json("metadata")?,
+                status: row.json("status")?,
+            })
+        })
+        .transpose()
 }
 
 /// A consumer's resources for resync: unscoped, no source filter.
