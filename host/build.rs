@@ -4,9 +4,13 @@
 //! whose `CloudEvent` is `crate::wire::WireEvent` — an event either as a message or already
 //! encoded, so that fan-out encodes an event once for all its subscribers — with
 //! `grpc::codec::LeanCodec`, whose buffers start small.
-use std::{env, path::PathBuf};
+//!
+//! Also names the commit the binary is built from (`CONDUCTOR_COMMIT`, for `conductor
+//! --version` and `conductor_build_info`).
+use std::{env, path::PathBuf, process::Command};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    build_commit();
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
     // SAFETY: build scripts are single-threaded.
     unsafe { env::set_var("PROTOC", protoc) };
@@ -27,4 +31,46 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .extern_path(".io.cloudevents.v1.CloudEvent", "crate::wire::WireEvent")
         .compile_protos(&["../proto/cloudevent.proto"], &["../proto"])?;
     Ok(())
+}
+
+/// Sets `CONDUCTOR_COMMIT`: `CONDUCTOR_REVISION` when set (the image build passes it, having no
+/// `.git`), else the checkout's `HEAD`, else `unknown`. Runs again when `HEAD` moves.
+fn build_commit() {
+    println!("cargo:rerun-if-env-changed=CONDUCTOR_REVISION");
+    let from_env = env::var("CONDUCTOR_REVISION")
+        .ok()
+        .filter(|r| !r.is_empty() && r != "unknown");
+    let commit = from_env.or_else(|| {
+        watch_git_head();
+        git(&["rev-parse", "HEAD"])
+    });
+    let commit = commit.unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=CONDUCTOR_COMMIT={commit}");
+}
+
+/// Reruns the build script when the checkout's `HEAD` or the branch it names moves (only files
+/// that exist: cargo reruns every time for a missing one).
+fn watch_git_head() {
+    let (Some(git_dir), Some(common_dir)) = (
+        git(&["rev-parse", "--absolute-git-dir"]),
+        git(&["rev-parse", "--path-format=absolute", "--git-common-dir"]),
+    ) else {
+        return;
+    };
+    let head = PathBuf::from(&git_dir).join("HEAD");
+    let mut watched = vec![head.clone(), PathBuf::from(&common_dir).join("packed-refs")];
+    if let Ok(text) = std::fs::read_to_string(&head)
+        && let Some(branch) = text.trim().strip_prefix("ref: ")
+    {
+        watched.push(PathBuf::from(&common_dir).join(branch));
+    }
+    for path in watched.iter().filter(|p| p.exists()) {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+}
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    (out.status.success() && !text.trim().is_empty()).then(|| text.trim().to_owned())
 }

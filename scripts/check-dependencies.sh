@@ -18,6 +18,10 @@ else
     echo "dependencies: advisories not checked (CONDUCTOR_ADVISORY_DBS names no local advisory database)" >&2
 fi
 
+# Every crate of Cargo.lock, for every platform (a build fetches only this machine's): cargo-deny
+# and `cargo metadata` below then read them offline.
+cargo fetch --locked --quiet
+
 report="$(mktemp)"
 trap 'rm -f "$report"' EXIT
 status=0

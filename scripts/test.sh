@@ -9,9 +9,9 @@ export CONDUCTOR_PYTHON CONDUCTOR_PYSTUBS CONDUCTOR_GRPCURL CONDUCTOR_KUBECTL CO
     CONDUCTOR_PROMETHEUS CONDUCTOR_PROMTOOL
 # Builds are slow on small machines: keep them between runs (cargo rebuilds what changed).
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/conductor/target}"
-# The cargo tools (cargo-deny, cargo-cyclonedx, cargo-fuzz, mdbook), pinned, built once into the
-# cache.
-eval "$(scripts/tools.sh)"
+# The cargo tools the tests use (scripts/tools.sh pins them), built once into the cache; inferno,
+# for the benches' flame graphs only, is not built here.
+eval "$(scripts/tools.sh cargo-deny cargo-cyclonedx cargo-fuzz mdbook)"
 
 # The monitoring assets (deploy/observability), before the slow build: the rules load and every
 # alert fires and stays quiet as its unit tests say; the dashboard is well formed and reads only

@@ -8,6 +8,8 @@
 //!   nothing of the parsed configuration.
 //! - `docs/reference/cli.md` is the help of every command of the `conductor` binary, as
 //!   `conductor help COMMAND…` prints it. `UPDATE_CLI_REFERENCE=1` rewrites the page.
+//! - `conductor --version` names the version, the plugin contract of `plugin-sdk/wit/plugin.wit`
+//!   and the commit the binary is built from (CHANGELOG.md's entries name their contract).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -410,4 +412,38 @@ fn the_command_line_reference_is_the_help_of_every_command() {
         );
     }
     assert!(page.contains("## `conductor serve`") && page.contains("## `conductor plugins inspect`"));
+}
+
+#[test]
+fn the_version_names_the_plugin_contract_and_the_commit() {
+    let wit = std::fs::read_to_string(repo().join("plugin-sdk/wit/plugin.wit")).unwrap();
+    let contract = wit
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("package conductor:plugin@")?.strip_suffix(';'))
+        .expect("the WIT names its package");
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(repo())
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim()[..12].to_owned())
+        .unwrap_or_else(|| "unknown".to_owned());
+    let out = Command::new(conductor_bin())
+        .arg("--version")
+        .output()
+        .expect("conductor runs");
+    let line = String::from_utf8(out.stdout).expect("UTF-8");
+    assert_eq!(
+        line.trim(),
+        format!(
+            "conductor {} (plugin contract {contract}, commit {head})",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    let changelog = std::fs::read_to_string(repo().join("CHANGELOG.md")).unwrap();
+    assert!(
+        changelog.contains(&format!("## [Unreleased] — plugin contract {contract}")),
+        "CHANGELOG.md's Unreleased entry names the contract the code serves ({contract})"
+    );
 }

@@ -31,6 +31,7 @@
 //! - [`authoring`]: what plugin authors run — `conductor plugins new` and `conductor plugins test`;
 //! - [`agent`]: `conductor agent`, an OCM agent in a terminal (on the client of `conductor-load`);
 //! - [`errors`]: an error and its causes as one line; `private_folder`: the caches' folders, private
+//! - [`build_info`]: the binary's version, plugin contract and commit (`conductor --version`);
 //!   to conductor's user.
 //!
 //! Modules form an acyclic graph: `scripts/module-cycles.py` checks it in the test command.
@@ -44,6 +45,7 @@ pub mod auth;
 pub mod authoring;
 pub mod broker;
 pub mod config;
+pub mod build_info;
 pub mod database;
 pub mod dropin;
 pub mod dynamic;

@@ -9,7 +9,7 @@ use conductor::plugins::PluginFile;
 /// CloudEvents conductor for Open Cluster Management hubs: serves OCM's CloudEvents-over-gRPC
 /// protocol to managed-cluster agents and routes every request to the source plugin that owns it.
 #[derive(Parser)]
-#[command(version, propagate_version = true)]
+#[command(version = conductor::build_info::version_line(), propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -4,6 +4,8 @@ use std::collections::HashMap;
 
 use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
+use crate::build_info;
+
 use super::broker_metrics::BrokerMetrics;
 use super::config_metrics::ConfigMetrics;
 use super::exported::ExportedMetrics;
@@ -316,11 +318,16 @@ fn register_process_and_build(registry: &Registry) -> prometheus::IntGauge {
         .register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))
         .expect("metric registered once");
     let build = IntGaugeVec::new(
-        Opts::new("conductor_build_info", "The running build: its version (always 1)."),
-        &["version"],
+        Opts::new(
+            "conductor_build_info",
+            "The running build: its version, plugin contract and commit (always 1).",
+        ),
+        &["version", "contract", "revision"],
     )
     .expect("valid metric");
-    build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+    build
+        .with_label_values(&[build_info::VERSION, build_info::CONTRACT, build_info::COMMIT])
+        .set(1);
     let ready = prometheus::IntGauge::with_opts(Opts::new(
         "conductor_ready",
         "1 when the process should receive traffic (/readyz answers 200), else 0.",
