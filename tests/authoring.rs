@@ -5,7 +5,9 @@
 //! component and reports every call as expected — and fails, naming the difference, on a script
 //! expecting something else; then `conductor serve` with the project's own `conductor.toml`
 //! serves an agent: its resync gets the configured work, its status update is kept in the
-//! plugin's `kv` (seen through `/inspect/plugins/<name>`), a malformed one is refused.
+//! plugin's `kv` (seen through `/inspect/plugins/<name>`), a malformed one is refused; and a
+//! second copy of the plugin, configured with a source of its own (`config.source`) and routed to
+//! it, gets its own agents' status updates, with no source reported routed to another plugin.
 //!
 //! The Python and JavaScript builds use the pinned componentize-py, componentize-js and rolldown
 //! that `scripts/build-polyglot-plugins.sh` installs (scripts/test.sh runs it first); the Rust
@@ -99,9 +101,9 @@ async fn new_build_test_serve(lang: &str) {
     let wasm = project.join(format!("{}.wasm", name.replace('-', "_")));
     assert!(wasm.is_file(), "{lang}: no {} after:\n{built}", wasm.display());
     let passed = match lang {
-        "rust" => "test result: ok. 4 passed",
-        "python" => "Ran 4 tests",
-        _ => "# pass 4",
+        "rust" => "test result: ok. 5 passed",
+        "python" => "Ran 5 tests",
+        _ => "# pass 5",
     };
     assert!(built.contains(passed), "{lang}: its unit tests:\n{built}");
 
@@ -155,9 +157,28 @@ async fn new_build_test_serve(lang: &str) {
         assert!(reported.contains(expected), "{lang}: no {expected:?} in\n{reported}");
     }
 
-    // 4. conductor serves an agent with the project's own configuration.
+    // 4. conductor serves an agent with the project's own configuration, beside a second copy
+    // of the plugin (the same file) with a source of its own, both sources routed.
     let config = project.join("conductor.toml");
     on_free_ports(&config);
+    let copy = format!("{name}-2");
+    let copy_tables = format!(
+        r#"
+[plugins.{copy}]
+kind = "component"
+file = "./{wasm}"
+grants = ["log", "kv"]
+[plugins.{copy}.config]
+source = "{copy}"
+[plugins.{copy}.config.clusters.cluster2.db]
+manifests = []
+[routes]
+"{name}" = "{name}"
+"{copy}" = "{copy}"
+"#,
+        wasm = wasm.file_name().unwrap().to_str().unwrap(),
+    );
+    std::fs::write(&config, std::fs::read_to_string(&config).unwrap() + &copy_tables).unwrap();
     let c = Conductor::start_file(&config).unwrap();
     let mut agent = c.client().await.unwrap();
     let mut sub = subscribe(&mut agent, "cluster1", WORKS).await.unwrap();
@@ -189,6 +210,33 @@ async fn new_build_test_serve(lang: &str) {
     let kept: Value = serde_json::from_str(detail["kv"]["entries"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(kept, applied, "{lang}: the agent's status, as it sent it");
     assert_eq!(detail["calls"]["errors"], 1, "{detail}");
+
+    // The copy sends its works from its own source, so its agents' status updates reach it.
+    let mut sub = subscribe(&mut agent, "cluster2", WORKS).await.unwrap();
+    publish(&mut agent, events::resync_request(WORKS, "cluster2", &[]))
+        .await
+        .unwrap();
+    let served = sub.next_event().await.unwrap();
+    assert_eq!(served.source, copy, "{lang}");
+    let id = attr_str(&served, "ce-resourceid").unwrap().to_owned();
+    let update = events::agent_event(
+        &format!("{WORKS}.status.update_request"),
+        "cluster2",
+        &copy,
+        Some(applied.clone()),
+    );
+    publish(&mut agent, events::with_id(update, &id)).await.unwrap();
+    let (_, body) = c.admin_get(&format!("/inspect/plugins/{copy}")).await.unwrap();
+    let detail: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        detail["kv"]["entries"][0]["key"], "status/cluster2/db",
+        "{lang}: {detail}"
+    );
+    assert!(
+        !c.logs().contains("which routes to plugin"),
+        "{lang}: no source routes elsewhere:\n{}",
+        c.logs()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

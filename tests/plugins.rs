@@ -524,6 +524,8 @@ async fn reload_applies_what_changed_in_conductor_toml_under_a_live_stream() {
     let s = status_update(&mut client, "ok", "legacy").await.unwrap_err();
     assert_eq!(s.code(), Code::InvalidArgument, "the route is gone: {s:?}");
     memory_source_serves(&mut client, "after-reloads").await;
+    // Every source went to the plugin sending it: nothing was reported routed elsewhere.
+    assert!(!c.logs().contains("which routes to plugin"), "{}", c.logs());
 }
 
 #[tokio::test]
@@ -760,4 +762,87 @@ greedy = "greedy"
             "{form:?}: the plugin's own metric is exported\n{metrics}"
         );
     }
+}
+
+/// A second copy of a plugin that kept the first one's source (static-works twice, `static`
+/// routed to `first`): the agents' status updates about the copy's works go to `first`. conductor
+/// warns at start and at every reload, naming the copy, the source and the plugin it routes to;
+/// warns the first time the copy sends an event with that source; and counts those events. Without
+/// the copy, nothing is said.
+#[tokio::test]
+async fn a_plugin_whose_source_routes_to_another_plugin_is_reported_and_counted() {
+    let file = plugin_artifact("static-works", Form::Component);
+    let plugin = |name: &str, work: &str| {
+        format!(
+            "\n[plugins.{name}]\nkind = \"component\"\nfile = \"{}\"\ngrants = [{ALL_GRANTS}]\npool_size = 1\n[plugins.{name}.config.clusters.cluster1.{work}]\nmanifests = []\n",
+            file.display()
+        )
+    };
+    let c = Conductor::start(&format!(
+        "{}{}\n[routes]\nstatic = \"first\"\n",
+        plugin("first", "web"),
+        plugin("second", "db")
+    ))
+    .unwrap();
+    let declared = "declares source";
+    let line = c.wait_for_log(declared).await;
+    for field in [r#""plugin":"second""#, r#""source":"static""#, r#""routed_to":"first""#] {
+        assert!(line.contains(field), "{field} in {line}");
+    }
+    assert_eq!(c.logs().matches(declared).count(), 1, "only the copy: {}", c.logs());
+    let series = r#"conductor_plugin_foreign_source_events_total{plugin="second",routed_to="first",source="static"}"#;
+    let counted = async || -> Option<f64> {
+        let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+    };
+    assert_eq!(counted().await, Some(0.0), "the series exists from the start");
+
+    // Both answer a resync from `static`; the copy's status update goes to `first`, which does
+    // not know the work.
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let mut db = None;
+    for _ in 0..2 {
+        publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            let work = sub.next_event().await.unwrap();
+            assert_eq!(work.source, "static");
+            let meta: serde_json::Value = serde_json::from_str(attr_str(&work, "ce-metadata").unwrap()).unwrap();
+            if meta["name"] == "db" {
+                db = attr_str(&work, "ce-resourceid").map(str::to_owned);
+            }
+        }
+    }
+    let db = db.expect("the copy's work");
+    assert_eq!(counted().await, Some(2.0), "one event of the copy per resync");
+    let sent = "sends events with source";
+    let line = c.wait_for_log(sent).await;
+    assert!(line.contains(r#""plugin":"second""#), "{line}");
+    assert_eq!(c.logs().matches(sent).count(), 1, "logged the first time only");
+    status_update(&mut client, &db, "static").await.unwrap();
+    let ignored = c
+        .wait_for_log(&format!("status of unknown work {db} in cluster1 ignored"))
+        .await;
+    assert!(ignored.contains(r#""plugin":"first""#), "{ignored}");
+
+    // Reloaded as it is: said again.
+    c.hangup();
+    c.wait_for_logs(declared, 2).await;
+
+    // Without the copy: nothing more is said, and its series go.
+    let reloaded = r#""message":"configuration reloaded""#;
+    c.rewrite_config(&plugin("first", "web"));
+    c.hangup();
+    c.wait_for_logs(reloaded, 2).await;
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    assert_eq!(sub.next_event().await.unwrap().source, "static");
+    assert_eq!(c.logs().matches(declared).count(), 2, "{}", c.logs());
+    assert_eq!(c.logs().matches(sent).count(), 1, "{}", c.logs());
+    assert_eq!(counted().await, None);
 }

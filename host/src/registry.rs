@@ -62,6 +62,40 @@ pub struct Registry {
     /// Source name → plugin.
     routes: BTreeMap<String, Arc<dyn Source>>,
     plugins: Vec<Arc<dyn Source>>,
+    /// The plugins an explicit route (`[routes]`, a SourcePlugin's sources) names.
+    routed_explicitly: std::collections::BTreeSet<String>,
+}
+
+/// Where agents' events go by their `originalsource`: source name → plugin name (no plugin
+/// behind it, so a plugin may keep a copy without keeping the registry's plugins alive).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Owners(BTreeMap<String, String>);
+
+impl Owners {
+    /// The route `source` takes (its exact name, else the part before `::`) and the plugin that
+    /// route names.
+    pub fn owner(&self, source: &str) -> Option<(&str, &str)> {
+        route_of(&self.0, source).map(|(route, plugin)| (route.as_str(), plugin.as_str()))
+    }
+}
+
+/// The entry of `routes` an `originalsource` takes: the exact name, or the part before `::`.
+/// Never slices `source`.
+fn route_of<'a, V>(routes: &'a BTreeMap<String, V>, source: &str) -> Option<(&'a String, &'a V)> {
+    if let Some(found) = routes.get_key_value(source) {
+        return Some(found);
+    }
+    let (prefix, _) = source.split_once("::")?;
+    routes.get_key_value(prefix)
+}
+
+/// A source a plugin declares that routes to another plugin: agents echo the source of the
+/// plugin's events in their status updates, which then go to `routed_to`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Foreign {
+    pub plugin: String,
+    pub source: String,
+    pub routed_to: String,
 }
 
 impl Registry {
@@ -108,7 +142,11 @@ impl Registry {
             }
         }
         table.extend(declared);
-        Ok(Self { routes: table, plugins })
+        Ok(Self {
+            routes: table,
+            plugins,
+            routed_explicitly: routes.values().cloned().collect(),
+        })
     }
 
     /// The plugins, in configuration order.
@@ -119,6 +157,43 @@ impl Registry {
     /// Source name → plugin name, for display.
     pub fn routes(&self) -> impl Iterator<Item = (&str, &str)> {
         self.routes.iter().map(|(s, p)| (s.as_str(), p.name()))
+    }
+
+    /// Source name → plugin name, as agents' events are routed.
+    pub fn owners(&self) -> Owners {
+        Owners(
+            self.routes
+                .iter()
+                .map(|(source, p)| (source.clone(), p.name().to_owned()))
+                .collect(),
+        )
+    }
+
+    /// The sources plugins declare that route to another plugin (`[routes]` gave them to it):
+    /// the status updates agents send about such a plugin's events with that source go to the
+    /// other plugin. A plugin that a route names serves what its routes give it, and its
+    /// declarations are not held against it (a plugin registered at runtime, or a second copy of a
+    /// plugin configured with a source of its own): what it really sends is checked as it sends it.
+    pub fn foreign_declared(&self) -> Vec<Foreign> {
+        let mut foreign = Vec::new();
+        for p in self
+            .plugins
+            .iter()
+            .filter(|p| !self.routed_explicitly.contains(p.name()))
+        {
+            for source in p.sources() {
+                if let Some((_, owner)) = route_of(&self.routes, source)
+                    && owner.name() != p.name()
+                {
+                    foreign.push(Foreign {
+                        plugin: p.name().to_owned(),
+                        source: source.clone(),
+                        routed_to: owner.name().to_owned(),
+                    });
+                }
+            }
+        }
+        foreign
     }
 
     /// Every plugin serving `data_type`, for resync.
@@ -157,11 +232,7 @@ impl Registry {
     }
 
     fn by_source(&self, original: &str) -> Option<&Arc<dyn Source>> {
-        if let Some(p) = self.routes.get(original) {
-            return Some(p);
-        }
-        let (prefix, _) = original.split_once("::")?;
-        self.routes.get(prefix)
+        route_of(&self.routes, original).map(|(_, p)| p)
     }
 }
 
@@ -248,6 +319,39 @@ mod tests {
         let routes = [("kube".to_owned(), "b".to_owned())].into();
         let r = Registry::new(plugins, &routes).unwrap();
         assert_eq!(r.routes().collect::<Vec<_>>(), [("kube", "b")]);
+    }
+
+    #[test]
+    fn a_declared_source_routed_to_another_plugin_is_foreign_unless_routes_name_the_plugin() {
+        let works = dt("io.open-cluster-management.works.v1alpha1.manifestbundles");
+        let copy =
+            |name: &'static str| Arc::new(Named(name, vec![works.clone()], vec!["hello".into()])) as Arc<dyn Source>;
+        // A second copy of a plugin, its source routed to the first: the copy's status updates
+        // would go to the first.
+        let routes = [("hello".to_owned(), "hello".to_owned())].into();
+        let r = Registry::new(vec![copy("hello"), copy("hello-2")], &routes).unwrap();
+        assert_eq!(
+            r.foreign_declared(),
+            [Foreign {
+                plugin: "hello-2".into(),
+                source: "hello".into(),
+                routed_to: "hello".into(),
+            }]
+        );
+        assert_eq!(r.owners().owner("hello"), Some(("hello", "hello")));
+        assert_eq!(r.owners().owner("hello::x"), Some(("hello", "hello")));
+        assert_eq!(r.owners().owner("hello-2"), None);
+        // The copy routed a source of its own: it serves what its routes give it.
+        let routes = [
+            ("hello".to_owned(), "hello".to_owned()),
+            ("hello-2".to_owned(), "hello-2".to_owned()),
+        ]
+        .into();
+        let r = Registry::new(vec![copy("hello"), copy("hello-2")], &routes).unwrap();
+        assert_eq!(r.foreign_declared(), []);
+        assert_eq!(r.owners().owner("hello-2"), Some(("hello-2", "hello-2")));
+        // Sources declared by their own plugin, or routed to it: nothing foreign.
+        assert_eq!(registry().foreign_declared(), []);
     }
 
     #[test]

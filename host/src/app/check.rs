@@ -280,6 +280,12 @@ pub async fn describe(loaded: &LoadedConfig, reach: bool) -> Result<String, Conf
     for (source, plugin) in registry.routes() {
         out += &format!("  route {source} -> {plugin}\n");
     }
+    for f in registry.foreign_declared() {
+        out += &format!(
+            "  warning: plugin {} declares source {:?}, which routes to plugin {}: the status updates agents send about its events with that source go to {}\n",
+            f.plugin, f.source, f.routed_to, f.routed_to
+        );
+    }
     if reach {
         for line in connect(loaded).await? {
             out += &format!("  {line}\n");

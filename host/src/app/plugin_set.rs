@@ -141,6 +141,7 @@ impl PluginSet {
             stop_all(running.values()).await;
             return Err(e);
         }
+        routed(&registry, &running);
         Ok(Self {
             running,
             registry: Arc::new(registry),
@@ -220,6 +221,7 @@ impl PluginSet {
             stop_all(fresh.values()).await;
             return Err(e);
         }
+        routed(&registry, &plan);
         let old = std::mem::replace(&mut self.running, plan);
         self.registry = Arc::new(registry);
         summary.removed = old.keys().filter(|n| !self.running.contains_key(*n)).cloned().collect();
@@ -264,6 +266,19 @@ fn registry(loaded: &LoadedConfig, running: &BTreeMap<String, Running>) -> Resul
     let sources = running.values().map(|r| Arc::clone(&r.source)).collect();
     Registry::with_routed_only(sources, &loaded.config.routes, &loaded.routed_only)
         .map_err(|e| loaded.error("routes", e.to_string()))
+}
+
+/// Tells each plugin where the sources of its events route with `registry`, which warns about
+/// a plugin whose agents' status updates would go to another plugin.
+fn routed(registry: &Registry, running: &BTreeMap<String, Running>) {
+    let owners = Arc::new(registry.owners());
+    let foreign = registry.foreign_declared();
+    for (name, r) in running {
+        if let Some(plugin) = &r.plugin {
+            let mine: Vec<_> = foreign.iter().filter(|f| f.plugin == *name).collect();
+            plugin.routed(Arc::clone(&owners), &mine);
+        }
+    }
 }
 
 /// The settings that differ between two configurations but apply only on restart.

@@ -317,6 +317,8 @@ mod tests {
                 let loaded = crate::config::Config::load(&config, None).unwrap();
                 let plugin = &loaded.config.plugins["demo-plugin"];
                 assert_eq!(plugin.grants, ["log", "kv"]);
+                // The source of its events, from its configuration (a copy configures its own).
+                assert_eq!(plugin.config["source"].as_str(), Some("demo-plugin"));
                 assert_eq!(
                     loaded.plugin_file(plugin).unwrap(),
                     created.dir.join("./demo_plugin.wasm")

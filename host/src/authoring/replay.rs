@@ -280,11 +280,12 @@ impl Replay {
     }
 
     /// The status update a step sends: `<data type>.status.update_request` about the resource
-    /// it names, with the extensions a work agent sets.
+    /// it names, with the extensions a work agent sets (its `originalsource` the source of the
+    /// listed event, as agents echo it; else the plugin's first declared source).
     fn status_event(&self, step: &Step, cluster: &str, data_type: &str) -> Result<CloudEvent, String> {
         let dt = DataType::parse(data_type).map_err(|e| e.to_string())?;
-        let (id, version) = match (&step.resource, &step.resource_id) {
-            (_, Some(id)) => (id.clone(), 0),
+        let (id, version, source) = match (&step.resource, &step.resource_id) {
+            (_, Some(id)) => (id.clone(), 0, self.source.as_str()),
             (Some(name), None) => {
                 let listed = self
                     .listed
@@ -297,7 +298,11 @@ impl Replay {
                 let id = found
                     .resource_id()
                     .map_err(|e| format!("the listed {name:?} has no resourceid: {e}"))?;
-                (id.to_owned(), found.resource_version().unwrap_or(0))
+                (
+                    id.to_owned(),
+                    found.resource_version().unwrap_or(0),
+                    found.source.as_str(),
+                )
             }
             (None, None) => return Err("no resource named".to_owned()),
         };
@@ -321,7 +326,7 @@ impl Replay {
         event.data = Some(data);
         event.set_extension(CLUSTER_NAME, cluster);
         event.set_extension(RESOURCE_ID, id.as_str());
-        event.set_extension(ORIGINAL_SOURCE, self.source.as_str());
+        event.set_extension(ORIGINAL_SOURCE, source);
         event.set_resource_version(&dt, version);
         Ok(event)
     }

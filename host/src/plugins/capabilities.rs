@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::kv::{KvLimits, KvStore};
+use super::routing::SourceCheck;
 use crate::broker::EventSink;
 use crate::config::KubeResourceGrant;
 use crate::database::Databases;
@@ -209,6 +210,8 @@ pub struct Capabilities {
     listening: tokio::sync::Mutex<HashSet<(String, String)>>,
     /// Watches by what was asked: one each; their caches answer lists.
     watches: tokio::sync::Mutex<HashMap<WatchKey, Arc<Watch>>>,
+    /// Where the status updates about the events it sends go.
+    sources: SourceCheck,
 }
 
 fn denied(capability: &str, plugin: &str) -> Error {
@@ -234,6 +237,7 @@ impl Capabilities {
             dropped: 0,
             reported: None,
         };
+        let sources = SourceCheck::new(plugin, events.metrics().clone());
         Arc::new(Self {
             plugin: plugin.to_owned(),
             grants,
@@ -248,7 +252,13 @@ impl Capabilities {
             backends,
             listening: tokio::sync::Mutex::default(),
             watches: tokio::sync::Mutex::default(),
+            sources,
         })
+    }
+
+    /// Where the status updates about the events the plugin sends go.
+    pub fn sources(&self) -> &SourceCheck {
+        &self.sources
     }
 
     pub fn plugin(&self) -> &str {
@@ -299,10 +309,12 @@ impl Capabilities {
         self.check(Capability::Emit)?;
         self.serving("emit")?;
         // With traces on, the event carries the trace of the call that emits it.
-        self.sink
+        let delivered = self
+            .sink
             .emit(&crate::telemetry::traces::stamped(event))
-            .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
-            .map_err(|e| Error::Invalid(e.to_string()))
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        self.sources.sent(event);
+        Ok(u32::try_from(delivered).unwrap_or(u32::MAX))
     }
 
     pub fn log(&self, level: Level, message: &str) {

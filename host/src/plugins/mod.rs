@@ -12,6 +12,7 @@ mod lanes;
 pub mod native;
 mod pg;
 mod pool;
+pub mod routing;
 pub mod stats;
 pub mod wasm;
 
@@ -391,6 +392,7 @@ impl PluginSource {
             host.backends.clone(),
             exports,
         );
+        capabilities.sources().declare(&file.description.sources);
         let runtime: Arc<dyn Runtime> = match &file.runtime {
             FileRuntime::Native(api) => Arc::new(
                 native::NativeRuntime::load(
@@ -590,6 +592,12 @@ impl PluginSource {
         self.events.len()
     }
 
+    /// The routes of a new registry, with the sources the plugin declares that route to another
+    /// plugin (`foreign`): logs what routes elsewhere (see [`routing`]).
+    pub fn routed(&self, owners: Arc<crate::registry::Owners>, foreign: &[&crate::registry::Foreign]) {
+        self.capabilities.sources().routed(owners, foreign);
+    }
+
     /// What its calls did so far.
     /// The limits that refused the plugin's host calls: by limit, how many times and when last.
     pub fn limit_refusals(&self) -> std::collections::BTreeMap<String, (u64, i64)> {
@@ -658,7 +666,13 @@ impl Source for PluginSource {
 
     async fn list(&self, options: &ListOptions) -> Result<Vec<CloudEvent>, Error> {
         match self.call(PluginRequest::List(options.clone()), Wait::Bounded).await? {
-            PluginReply::Listed(events) => Ok(events),
+            PluginReply::Listed(events) => {
+                let sources = self.capabilities.sources();
+                for event in &events {
+                    sources.sent(event);
+                }
+                Ok(events)
+            }
             PluginReply::Done => Ok(vec![]),
         }
     }

@@ -57,6 +57,7 @@ pub(super) struct Families {
     watch_relists: IntCounterVec,
     statements: IntCounterVec,
     statement_duration: HistogramVec,
+    foreign_source_events: IntCounterVec,
 }
 
 fn counters(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -243,6 +244,11 @@ impl Families {
                 &["plugin", "database"],
                 network_buckets(),
             ),
+            foreign_source_events: counters(
+                "conductor_plugin_foreign_source_events_total",
+                "Events a plugin sent agents (emitted, or answering a resync) whose source routes to another plugin (routed_to): agents send their status updates about them to that plugin. source: the route the source takes (the source, or the part before ::).",
+                &["plugin", "source", "routed_to"],
+            ),
         };
         for c in [
             Box::new(f.queue_depth.clone()) as Box<dyn prometheus::core::Collector>,
@@ -268,6 +274,7 @@ impl Families {
             Box::new(f.watch_relists.clone()),
             Box::new(f.statements.clone()),
             Box::new(f.statement_duration.clone()),
+            Box::new(f.foreign_source_events.clone()),
         ] {
             registry.register(c).expect("metric registered once");
         }
@@ -327,6 +334,7 @@ impl Families {
         forget(&self.watch_relists, name);
         forget(&self.statements, name);
         forget(&self.statement_duration, name);
+        forget(&self.foreign_source_events, name);
     }
 
     pub(super) fn of(&self, name: &str) -> PluginMetrics {
@@ -543,6 +551,14 @@ impl PluginMetrics {
             .watch_relists
             .with_label_values(&self.label(&[resource]))
             .inc();
+    }
+
+    /// The counter of the plugin's events sent with a source whose route, `source`, leads to the
+    /// plugin `routed_to` (made at 0 when the route is first seen).
+    pub fn foreign_source_events(&self, source: &str, routed_to: &str) -> IntCounter {
+        self.families
+            .foreign_source_events
+            .with_label_values(&self.label(&[source, routed_to]))
     }
 
     /// A statement on `database` succeeded or failed after `took`.

@@ -1,10 +1,17 @@
 // {{name}}: a conductor source plugin. It serves the ManifestWorks its configuration names, by
 // cluster, to the clusters' work agents, and keeps what the agents report about them:
 //
+//     [plugins.{{name}}.config]
+//     source = "{{name}}"       # the source of its events (the default)
 //     [plugins.{{name}}.config.clusters.cluster1.web]
 //     generation = 1
 //     manifests = [{ apiVersion = "v1", kind = "ConfigMap", metadata = { name = "web", namespace = "default" } }]
 //
+// - its events carry the configured `source`, which agents echo back as `originalsource` in their
+//   status updates: conductor routes those to the plugin that owns the source. The plugin
+//   declares its name; a second copy of it (another `[plugins.<name>]` loading the same file)
+//   takes a source of its own, routed to it in `[routes]`, or its agents' status updates go to
+//   the first;
 // - a resync (`list`) answers with the cluster's works, encoded by the SDK as OCM's work agents
 //   read them (`ocm.manifestWorkEvent`);
 // - a status update is kept in `kv` (`status/<cluster>/<work>`), a status reporting the work
@@ -24,17 +31,24 @@ export const NAME = '{{name}}';
 export const VERSION = '0.1.0';
 // The contract this module is written against (its tests compare it with the SDK's).
 export const CONTRACT = '{{contract}}';
-// The source agents echo back as `originalsource`.
-export const SOURCE = NAME;
+// The source the plugin declares, and its events' source unless `source` is configured: agents
+// echo it back as `originalsource`.
+export const DEFAULT_SOURCE = NAME;
 const S32_MAX = 2 ** 31 - 1;
 
 const invalid = (message) => new PluginError('invalid', message);
 const isTable = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** A work's id: the same on every instance and every restart (a name-based UUID). */
-export const uidOf = (cluster, name) => uuid5(NAMESPACE_URL, `${NAME}/${cluster}/${name}`);
+/**
+ * A work's id: the same on every instance and every restart, and another for a copy of the plugin
+ * with another source (a name-based UUID).
+ */
+export const uidOf = (source, cluster, name) => uuid5(NAMESPACE_URL, `${source}/${cluster}/${name}`);
 
-/** The plugin's configuration (JSON), checked: a bad value is refused naming its key. */
+/**
+ * The plugin's configuration (JSON), checked: a bad value is refused naming its key. Returns the
+ * source of its events and its works.
+ */
 export function parseConfig(text) {
   let config;
   try {
@@ -43,8 +57,10 @@ export function parseConfig(text) {
     throw invalid(`config: not JSON: ${e.message}`);
   }
   if (!isTable(config)) throw invalid('config: must be a table');
-  const unknown = Object.keys(config).filter((k) => k !== 'clusters').sort();
-  if (unknown.length) throw invalid(`config.${unknown[0]}: unknown field, expected \`clusters\``);
+  const unknown = Object.keys(config).filter((k) => k !== 'source' && k !== 'clusters').sort();
+  if (unknown.length) throw invalid(`config.${unknown[0]}: unknown field, expected \`source\` or \`clusters\``);
+  const source = config.source ?? DEFAULT_SOURCE;
+  if (typeof source !== 'string' || source === '') throw invalid('config.source: must be a non-empty string');
   const clusters = config.clusters ?? {};
   if (!isTable(clusters)) throw invalid('config.clusters: must be a table of clusters');
   const works = [];
@@ -62,14 +78,14 @@ export function parseConfig(text) {
         throw invalid(`${at}.generation: must be from 1 to ${S32_MAX}`);
       }
       if (!Array.isArray(work.manifests)) throw invalid(`${at}.manifests: a list of Kubernetes objects is required`);
-      works.push({ cluster, name, uid: uidOf(cluster, name), generation, manifests: work.manifests });
+      works.push({ cluster, name, uid: uidOf(source, cluster, name), generation, manifests: work.manifests });
     }
   }
-  return works;
+  return { source, works };
 }
 
-/** The work as the spec event its agent reads. */
-function workEvent(work, action) {
+/** The work as the spec event its agent reads, from `source`. */
+function workEvent(source, work, action) {
   const manifestWork = {
     metadata: {
       name: work.name,
@@ -80,10 +96,11 @@ function workEvent(work, action) {
     },
     spec: { workload: { manifests: work.manifests } },
   };
-  return ocm.manifestWorkEvent(manifestWork, SOURCE, action);
+  return ocm.manifestWorkEvent(manifestWork, source, action);
 }
 
 // One component instance runs one JavaScript engine: the instance's state lives here.
+let source = DEFAULT_SOURCE;
 let works = [];
 
 export const plugin = guard({
@@ -92,7 +109,7 @@ export const plugin = guard({
       name: NAME,
       version: VERSION,
       sdkVersion: CONTRACT,
-      sources: [SOURCE],
+      sources: [DEFAULT_SOURCE],
       dataTypes: [ocm.MANIFEST_BUNDLES],
       concurrentNotifications: 0,
       metrics: [],
@@ -104,7 +121,7 @@ export const plugin = guard({
   },
 
   init(config) {
-    works = parseConfig(config);
+    ({ source, works } = parseConfig(config));
     log('debug', `serving ${works.length} works`);
   },
 
@@ -112,7 +129,7 @@ export const plugin = guard({
 
   list(options) {
     if (options.dataType !== ocm.MANIFEST_BUNDLES) return [];
-    return works.filter((w) => w.cluster === options.clusterName).map((w) => workEvent(w, ocm.CREATE_REQUEST));
+    return works.filter((w) => w.cluster === options.clusterName).map((w) => workEvent(source, w, ocm.CREATE_REQUEST));
   },
 
   handle(identity, event) {

@@ -45,19 +45,32 @@ test('a bad configuration names its key', () => {
     () => plugin.checkConfig(JSON.stringify({ clusters: { c1: { w: { generation: 0, manifests: [] } } } })),
     (e) => e.payload?.tag === 'invalid' && e.payload.val.includes('config.clusters.c1.w.generation'),
   );
+  assert.throws(
+    () => plugin.checkConfig(JSON.stringify({ source: '' })),
+    (e) => e.payload?.tag === 'invalid' && e.payload.val.includes('config.source'),
+  );
 });
 
 test("resync answers with the cluster's works", () => {
   const listed = plugin.list({ clusterName: 'cluster1', dataType: ocm.MANIFEST_BUNDLES });
   assert.equal(listed.length, 1);
-  assert.equal(ocm.resourceId(listed[0]), uidOf('cluster1', 'web'));
+  assert.equal(listed[0].source, NAME);
+  assert.equal(ocm.resourceId(listed[0]), uidOf(NAME, 'cluster1', 'web'));
   assert.equal(ocm.resourceVersion(listed[0]), 2);
   assert.equal(listed[0].type, `${ocm.MANIFEST_BUNDLES}.spec.create_request`);
   assert.deepEqual(plugin.list({ clusterName: 'cluster2', dataType: ocm.MANIFEST_BUNDLES }), []);
 });
 
+test('a copy configured with another source sends its works from it', () => {
+  plugin.init(JSON.stringify({ ...CONFIG, source: 'copy' }));
+  const listed = plugin.list({ clusterName: 'cluster1', dataType: ocm.MANIFEST_BUNDLES });
+  assert.equal(listed[0].source, 'copy', "agents send its status updates to the source's plugin");
+  assert.equal(ocm.resourceId(listed[0]), uidOf('copy', 'cluster1', 'web'));
+  assert.notEqual(uidOf('copy', 'cluster1', 'web'), uidOf(NAME, 'cluster1', 'web'));
+});
+
 test('keeps the status, forgets it when deleted and refuses a bad one', () => {
-  const web = uidOf('cluster1', 'web');
+  const web = uidOf(NAME, 'cluster1', 'web');
   const applied = bytes('{"conditions":[{"type":"Applied","status":"True"}]}');
   plugin.handle(ANONYMOUS, status(web, applied));
   assert.deepEqual([...host.kv.keys()], ['status/cluster1/web']);

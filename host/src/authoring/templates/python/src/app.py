@@ -1,10 +1,16 @@
 """{{name}}: a conductor source plugin. It serves the ManifestWorks its configuration names, by
 cluster, to the clusters' work agents, and keeps what the agents report about them:
 
+    [plugins.{{name}}.config]
+    source = "{{name}}"       # the source of its events (the default)
     [plugins.{{name}}.config.clusters.cluster1.web]
     generation = 1
     manifests = [{ apiVersion = "v1", kind = "ConfigMap", metadata = { name = "web", namespace = "default" } }]
 
+- its events carry the configured `source`, which agents echo back as `originalsource` in their
+  status updates: conductor routes those to the plugin that owns the source. The plugin declares
+  its name; a second copy of it (another `[plugins.<name>]` loading the same file) takes a source
+  of its own, routed to it in `[routes]`, or its agents' status updates go to the first;
 - a resync (`list`) answers with the cluster's works, encoded by the SDK as OCM's work agents read
   them (`ocm.manifest_work_event`);
 - a status update is kept in `kv` (`status/<cluster>/<work>`), a status reporting the work deleted
@@ -30,8 +36,9 @@ NAME = "{{name}}"
 VERSION = "0.1.0"
 # The contract this module is written against (its tests compare it with the SDK's).
 CONTRACT = "{{contract}}"
-# The source agents echo back as `originalsource`.
-SOURCE = NAME
+# The source the plugin declares, and its events' source unless `source` is configured: agents
+# echo it back as `originalsource`.
+DEFAULT_SOURCE = NAME
 S32_MAX = 2**31 - 1
 
 
@@ -40,22 +47,27 @@ def invalid(message):
     return Err(Error_Invalid(message))
 
 
-def uid_of(cluster, name):
-    """A work's id: the same on every instance and every restart (a name-based UUID)."""
-    return conductor_sdk.uuid5(conductor_sdk.NAMESPACE_URL, f"{NAME}/{cluster}/{name}")
+def uid_of(source, cluster, name):
+    """A work's id: the same on every instance and every restart, and another for a copy of the
+    plugin with another source (a name-based UUID)."""
+    return conductor_sdk.uuid5(conductor_sdk.NAMESPACE_URL, f"{source}/{cluster}/{name}")
 
 
 def parse_config(text):
-    """The plugin's configuration (JSON), checked: a bad value is refused naming its key."""
+    """The plugin's configuration (JSON), checked: a bad value is refused naming its key. Returns
+    the source of its events and its works."""
     try:
         config = json.loads(text)
     except ValueError as e:
         raise invalid(f"config: not JSON: {e}")
     if not isinstance(config, dict):
         raise invalid("config: must be a table")
-    unknown = sorted(set(config) - {"clusters"})
+    unknown = sorted(set(config) - {"source", "clusters"})
     if unknown:
-        raise invalid(f"config.{unknown[0]}: unknown field, expected `clusters`")
+        raise invalid(f"config.{unknown[0]}: unknown field, expected `source` or `clusters`")
+    source = config.get("source", DEFAULT_SOURCE)
+    if not isinstance(source, str) or not source:
+        raise invalid("config.source: must be a non-empty string")
     clusters = config.get("clusters", {})
     if not isinstance(clusters, dict):
         raise invalid("config.clusters: must be a table of clusters")
@@ -76,13 +88,13 @@ def parse_config(text):
             if not isinstance(work.get("manifests"), list):
                 raise invalid(f"{at}.manifests: a list of Kubernetes objects is required")
             works.append(
-                {"cluster": cluster, "name": name, "uid": uid_of(cluster, name), "generation": generation, "manifests": work["manifests"]}
+                {"cluster": cluster, "name": name, "uid": uid_of(source, cluster, name), "generation": generation, "manifests": work["manifests"]}
             )
-    return works
+    return source, works
 
 
-def work_event(work, action):
-    """The work as the spec event its agent reads."""
+def work_event(source, work, action):
+    """The work as the spec event its agent reads, from `source`."""
     manifest_work = {
         "metadata": {
             "name": work["name"],
@@ -93,10 +105,11 @@ def work_event(work, action):
         },
         "spec": {"workload": {"manifests": work["manifests"]}},
     }
-    return ocm.manifest_work_event(manifest_work, SOURCE, action)
+    return ocm.manifest_work_event(manifest_work, source, action)
 
 
 # One component instance runs one Python interpreter: the instance's state lives here.
+_source = DEFAULT_SOURCE
 _works = []
 
 
@@ -106,7 +119,7 @@ class Plugin(conductor_sdk.Plugin):
             name=NAME,
             version=VERSION,
             sdk_version=CONTRACT,
-            sources=[SOURCE],
+            sources=[DEFAULT_SOURCE],
             data_types=[ocm.MANIFEST_BUNDLES],
             concurrent_notifications=0,
             metrics=[],
@@ -116,8 +129,8 @@ class Plugin(conductor_sdk.Plugin):
         parse_config(config)
 
     def init(self, config):
-        global _works
-        _works = parse_config(config)
+        global _source, _works
+        _source, _works = parse_config(config)
         log.log(log.Level.DEBUG, f"serving {len(_works)} works")
 
     def start(self):
@@ -126,7 +139,7 @@ class Plugin(conductor_sdk.Plugin):
     def list(self, options):
         if options.data_type != ocm.MANIFEST_BUNDLES:
             return []
-        return [work_event(w, ocm.CREATE_REQUEST) for w in _works if w["cluster"] == options.cluster_name]
+        return [work_event(_source, w, ocm.CREATE_REQUEST) for w in _works if w["cluster"] == options.cluster_name]
 
     def handle(self, identity, event):
         kind = ocm.EventType.parse(event.type)

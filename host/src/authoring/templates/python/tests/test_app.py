@@ -54,17 +54,28 @@ class Plugin(unittest.TestCase):
             self.plugin.check_config(json.dumps({"clusters": {"c1": {"w": {"generation": 0, "manifests": []}}}}))
         self.assertIsInstance(refused.exception.value, Error_Invalid)
         self.assertIn("config.clusters.c1.w.generation", refused.exception.value.value)
+        with self.assertRaises(Err) as refused:
+            self.plugin.check_config(json.dumps({"source": ""}))
+        self.assertIn("config.source", refused.exception.value.value)
 
     def test_resync_answers_with_the_clusters_works(self):
         listed = self.plugin.list(ListOptions(cluster_name="cluster1", data_type=ocm.MANIFEST_BUNDLES))
         self.assertEqual(len(listed), 1)
-        self.assertEqual(ocm.resource_id(listed[0]), app.uid_of("cluster1", "web"))
+        self.assertEqual(listed[0].source, app.NAME)
+        self.assertEqual(ocm.resource_id(listed[0]), app.uid_of(app.NAME, "cluster1", "web"))
         self.assertEqual(ocm.resource_version(listed[0]), 2)
         self.assertEqual(listed[0].type, f"{ocm.MANIFEST_BUNDLES}.spec.create_request")
         self.assertEqual(self.plugin.list(ListOptions(cluster_name="cluster2", data_type=ocm.MANIFEST_BUNDLES)), [])
 
+    def test_a_copy_configured_with_another_source_sends_its_works_from_it(self):
+        self.plugin.init(json.dumps({**CONFIG, "source": "copy"}))
+        listed = self.plugin.list(ListOptions(cluster_name="cluster1", data_type=ocm.MANIFEST_BUNDLES))
+        self.assertEqual(listed[0].source, "copy", "agents send its status updates to the source's plugin")
+        self.assertEqual(ocm.resource_id(listed[0]), app.uid_of("copy", "cluster1", "web"))
+        self.assertNotEqual(app.uid_of("copy", "cluster1", "web"), app.uid_of(app.NAME, "cluster1", "web"))
+
     def test_keeps_the_status_forgets_it_when_deleted_and_refuses_a_bad_one(self):
-        web = app.uid_of("cluster1", "web")
+        web = app.uid_of(app.NAME, "cluster1", "web")
         applied = b'{"conditions":[{"type":"Applied","status":"True"}]}'
         self.plugin.handle(ANONYMOUS, status(web, applied))
         self.assertEqual(self.host.kv, {"status/cluster1/web": applied})
