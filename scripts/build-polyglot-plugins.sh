@@ -15,7 +15,8 @@
 # The bindings are generated from plugin-sdk/wit at every build, never committed:
 # plugin-sdk/tools/plugin_wit.py derives the world of the capabilities a plugin uses (see its
 # header for why), componentize-py and componentize-js bind to it. The SDK goes in with the
-# plugin: the package plugin-sdk/python/src/conductor_sdk is staged beside app.py, plugin.js
+# plugin: componentize-py takes plugin-sdk/python/src beside the staged app.py (and names both
+# folders to the SDK, which names them in tracebacks: _conductor_sources), plugin.js
 # imports plugin-sdk/js/sdk.mjs by a relative path (componentize-js runs from the repository's
 # root); the SDK's own unit tests (plugin-sdk/python/tests, plugin-sdk/js/*.test.mjs) run first.
 # The tools are pinned (plugin-sdk/python/requirements.txt, plugin-sdk/js/tools/package-lock.json)
@@ -186,17 +187,18 @@ python_unit_tests() {
 }
 
 # `app` is the module holding `class Plugin`; only the plugin's own modules are staged (not its
-# tests), and the SDK's package beside them.
+# tests), the SDK's folder beside them. componentize-py mounts the folders at /0, /1, /2 while it
+# builds: _conductor_sources names them for tracebacks (examples/python-works/app.py, not /0/app.py).
 componentize_python() {
-    (cd "$WORK" && componentize_py -q -d "$2" -w "$WORLD" componentize -p "$PYTHON_STAGE" app -o "$1")
+    (cd "$WORK" && componentize_py -q -d "$2" -w "$WORLD" componentize -p "$PYTHON_STAGE" \
+        -p "$ROOT/plugin-sdk/python/src" -p "$WORK/python-sources" app -o "$1")
 }
 
 build_python() {
     unit_tests "python-works and the SDK package (unittest, conductor_sdk.fakes)" last_lines python_unit_tests
-    mkdir -p "$PYTHON_STAGE"
+    mkdir -p "$PYTHON_STAGE" "$WORK/python-sources"
     find "$PYTHON_SRC" -maxdepth 1 -name '*.py' ! -name 'test_*.py' -exec cp {} "$PYTHON_STAGE/" \;
-    cp -R plugin-sdk/python/src/conductor_sdk "$PYTHON_STAGE/"
-    find "$PYTHON_STAGE" -name __pycache__ -prune -exec rm -rf {} +
+    printf 'ROOTS = ("%s", "plugin-sdk/python/src", "<build>")\n' "$PYTHON_SRC" >"$WORK/python-sources/_conductor_sources.py"
     components python-works python_works "$PYTHON_SRC" componentize_python
 }
 

@@ -340,8 +340,9 @@ async fn an_uncaught_python_exception_is_an_internal_error_with_its_traceback() 
         PYTHON,
         &[
             "Traceback (most recent call last):",
-            "app.py\", line ",
-            "in deliberate_bug",
+            // The example's file as the repository names it, and the line itself.
+            "File \"examples/python-works/app.py\", line ",
+            "in deliberate_bug\n    raise RuntimeError(f\"a deliberate bug for {resource} (config.raise_uncaught_for)\")\n",
             "RuntimeError: a deliberate bug for boom (config.raise_uncaught_for)",
         ],
     )

@@ -28,7 +28,8 @@
 //! - [`admin`]: the admin HTTP endpoint (metrics, health, reload, the inspector);
 //!   [`admin_client`]: its client, behind `conductor inspect` and `conductor reload`;
 //! - [`app`]: the wiring of all of these, reloads and the orderly shutdown;
-//! - [`authoring`]: what plugin authors run — `conductor plugins new` and `conductor plugins test`;
+//! - [`authoring`]: what plugin authors run — `conductor plugins new` (with the SDK packages the
+//!   binary carries), `conductor plugins tools install` and `conductor plugins test`;
 //! - [`agent`]: `conductor agent`, an OCM agent in a terminal (on the client of `conductor-load`);
 //! - [`errors`]: an error and its causes as one line; `private_folder`: the caches' folders, private
 //! - [`build_info`]: the binary's version, plugin contract and commit (`conductor --version`);
@@ -44,8 +45,8 @@ pub mod attributes;
 pub mod auth;
 pub mod authoring;
 pub mod broker;
-pub mod config;
 pub mod build_info;
+pub mod config;
 pub mod database;
 pub mod dropin;
 pub mod dynamic;

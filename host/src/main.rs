@@ -191,9 +191,15 @@ enum PluginsCommand {
         dir: Option<PathBuf>,
         /// The conductor repository's plugin-sdk folder: the project depends on that checkout of
         /// the SDK (Cargo path, `pip install <sdk>/python`, npm `file:<sdk>/js`) instead of the
-        /// contract's version.
+        /// SDK this conductor carries (Python, JavaScript: written into the project's sdk/) or
+        /// the contract's version (Rust).
         #[arg(long, value_name = "PATH")]
         sdk_path: Option<PathBuf>,
+    },
+    /// The tools that build Python and JavaScript plugins into components.
+    Tools {
+        #[command(subcommand)]
+        command: ToolsCommand,
     },
     /// Load a plugin file in conductor's runtime with fake capabilities and replay the scripted
     /// agent conversation of FILE (resync, status updates, deletes, timers), printing each call's
@@ -210,6 +216,24 @@ enum PluginsCommand {
         config: PathBuf,
         #[command(flatten)]
         plugins: PluginFolder,
+    },
+}
+
+#[derive(Subcommand)]
+enum ToolsCommand {
+    /// Install the pinned tools of one language through this machine's pip or npm (its own index
+    /// configuration): componentize-py for Python (in a virtual environment made with python3),
+    /// componentize-js and rolldown for JavaScript (`npm ci` of the pinned lock). An install of
+    /// the same pins is kept; the commands are linked in DIR/bin, where the build scripts of
+    /// `plugins new` look.
+    Install {
+        /// The language whose tools to install.
+        #[arg(long, value_enum)]
+        lang: conductor::authoring::tools::ToolsLang,
+        /// The folder to install into (default: $XDG_CACHE_HOME/conductor/tools, else
+        /// ~/.cache/conductor/tools).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -298,6 +322,11 @@ fn main() -> std::process::ExitCode {
         Command::Plugins {
             command: PluginsCommand::Test { file },
         } => test_plugin(&file),
+        Command::Plugins {
+            command: PluginsCommand::Tools {
+                command: ToolsCommand::Install { lang, dir },
+            },
+        } => install_tools(lang, dir),
         Command::Inspect { what, admin, output } => inspect_running(what, &admin.endpoint(), output),
         Command::Reload { admin } => reload(&admin.endpoint()),
         Command::Agent { command } => conductor::agent::run(command),
@@ -482,6 +511,14 @@ fn new_plugin(
         sdk_path,
     })?;
     print!("{}", new::next_steps(&created, lang));
+    Ok(())
+}
+
+fn install_tools(lang: conductor::authoring::tools::ToolsLang, dir: Option<PathBuf>) -> anyhow::Result<()> {
+    use conductor::authoring::tools;
+    let installed = tools::install(lang, dir.as_deref())?;
+    let default = dir.is_none() || dir == tools::default_dir();
+    print!("{}", tools::report(&installed, default));
     Ok(())
 }
 

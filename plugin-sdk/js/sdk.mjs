@@ -53,10 +53,26 @@ export const CONTRACT = '0.5.0';
 
 const GUARDED = Symbol('conductor.guarded');
 
+// The frame of the glue's own wrapper (`conductorGuarded`, below) in SpiderMonkey's stacks, a
+// component's (`name@file:line:column`, the function's own name). V8 names it by its `name`
+// property, the export's: under node the stack is left whole.
+const GLUE_FRAME = /^conductorGuarded@/;
+
+/**
+ * The frames of `stack` above the glue's wrapper: from where it was thrown to the export. What
+ * called the wrapper (componentize-js's export adapter, in a folder that was gone once the
+ * component was built) is left out.
+ */
+function pluginFrames(stack) {
+  const lines = stack.split('\n');
+  const glue = lines.findIndex((line) => GLUE_FRAME.test(line));
+  return (glue < 0 ? lines : lines.slice(0, glue)).join('\n').trimEnd();
+}
+
 function describeThrown(thrown) {
   if (thrown instanceof Error) {
     const head = `${thrown.name}: ${thrown.message}`;
-    const stack = typeof thrown.stack === 'string' ? thrown.stack.trimEnd() : '';
+    const stack = typeof thrown.stack === 'string' ? pluginFrames(thrown.stack.trimEnd()) : '';
     // V8 starts its stack with the name and message, SpiderMonkey with the first frame.
     if (stack.startsWith(head)) return stack;
     return stack ? `${head}\n${stack}` : head;
@@ -78,7 +94,8 @@ export function internalError(exportName, thrown) {
 /** `fn` with anything thrown but an error with a `payload` turned into the `internal` error. */
 export function guardFunction(exportName, fn) {
   if (fn[GUARDED]) return fn;
-  const guarded = function (...args) {
+  // Named for its frame in stacks (GLUE_FRAME), its `name` the export's.
+  const conductorGuarded = function (...args) {
     try {
       return fn.apply(this, args);
     } catch (e) {
@@ -86,9 +103,9 @@ export function guardFunction(exportName, fn) {
       throw internalError(exportName, e);
     }
   };
-  Object.defineProperty(guarded, 'name', { value: fn.name });
-  guarded[GUARDED] = true;
-  return guarded;
+  Object.defineProperty(conductorGuarded, 'name', { value: fn.name });
+  conductorGuarded[GUARDED] = true;
+  return conductorGuarded;
 }
 
 /** `plugin` (the exported object) with its exports (`EXPORTS`) guarded, in place. */

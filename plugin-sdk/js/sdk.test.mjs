@@ -12,6 +12,7 @@ import {
   NAMESPACE_X500,
   PluginError,
   guard,
+  internalError,
   sha1,
   stableHash,
   uuid5,
@@ -103,6 +104,16 @@ test('an uncaught exception is the internal error, with its stack', () => {
       assert.match(e.payload.val, /sdk\.test\.mjs/);
       return true;
     },
+  );
+  // In a component (SpiderMonkey's stacks) the stack ends at the export: the glue's frame and
+  // what called it are left out.
+  const error = new Error('a deliberate bug');
+  error.stack =
+    'handle@build/plugin.bundle.js:569:35\nconductorGuarded@build/plugin.bundle.js:366:14\n' +
+    'export_plugin_0_5_0$handle@/tmp/bd404ff5597d/sources/initializer.js:1864:29\n';
+  assert.equal(
+    internalError('handle', error).payload.val,
+    'uncaught exception in handle:\nError: a deliberate bug\nhandle@build/plugin.bundle.js:569:35',
   );
   assert.throws(() => p.start(), { payload: { tag: 'internal', val: 'uncaught exception in start:\nstring thrown: a string' } });
   assert.throws(() => p.handle(), { payload: { tag: 'internal', val: 'uncaught exception in handle:\nobject thrown: null' } });

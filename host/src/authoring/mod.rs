@@ -1,14 +1,18 @@
-//! What a plugin author runs: `conductor plugins new` (a project to start from, [`new`]) and
-//! `conductor plugins test` (the real plugin file replaying a scripted agent conversation with
-//! fake capabilities: [`script`] reads the conversation, [`replay`] makes its calls, [`capture`]
-//! keeps what the plugin logs, [`report`] prints it).
+//! What a plugin author runs: `conductor plugins new` (a project to start from, [`new`], with
+//! the SDK packages the binary carries, [`sdk`]), `conductor plugins tools install` (the pinned
+//! componentize tools of one language, [`tools`]) and `conductor plugins test` (the real plugin
+//! file replaying a scripted agent conversation with fake capabilities: [`script`] reads the
+//! conversation, [`replay`] makes its calls, [`capture`] keeps what the plugin logs, [`report`]
+//! prints it).
 
 pub mod capture;
 pub mod new;
 pub mod replay;
 pub mod report;
 pub mod script;
+pub mod sdk;
 mod templates;
+pub mod tools;
 
 use std::io::Write as _;
 use std::path::Path;

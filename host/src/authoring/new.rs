@@ -3,17 +3,20 @@
 //! agents report in `kv`), a unit test against the SDK's fakes, a build script, a `conductor.toml`
 //! that loads the built component and a `plugin-test.toml` for `conductor plugins test`.
 //!
-//! The SDK is a dependency of the project: by default a version dependency on the contract's
-//! version (`conductor-plugin-sdk = "<SDK_VERSION>"` in Cargo, `conductor-plugin-sdk==…` for pip,
-//! `"conductor-plugin-sdk": "…"` for npm); with `--sdk-path <conductor>/plugin-sdk`, the SDK of a
-//! checkout of the repository (a Cargo path dependency, `pip install <sdk>/python`, an npm `file:`
-//! dependency on `<sdk>/js`), which is how it is used while the SDK is in no package registry.
+//! The SDK is a dependency of the project. A Python or JavaScript project holds the SDK this
+//! conductor carries ([`super::sdk`], of its contract's version) in `sdk/`: the wheel its
+//! `requirements.txt` names, the npm package's folder its `package.json` names (`file:`), so it
+//! builds with no registry, no network and no checkout. A Rust project depends on the contract's
+//! version (`conductor-plugin-sdk = "<SDK_VERSION>"`). With `--sdk-path <conductor>/plugin-sdk`,
+//! each depends on the SDK of that checkout instead (a Cargo path dependency, `pip install
+//! <sdk>/python`, an npm `file:` dependency on `<sdk>/js`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use conductor_plugin_sdk::SDK_VERSION;
 
+use super::sdk as carried;
 pub use super::templates::Lang;
 use super::templates::{componentize_py_pin, files, leftover, render};
 
@@ -195,19 +198,48 @@ fn values(project: &NewProject, sdk: Option<&Path>) -> BTreeMap<&'static str, St
                 "sdk_dependency_fakes",
                 format!("{{ version = {version}, features = [\"fakes\"] }}"),
             );
-            v.insert("sdk_requirement", format!("conductor-plugin-sdk=={SDK_VERSION}"));
-            v.insert("sdk_npm", serde_json::Value::String(SDK_VERSION.to_owned()).to_string());
+            v.insert("sdk_requirement", format!("./sdk/{}", carried::wheel_name()));
+            v.insert(
+                "sdk_npm",
+                serde_json::Value::String(format!("file:{}", carried::JS_FOLDER)).to_string(),
+            );
             v.insert(
                 "sdk_note",
-                format!(
-                    ", version {SDK_VERSION} (where the SDK is in no registry: `conductor plugins new --sdk-path <conductor>/plugin-sdk` depends on a checkout instead)"
-                ),
+                match project.lang {
+                    Lang::Rust => format!(
+                        ", version {SDK_VERSION} (where the SDK is in no registry: `conductor plugins new --sdk-path <conductor>/plugin-sdk` depends on a checkout instead)"
+                    ),
+                    Lang::Python => format!(
+                        ", version {SDK_VERSION}: the wheel in `sdk/`, which `conductor plugins new` wrote from the conductor binary (no registry, no network)"
+                    ),
+                    Lang::Js => format!(
+                        ", version {SDK_VERSION}: the package in `{}/`, which `conductor plugins new` wrote from the conductor binary (no registry, no network)",
+                        carried::JS_FOLDER
+                    ),
+                },
             );
-            v.insert("requirement_note", ".".to_owned());
+            v.insert(
+                "requirement_note",
+                ";\n# the wheel conductor carries, written into sdk/ by `conductor plugins new`: no registry needed."
+                    .to_owned(),
+            );
         }
     }
     v.insert("wasm", wasm);
     v
+}
+
+/// Writes `bytes` to `path`, its folder made first; a command is made executable.
+fn write_file(path: &Path, bytes: &[u8], executable: bool) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, bytes)?;
+    if executable {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(())
 }
 
 /// Writes the project; refuses a folder that exists and is not empty.
@@ -232,15 +264,28 @@ pub fn create(project: &NewProject) -> Result<Created, NewError> {
         let path = dir.join(template.path);
         let text = render(template.text, &values);
         debug_assert!(leftover(&text).is_none(), "{}: {:?}", template.path, leftover(&text));
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(write_error(parent))?;
-        }
-        std::fs::write(&path, text).map_err(write_error(&path))?;
-        if template.executable {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(write_error(&path))?;
-        }
+        write_file(&path, text.as_bytes(), template.executable).map_err(write_error(&path))?;
         written.push(PathBuf::from(template.path));
+    }
+    // A Python or JavaScript project without a checkout: the SDK this conductor carries.
+    if sdk.is_none() {
+        match project.lang {
+            Lang::Rust => {}
+            Lang::Python => {
+                let name = PathBuf::from("sdk").join(carried::wheel_name());
+                let path = dir.join(&name);
+                write_file(&path, &carried::python_wheel(), false).map_err(write_error(&path))?;
+                written.push(name);
+            }
+            Lang::Js => {
+                let folder = PathBuf::from(carried::JS_FOLDER);
+                for file in carried::js_package() {
+                    let path = dir.join(&folder).join(file.path);
+                    write_file(&path, file.bytes, file.executable).map_err(write_error(&path))?;
+                }
+                written.push(folder);
+            }
+        }
     }
     // A Rust project on a checkout builds with the versions the SDK's own workspace is tested
     // with (and compiled: a shared CARGO_TARGET_DIR then reuses them).
@@ -264,10 +309,10 @@ pub fn next_steps(created: &Created, lang: Lang) -> String {
     let needs = match lang {
         Lang::Rust => "Rust with the wasm32-wasip2 target",
         Lang::Python => {
-            "python3, and componentize-py (scripts/build-polyglot-plugins.sh --tools in the conductor repository)"
+            "python3, and componentize-py: `conductor plugins tools install --lang python` installs it once"
         }
         Lang::Js => {
-            "node and npm, componentize-js and rolldown (scripts/build-polyglot-plugins.sh --tools in the conductor repository)"
+            "node and npm, componentize-js and rolldown: `conductor plugins tools install --lang js` installs them once"
         }
     };
     format!(
@@ -309,7 +354,7 @@ mod tests {
                     sdk_path: sdk_path.clone(),
                 };
                 let created = create(&project).unwrap();
-                for f in &created.files {
+                for f in created.files.iter().filter(|f| !f.starts_with("sdk")) {
                     let text = std::fs::read_to_string(created.dir.join(f)).unwrap();
                     assert_eq!(leftover(&text), None, "{lang:?} {}", f.display());
                 }
@@ -345,8 +390,10 @@ mod tests {
                     Lang::Python => {
                         let req = std::fs::read_to_string(created.dir.join("requirements.txt")).unwrap();
                         let line = req.lines().find(|l| !l.starts_with('#')).unwrap();
+                        let wheel = format!("sdk/conductor_plugin_sdk-{SDK_VERSION}-py3-none-any.whl");
+                        assert_eq!(created.dir.join(&wheel).is_file(), sdk_path.is_none(), "{wheel}");
                         match &sdk_path {
-                            None => assert_eq!(line, format!("conductor-plugin-sdk=={SDK_VERSION}")),
+                            None => assert_eq!(line, format!("./{wheel}")),
                             Some(_) => assert!(
                                 line.starts_with("conductor-plugin-sdk @ file:///")
                                     && line.ends_with("/plugin-sdk/python"),
@@ -359,8 +406,21 @@ mod tests {
                             serde_json::from_str(&std::fs::read_to_string(created.dir.join("package.json")).unwrap())
                                 .unwrap();
                         let dep = package["dependencies"]["conductor-plugin-sdk"].as_str().unwrap();
+                        let carried = created.dir.join("sdk/conductor-plugin-sdk/package.json");
+                        assert_eq!(carried.is_file(), sdk_path.is_none());
                         match &sdk_path {
-                            None => assert_eq!(dep, SDK_VERSION),
+                            None => {
+                                assert_eq!(dep, "file:sdk/conductor-plugin-sdk");
+                                let package: serde_json::Value =
+                                    serde_json::from_str(&std::fs::read_to_string(carried).unwrap()).unwrap();
+                                assert_eq!(package["version"], SDK_VERSION);
+                                let wit = created.dir.join("sdk/conductor-plugin-sdk/wit/plugin.wit");
+                                assert!(
+                                    std::fs::read_to_string(wit)
+                                        .unwrap()
+                                        .contains(&format!("package conductor:plugin@{SDK_VERSION};"))
+                                );
+                            }
                             Some(_) => assert!(dep.starts_with("file:/") && dep.ends_with("/plugin-sdk/js"), "{dep}"),
                         }
                     }

@@ -357,27 +357,40 @@ fn kv_changes(before: &[(String, Vec<u8>)], after: &[(String, Vec<u8>)]) -> Vec<
     changes
 }
 
+/// An error as a difference names it: its kind and the first line of its message (the report
+/// shows the whole answer just above: a traceback is printed once).
+fn brief(e: &Error) -> String {
+    let message = error_message(e);
+    let mut lines = message.lines();
+    let first = lines.next().unwrap_or_default();
+    let more = if lines.next().is_some() {
+        " … (the whole error above)"
+    } else {
+        ""
+    };
+    format!("{}: {first}{more}", error_kind(e))
+}
+
 /// How `answer` (and `kv` and what was emitted) differ from `expect`.
 fn differences(expect: &Expect, answer: &Answer, kv_keys: &BTreeSet<String>, emitted: usize) -> Vec<String> {
     let mut out = vec![];
     match (answer, &expect.error) {
         (Answer::NotMade(why), _) => out.push(format!("the call was not made: {why}")),
-        (Answer::Failed(e), None) => out.push(format!("expected success, got {}: {}", error_kind(e), error_message(e))),
+        (Answer::Failed(e), None) => out.push(format!("expected success, got {}", brief(e))),
         (Answer::Failed(e), Some(kind)) => {
             if error_kind(e) != kind {
-                out.push(format!(
-                    "expected error {kind}, got {}: {}",
-                    error_kind(e),
-                    error_message(e)
-                ));
+                out.push(format!("expected error {kind}, got {}", brief(e)));
             }
             if let Some(text) = &expect.message
                 && !error_message(e).contains(text.as_str())
             {
-                out.push(format!(
-                    "expected an error message containing {text:?}, got {:?}",
-                    error_message(e)
-                ));
+                let message = error_message(e);
+                let first = message.lines().next().unwrap_or_default();
+                out.push(if first.len() == message.len() {
+                    format!("expected an error message containing {text:?}, got {message:?}")
+                } else {
+                    format!("expected an error message containing {text:?}, got {first:?} … (the whole error above)")
+                });
             }
         }
         (Answer::Listed(_) | Answer::Done, Some(kind)) => out.push(format!("expected error {kind}, got success")),
@@ -448,6 +461,21 @@ mod tests {
         assert_eq!(
             differences(&invalid, &Answer::Done, &keys, 0),
             ["expected error invalid, got success"]
+        );
+        // A traceback is in the answer the report prints, not again in the difference.
+        let traceback = Answer::Failed(Error::Internal(
+            "uncaught exception in handle:\nTraceback (most recent call last):\n  File \"src/app.py\", line 3, in handle\nRuntimeError: boom".into(),
+        ));
+        assert_eq!(
+            differences(&ok, &traceback, &keys, 0),
+            ["expected success, got internal: uncaught exception in handle: … (the whole error above)"]
+        );
+        assert_eq!(
+            differences(&invalid, &traceback, &keys, 0),
+            [
+                "expected error invalid, got internal: uncaught exception in handle: … (the whole error above)",
+                "expected an error message containing \"not JSON\", got \"uncaught exception in handle:\" … (the whole error above)"
+            ]
         );
         let counted = Expect {
             events: Some(2),

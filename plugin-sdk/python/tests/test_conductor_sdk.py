@@ -5,8 +5,13 @@
 """
 
 import hashlib
+import importlib
+import linecache
 import os
 import random
+import shutil
+import sys
+import tempfile
 import unittest
 import uuid
 from unittest import mock
@@ -152,6 +157,40 @@ class Guard(unittest.TestCase):
         self.assertEqual(lines[:2], ["uncaught exception in init:", "Traceback (most recent call last):"])
         self.assertRegex(lines[-2], r'^  File ".*test_conductor_sdk.py", line \d+, in helper$')
         self.assertTrue(lines[-1].startswith("ZeroDivisionError: "), lines[-1])
+
+    def test_the_traceback_starts_at_the_plugins_frame(self):
+        with self.assertRaises(Err) as raised:
+            self.plugin().init("0")
+        self.assertNotIn("in guarded", raised.exception.value.value)
+        self.assertIn("return helper(config)", raised.exception.value.value)
+
+    def test_in_a_component_the_files_are_named_as_the_project_names_them_with_their_lines(self):
+        # As in a component: the plugin's module is read while it is built (here: from a folder
+        # standing for componentize-py's mount), then its file is gone when it raises.
+        mount = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, mount, True)
+        with open(os.path.join(mount, "mounted_app.py"), "w") as f:
+            f.write("def start():\n    raise RuntimeError('a deliberate bug')\n")
+        sys.path.insert(0, mount)
+        self.addCleanup(sys.path.remove, mount)
+        self.addCleanup(sys.modules.pop, "mounted_app", None)
+        module = importlib.import_module("mounted_app")
+        filename = module.__file__
+        self.addCleanup(linecache.cache.pop, filename, None)
+        conductor_sdk.keep_sources((mount,))
+        shutil.rmtree(mount)
+        linecache.checkcache()
+        with self.assertRaises(Err) as raised:
+            conductor_sdk.guard("start", module.start)()
+        text = raised.exception.value.value
+        self.assertIn(f'File "{filename}", line 2, in start\n', text)
+        self.assertIn("\n    raise RuntimeError('a deliberate bug')\n", text)
+        # A mount (`/<i>/`) is named by the i-th of the build's ROOTS.
+        with mock.patch.object(conductor_sdk, "_ROOTS", ("src/", "build/sources")):
+            named = conductor_sdk._project_names('  File "/0/app.py", line 3, in handle\n  File "/1/x.py", line 1')
+        self.assertEqual(named, '  File "src/app.py", line 3, in handle\n  File "build/sources/x.py", line 1')
+        self.assertEqual(conductor_sdk._mount_of("/12/app.py"), "/12")
+        self.assertIsNone(conductor_sdk._mount_of("/python/lib/json/__init__.py"))
 
     def test_what_the_plugin_answers_is_unchanged(self):
         p = self.plugin()

@@ -21,6 +21,15 @@ contract's (`CONTRACT`); its modules need the `wit_world` bindings of the plugin
   every language (Python's own `hash()` of a string is salted per process).
 - `CONTRACT`: the contract version this SDK is built for (`conductor:plugin@CONTRACT`).
 
+Tracebacks in a component: componentize-py runs the plugin's module once while it builds the
+component, with the folders of the app's path mounted at `/0`, `/1`, … (in the order of its `-p`
+options, the virtual environment's site-packages last); once the component runs, no file is
+reachable. So the SDK keeps the source lines of the plugin's modules when the plugin's class is
+defined (`keep_sources`), for its tracebacks to show them, and names each file as the project
+does when the build says which folder each mount is: a module `_conductor_sources` on the app's
+path whose `ROOTS` lists them, the i-th naming `/i` (the build scripts of `conductor plugins new`
+write it), so `File "/0/app.py"` reads `File "src/app.py"`.
+
 Beside it: `conductor_sdk.ocm` (OCM event encoders and status parsers, as the Rust SDK's `ocm`
 module), `conductor_sdk.fakes` (a fake host for unit tests) and, in the same package,
 `conductor_plugin_wit` (the world generator).
@@ -35,7 +44,9 @@ module), `conductor_sdk.fakes` (a fake host for unit tests) and, in the same pac
 from __future__ import annotations
 
 import functools
+import linecache
 import struct
+import sys
 import traceback
 from typing import Any, Callable, TypeVar, Union
 
@@ -67,6 +78,43 @@ NAMESPACE_OID = "6ba7b812-9dad-11d1-80b4-00c04fd430c8"
 NAMESPACE_X500 = "6ba7b814-9dad-11d1-80b4-00c04fd430c8"
 
 
+try:  # written by the build (see above); absent in plain CPython
+    from _conductor_sources import ROOTS as _ROOTS  # type: ignore[import-not-found]
+except ImportError:
+    _ROOTS = ()
+
+
+def _mount_of(filename: str) -> "str | None":
+    """`/<i>` when `filename` is under a folder componentize-py mounted (`/0/app.py`), else None."""
+    head, sep, _ = filename[1:].partition("/")
+    return f"/{head}" if filename.startswith("/") and sep and head.isdigit() else None
+
+
+def keep_sources(prefixes: "tuple[str, ...] | None" = None) -> None:
+    """Keeps in `linecache` the source lines of every module loaded from under `prefixes` (by
+    default: the folders componentize-py mounted), as entries it never checks against a file:
+    in a component, the files are read while it is built and gone when it runs."""
+    for module in list(sys.modules.values()):
+        filename = getattr(module, "__file__", None)
+        if not isinstance(filename, str):
+            continue
+        if not (filename.startswith(prefixes) if prefixes is not None else _mount_of(filename)):
+            continue
+        entry = linecache.cache.get(filename)
+        if entry is not None and len(entry) == 4 and entry[1] is None:
+            continue  # kept already
+        lines = linecache.getlines(filename)
+        if lines:
+            linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+
+
+def _project_names(text: str) -> str:
+    """`text` with each mounted folder named as the build names it (`_conductor_sources`)."""
+    for i, root in enumerate(_ROOTS):
+        text = text.replace(f'File "/{i}/', f'File "{root.rstrip("/")}/')
+    return text
+
+
 def _plain_traceback(exception: BaseException) -> str:
     """The frames and the exception, without `traceback` (what it cannot format)."""
     lines = ["Traceback (most recent call last):"]
@@ -83,11 +131,13 @@ def _plain_traceback(exception: BaseException) -> str:
 
 
 def format_traceback(exception: BaseException) -> str:
-    """`exception`'s traceback as CPython prints it (chained exceptions and notes included)."""
+    """`exception`'s traceback as CPython prints it (chained exceptions and notes included), its
+    files named as the project names them."""
     try:
-        return "".join(traceback.format_exception(type(exception), exception, exception.__traceback__)).rstrip()
+        text = "".join(traceback.format_exception(type(exception), exception, exception.__traceback__)).rstrip()
     except BaseException:  # noqa: BLE001 - never let the report of a bug become a trap
-        return _plain_traceback(exception)
+        text = _plain_traceback(exception)
+    return _project_names(text)
 
 
 def internal_error(export: str, exception: BaseException) -> Err:
@@ -107,6 +157,8 @@ def guard(export: str, function: F) -> F:
         except Err:
             raise
         except BaseException as e:  # noqa: BLE001 - every escape is a bug the host must see
+            if e.__traceback__ is not None and e.__traceback__.tb_next is not None:
+                e.__traceback__ = e.__traceback__.tb_next  # from the plugin's frame on, not this one
             raise internal_error(export, e) from None
 
     guarded._conductor_guarded = True  # type: ignore[attr-defined]
@@ -140,6 +192,8 @@ class Plugin(exports.Plugin):
             function = cls.__dict__.get(name)
             if callable(function):
                 setattr(cls, name, guard(name, function))
+        # In a component: the last moment the plugin's files are readable (see above).
+        keep_sources()
 
 
 def _bytes(data: Data) -> bytes:

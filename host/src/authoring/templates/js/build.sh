@@ -6,9 +6,9 @@
 #
 #   ./build.sh
 #
-# The tools are the pinned ones conductor's tools install (`scripts/build-polyglot-plugins.sh
-# --tools` in the conductor repository): ${XDG_CACHE_HOME:-~/.cache}/conductor/tools/bin/componentize-js
-# and .../rolldown, or $COMPONENTIZE_JS and $ROLLDOWN.
+# The tools are the pinned ones `conductor plugins tools install --lang js` installs:
+# ${XDG_CACHE_HOME:-~/.cache}/conductor/tools/bin/componentize-js and .../rolldown, or
+# $COMPONENTIZE_JS and $ROLLDOWN.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -22,7 +22,7 @@ COMPONENTIZE_JS="${COMPONENTIZE_JS:-$TOOLS/componentize-js}"
 ROLLDOWN="${ROLLDOWN:-$TOOLS/rolldown}"
 for tool in "$COMPONENTIZE_JS" "$ROLLDOWN"; do
     [ -x "$tool" ] || {
-        echo "build.sh: $tool not found: run scripts/build-polyglot-plugins.sh --tools in the conductor repository" >&2
+        echo "build.sh: $tool not found: run \`conductor plugins tools install --lang js\` (or set COMPONENTIZE_JS and ROLLDOWN)" >&2
         exit 1
     }
 done
@@ -37,5 +37,6 @@ for capability in ${CAPABILITIES//,/ }; do
     externals+=(--external "conductor:plugin/$capability@$CONTRACT")
 done
 "$ROLLDOWN" plugin.js --format esm --platform neutral "${externals[@]}" --file build/plugin.bundle.js >/dev/null
-(cd build && "$COMPONENTIZE_JS" plugin.bundle.js --wit wit --world-name "$WORLD" --disable http fetch-event --out ../{{wasm}} >/dev/null)
+# From here, so a stack names the bundle by its path in the project: build/plugin.bundle.js:LINE:COLUMN.
+"$COMPONENTIZE_JS" build/plugin.bundle.js --wit build/wit --world-name "$WORLD" --disable http fetch-event --out {{wasm}} >/dev/null
 echo "build.sh: built $PWD/{{wasm}}"
