@@ -31,8 +31,8 @@
 //! - [`authoring`]: what plugin authors run — `conductor plugins new` (with the SDK packages the
 //!   binary carries), `conductor plugins tools install` and `conductor plugins test`;
 //! - [`agent`]: `conductor agent`, an OCM agent in a terminal (on the client of `conductor-load`);
-//! - [`errors`]: an error and its causes as one line; `private_folder`: the caches' folders, private
 //! - [`build_info`]: the binary's version, plugin contract and commit (`conductor --version`);
+//! - [`errors`]: an error and its causes as one line; `private_folder`: the caches' folders, private
 //!   to conductor's user.
 //!
 //! Modules form an acyclic graph: `scripts/module-cycles.py` checks it in the test command.
