@@ -1145,3 +1145,105 @@ async fn an_idle_tls_agent_costs_the_server_at_most_its_bound() {
     );
     drop(streams);
 }
+
+/// `conductor agent watch` (stderr lines on a channel), killed when dropped.
+struct AgentWatch {
+    child: std::process::Child,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+impl AgentWatch {
+    fn start(c: &Conductor, args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(conductor_blackbox_tests::conductor_bin())
+            .args(["agent", "watch", "--data-type", "leases", "--server", &c.grpc_addr])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("conductor agent watch starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, stderr: lines }
+    }
+
+    /// The first stderr line holding `needle`, within 30 s.
+    fn line_with(&self, needle: &str) -> String {
+        let mut seen = Vec::new();
+        while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(30)) {
+            if line.contains(needle) {
+                return line;
+            }
+            seen.push(line);
+        }
+        panic!("no line with {needle:?}; agent watch printed {seen:#?}");
+    }
+}
+
+impl Drop for AgentWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `conductor agent` connects as the agents do: over TLS checked against `--ca-file`, as the
+/// cluster's agent by its client certificate (`--cert`/`--key`) or by a token (`--token-file`);
+/// without either it prints the server's refusal with its code.
+#[tokio::test(flavor = "multi_thread")]
+async fn conductor_agent_connects_with_a_client_certificate_or_a_token() {
+    let setup = Setup::new().await;
+    let c = Conductor::start_with_config(&setup.config("", "[auth]\nauthenticators = [\"token\", \"mtls\"]")).unwrap();
+    let ca = setup.pki.ca().display().to_string();
+    let (cert, key) = (setup.file("agent1.crt"), setup.file("agent1.key"));
+    let by_certificate = AgentWatch::start(
+        &c,
+        &[
+            "--cluster",
+            "cluster1",
+            "--ca-file",
+            &ca,
+            "--cert",
+            &cert.display().to_string(),
+            "--key",
+            &key.display().to_string(),
+        ],
+    );
+    by_certificate.line_with("agent: subscribed to coordination.k8s.io.v1.leases of cluster cluster1");
+    let token_file = setup.file("cluster2.token");
+    std::fs::write(&token_file, format!("{CLUSTER2_TOKEN}\n")).unwrap();
+    let by_token = AgentWatch::start(
+        &c,
+        &[
+            "--cluster",
+            "cluster2",
+            "--ca-file",
+            &ca,
+            "--token-file",
+            &token_file.display().to_string(),
+        ],
+    );
+    by_token.line_with("agent: subscribed to coordination.k8s.io.v1.leases of cluster cluster2");
+    // The token of cluster2's agent does not make it cluster1's.
+    let elsewhere = AgentWatch::start(
+        &c,
+        &[
+            "--cluster",
+            "cluster1",
+            "--ca-file",
+            &ca,
+            "--token-file",
+            &token_file.display().to_string(),
+        ],
+    );
+    elsewhere.line_with("PermissionDenied");
+    let anonymous = AgentWatch::start(&c, &["--cluster", "cluster1", "--ca-file", &ca]);
+    anonymous.line_with("Unauthenticated");
+}

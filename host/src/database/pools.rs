@@ -20,6 +20,29 @@ use crate::telemetry::Readiness;
 /// A pooled connection idle longer than this is pinged before it is handed out.
 const PING_IF_IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How conductor pools a database's connections: at most `size`, a borrower waiting at most
+/// `acquire_timeout`.
+///
+/// sqlx pings every connection it hands out by default: a round trip per transaction. A
+/// connection in steady use proves itself (sqlx also pings each one as it comes back, which
+/// flushes the `ROLLBACK` of a transaction a cancelled call left, and drops it when that fails);
+/// only one that sat idle (where a restart or an idle timeout of the server may have closed it) is
+/// pinged before use.
+pub fn pool_options(size: u32, acquire_timeout: std::time::Duration) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(acquire_timeout)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > PING_IF_IDLE_FOR {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 /// The configured databases.
 pub struct Databases {
     pools: BTreeMap<String, PgPool>,
@@ -99,24 +122,7 @@ impl Databases {
             let mut config = config.clone();
             config.ca_file = config.ca_file.as_deref().map(&resolve);
             let options = connect_options(name, &config, &url)?;
-            let pool = PgPoolOptions::new()
-                .max_connections(config.pool_size)
-                .acquire_timeout(config.connect_timeout.0)
-                // sqlx pings every connection it hands out by default: a round trip per
-                // transaction. A connection in steady use proves itself (sqlx also pings each
-                // one as it comes back, and drops it when that fails); only one that sat idle
-                // (where a restart or an idle timeout of the server may have closed it) is
-                // pinged before use.
-                .test_before_acquire(false)
-                .before_acquire(|conn, meta| {
-                    Box::pin(async move {
-                        if meta.idle_for > PING_IF_IDLE_FOR {
-                            sqlx::Connection::ping(conn).await?;
-                        }
-                        Ok(true)
-                    })
-                })
-                .connect_lazy_with(options);
+            let pool = pool_options(config.pool_size, config.connect_timeout.0).connect_lazy_with(options);
             pools.insert(name.clone(), pool);
         }
         Ok(Arc::new(Self {
