@@ -1164,10 +1164,13 @@ fn every_alert_has_its_runbook_section() {
 
 /// Clusters that come and go leave nothing behind: 100,000 clusters call in ten waves and leave;
 /// once each wave's clusters have been gone for `[admin] forget_idle_consumers_after`, their
-/// broker series leave `/metrics`, and resident memory after the last wave is within 10 % of the
-/// most it reached in the first five (the allocator settles over the first waves: from ~58 MiB
-/// after one to 70–79 MiB, here, then flat). With the series kept (the window set to an hour),
-/// the same run grew from 75 MiB after the first wave to 659 MiB after the tenth.
+/// broker series leave `/metrics`, and resident memory over the last three waves (their median)
+/// is within 25 % of the most it reached in the first five. The allocator settles over the first
+/// waves (from ~60 MiB after one to 83–92 MiB) and then wanders: three runs here on 2026-12-04
+/// ended 13–14 % above the first half's most, one wave reaching +27 % and falling back. With the
+/// series kept (the window set to an hour), the same run grew from 75 MiB after the first wave to
+/// 659 MiB after the tenth, ≈ 6.6 KB per cluster: a leak of a tenth of that would end ≈ 30 %
+/// above.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_series_of_clusters_that_left_are_forgotten_and_memory_comes_back() {
     const WAVES: usize = 10;
@@ -1186,6 +1189,7 @@ async fn the_series_of_clusters_that_left_are_forgotten_and_memory_comes_back() 
             .count()
     };
     let mut settled = 0;
+    let mut residents = Vec::new();
     for wave in 0..WAVES {
         let calls = (0..PER_WAVE).map(|n| {
             let mut client = clients[n % clients.len()].clone();
@@ -1212,10 +1216,14 @@ async fn the_series_of_clusters_that_left_are_forgotten_and_memory_comes_back() 
         if wave < WAVES / 2 {
             settled = settled.max(resident);
         }
+        residents.push(resident);
     }
-    let after_all = conductor_blackbox_tests::resident_kib(c.pid());
+    let mut last = residents[WAVES - 3..].to_vec();
+    last.sort_unstable();
+    let at_the_end = last[1];
     assert!(
-        after_all <= settled + settled / 10,
-        "resident memory grew from at most {settled} KiB in the first half of the waves to {after_all} KiB after all {WAVES} of {PER_WAVE} clusters"
+        at_the_end <= settled + settled / 4,
+        "resident memory grew from at most {settled} KiB in the first half of the waves to {at_the_end} KiB \
+         (the median of the last three) after all {WAVES} of {PER_WAVE} clusters: {residents:?}"
     );
 }
