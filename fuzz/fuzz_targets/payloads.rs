@@ -24,7 +24,13 @@ fuzz_target!(|bytes: &[u8]| {
         created_at: None,
         deleted_at: None,
     };
-    let _ = maestro_plugin::status::decide(&event, Some(&row));
+    let target = maestro_plugin::status::StatusTarget {
+        consumer_name: row.consumer_name.clone(),
+        version: row.version,
+        metadata: json.as_ref().and_then(|j| j.get("metadata")).cloned(),
+        status: json.clone(),
+    };
+    let _ = maestro_plugin::status::decide(&event, Some(&target));
     let _ = maestro_plugin::sequence::Snowflake::parse(&String::from_utf8_lossy(data));
     if let Some(json) = json {
         if let Ok(stored) = maestro_plugin::payload::from_json_map(&json) {
