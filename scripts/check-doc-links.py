@@ -7,7 +7,8 @@ Every relative link must name a file or folder that exists, and every `#anchor` 
 `id`/`name` attribute) of the Markdown file it points at. Anchors are made from a heading's text as
 mdBook and GitHub make them: lowercase, punctuation dropped but `-` and `_`, each space a `-`; a
 heading met again gets `-1`, `-2`, …. Links with a scheme (http:, https:, mailto:, …) are not
-checked.
+checked. A page of the book (docs/) links only within the book: the rendered book has nothing
+else (a repository file is named in code, or its text included).
 
 mdBook's `{{#include FILE}}` (and `FILE:ANCHOR`, `FILE:START:END`, `{{#rustdoc_include …}}`) is
 expanded first, as mdBook expands it: the included file must exist (and its anchor), and the links
@@ -26,6 +27,7 @@ import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "docs"  # the book's source folder (docs/book.toml's `src`)
 SKIPPED_DIRS = {".git", "target", "third_party", "node_modules", ".venv", "book"}
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -288,6 +290,8 @@ class Checker:
             problem = None
             if not path.exists():
                 problem = f"no such file {shown(path)}"
+            elif page.resolve().is_relative_to(BOOK) and not path.is_relative_to(BOOK):
+                problem = f"{shown(path)} is outside the book (docs/), which the rendered book does not have"
             elif fragment and path.is_file() and path.suffix == ".md":
                 if fragment not in self.anchors(path):
                     problem = f"{shown(path)} has no heading #{fragment}"

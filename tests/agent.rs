@@ -46,9 +46,16 @@ struct Watch {
 
 impl Watch {
     fn start(c: &Conductor, extra: &[&str]) -> Self {
+        let mut args = vec!["--cluster", "cluster1", "--server", &c.grpc_addr];
+        args.extend(extra);
+        Self::spawn(&args)
+    }
+
+    /// `conductor agent watch ARGS`.
+    fn spawn(args: &[&str]) -> Self {
         let mut child = Command::new(conductor_bin())
-            .args(["agent", "watch", "--cluster", "cluster1", "--server", &c.grpc_addr])
-            .args(extra)
+            .args(["agent", "watch"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -86,6 +93,41 @@ impl Watch {
             .expect("kill runs");
         let _ = self.child.wait();
     }
+}
+
+/// The README's quick start, as a new user plays it: the repository's own `conductor.toml`, and
+/// the one `conductor agent watch` command the README gives to paste — the agent gets a work.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readme_quick_start_shows_an_agent_getting_a_work_with_one_command() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let quick_start = readme
+        .split("## See an agent get a work")
+        .nth(1)
+        .expect("the README's quick start");
+    let watch = quick_start
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|block| block.split("```").next())
+        .expect("a command to paste")
+        .trim();
+    let args: Vec<&str> = watch.split_whitespace().collect();
+    assert_eq!(
+        args[..3],
+        ["target/release/conductor", "agent", "watch"],
+        "the first command to paste: {watch}"
+    );
+    let args: Vec<&str> = args[3..].to_vec();
+    let server = args.iter().position(|a| *a == "--server").expect("--server");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let c = Conductor::start_with_config(&conductor_blackbox_tests::default_run_config(&dir.path().join("maestro-pg"))).unwrap();
+    let mut args = args;
+    args[server + 1] = &c.grpc_addr;
+    let watch = Watch::spawn(&args);
+    let line = watch.expect(&["spec.resync_response", "manifestbundles welcome", "source=memory"]);
+    assert!(line.contains("version=1"), "{line}");
+    watch.kill();
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -90,22 +90,16 @@ fn schema() -> std::path::PathBuf {
 /// embedded database listens on a Unix socket in its folder only.
 #[tokio::test]
 async fn the_default_run_starts_while_port_55432_is_taken() {
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let data = dir.path().join("maestro-pg");
-    let default = std::fs::read_to_string(repo.join("conductor.toml")).unwrap();
+    let default = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../conductor.toml")).unwrap();
     let embedded = default.lines().find(|l| l.starts_with("embedded = ")).unwrap();
     assert!(
         embedded.contains("/var/tmp/conductor/maestro-pg") && !embedded.contains("port"),
         "{embedded}"
     );
-    let config = default
-        .replace("/var/tmp/conductor/maestro-pg", &data.to_string_lossy())
-        .replace("\"plugins/", &format!("\"{}/plugins/", repo.display()))
-        .replace("0.0.0.0:8090", "127.0.0.1:0")
-        .replace("0.0.0.0:9090", "127.0.0.1:0")
-        .replace("format = \"human\"", "format = \"json\"");
+    let config = conductor_blackbox_tests::default_run_config(&data);
     let _held = std::net::TcpListener::bind("127.0.0.1:55432");
     let mut c = Conductor::start_with_config(&config).unwrap();
     c.wait_for_log("listening on events; purged 0 reconciled events").await;

@@ -194,6 +194,27 @@ watch = false
 "#;
 
 /// A memory source named `memory` serving works, clusters and leases.
+/// The repository's own `conductor.toml` (the README's default run), made runnable by a test:
+/// its embedded database in `data_dir`, its relative paths absolute, its listeners on free
+/// ports, its logs in JSON. The folder holding `data_dir` must be readable by everyone (the
+/// database may run as `postgres`).
+pub fn default_run_config(data_dir: &Path) -> String {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let default = std::fs::read_to_string(repo.join("conductor.toml")).expect("the repository's conductor.toml");
+    let rewritten = default
+        .replace("/var/tmp/conductor/maestro-pg", &data_dir.to_string_lossy())
+        .replace("\"plugins/", &format!("\"{}/plugins/", repo.display()))
+        .replace("\"examples/", &format!("\"{}/examples/", repo.display()))
+        .replace("127.0.0.1:8090", "127.0.0.1:0")
+        .replace("127.0.0.1:9090", "127.0.0.1:0")
+        .replace("format = \"human\"", "format = \"json\"");
+    assert!(
+        !rewritten.contains(":8090") && !rewritten.contains(":9090"),
+        "conductor.toml listens somewhere this rewrite does not move to a free port"
+    );
+    rewritten
+}
+
 pub const MEMORY_SOURCE: &str = r#"
 [plugins.memory]
 kind = "memory"

@@ -68,9 +68,14 @@ async fn check_plugin(loaded: &LoadedConfig, name: &str) -> Result<Checked, Conf
     match plugin.kind {
         PluginKind::Memory => {
             let sources = loaded.config.sources_of(name);
-            let memory =
-                crate::sources::MemorySource::new(name, &sources, &plugin.config, Fanout::new(Metrics::new(), 1, 0))
-                    .map_err(|(k, reason)| loaded.error(format!("{key}.config.{k}"), reason))?;
+            let memory = crate::sources::MemorySource::new(
+                name,
+                &sources,
+                &plugin.config,
+                &|p| loaded.resolve(p),
+                Fanout::new(Metrics::new(), 1, 0),
+            )
+            .map_err(|(k, reason)| loaded.error(format!("{key}.config.{k}"), reason))?;
             Ok(Checked {
                 name: name.to_owned(),
                 kind: plugin.kind,

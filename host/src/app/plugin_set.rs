@@ -40,8 +40,14 @@ async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStor
     match plugin.kind {
         PluginKind::Memory => {
             let sources = loaded.config.sources_of(name);
-            let memory = MemorySource::new(name, &sources, &plugin.config, Arc::clone(&host.sink))
-                .map_err(|(k, reason)| loaded.error(format!("{key}.config.{k}"), reason))?;
+            let memory = MemorySource::new(
+                name,
+                &sources,
+                &plugin.config,
+                &|p| loaded.resolve(p),
+                Arc::clone(&host.sink),
+            )
+            .map_err(|(k, reason)| loaded.error(format!("{key}.config.{k}"), reason))?;
             Ok(Running {
                 config: plugin.clone(),
                 digest: None,
