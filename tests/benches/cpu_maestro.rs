@@ -58,44 +58,6 @@ fn cpu(pid: u32) -> f64 {
         .cpu_seconds
 }
 
-/// The fields of `/proc/<pid>/stat` after the command name (field 3 is index 0).
-fn stat_fields(pid: &str) -> Option<Vec<u64>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    // The state (field 3) is a letter: keep the numbers' positions by reading it as 0.
-    Some(rest.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect())
-}
-
-/// CPU seconds of the PostgreSQL server: the postmaster's own, its live children's, and those of
-/// the children it has reaped (`cutime` + `cstime`), so a backend that exits in between counts.
-fn postgres_cpu(postmaster: u32) -> f64 {
-    // After the name: ppid is field 4 (index 1); utime, stime, cutime, cstime fields 14–17.
-    let (ppid, utime, stime, cutime, cstime) = (1, 11, 12, 13, 14);
-    let own = stat_fields(&postmaster.to_string()).expect("the postmaster's stat");
-    let mut ticks = own[utime] + own[stime] + own[cutime] + own[cstime];
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else {
-            continue;
-        };
-        if let Some(f) = stat_fields(pid).filter(|f| f.len() > cstime && f[ppid] == u64::from(postmaster)) {
-            ticks += f[utime] + f[stime] + f[cutime] + f[cstime];
-        }
-    }
-    ticks as f64 / 100.0
-}
-
-/// The postmaster of `db` (the first line of `postmaster.pid`).
-fn postmaster(db: &MaestroDb) -> u32 {
-    let file = db.pg.data_dir().join("postmaster.pid");
-    std::fs::read_to_string(&file)
-        .expect("postmaster.pid")
-        .lines()
-        .next()
-        .and_then(|l| l.trim().parse().ok())
-        .expect("the postmaster's pid")
-}
-
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -122,12 +84,12 @@ impl Phase {
 
 /// Measures `work` (which returns how many events it made): CPU of `pid` and of PostgreSQL.
 async fn measured(pid: u32, postmaster: u32, work: impl std::future::Future<Output = usize>) -> Phase {
-    let (server, postgres) = (cpu(pid), postgres_cpu(postmaster));
+    let (server, postgres) = (cpu(pid), support::postgres_cpu(postmaster));
     let events = work.await;
     Phase {
         events,
         server: cpu(pid) - server,
-        postgres: postgres_cpu(postmaster) - postgres,
+        postgres: support::postgres_cpu(postmaster) - postgres,
     }
 }
 
@@ -369,11 +331,11 @@ impl Bench {
 
     /// PostgreSQL's CPU per transaction while pgbench runs the status transaction.
     fn pgbench(&self, seconds: u64) -> (f64, f64) {
-        let before = postgres_cpu(self.postmaster);
+        let before = support::postgres_cpu(self.postmaster);
         let run = pgbench_status(&self.db, self.agents, 8, seconds, true);
         // Its backends exit with it: let the postmaster reap them.
         std::thread::sleep(Duration::from_millis(300));
-        let used = postgres_cpu(self.postmaster) - before;
+        let used = support::postgres_cpu(self.postmaster) - before;
         (used * 1e6 / run.transactions as f64, run.tps)
     }
 }
@@ -466,7 +428,7 @@ fn main() {
         let agents = env_usize("AGENTS", 100);
         seed(&db, agents).await;
         let mut bench = Bench {
-            postmaster: postmaster(&db),
+            postmaster: db.postmaster(),
             db,
             agents,
             per_agent: env_usize("STATUS_PER_AGENT", 50),

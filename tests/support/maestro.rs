@@ -441,3 +441,48 @@ pub async fn next_where(sub: &mut Sub, what: &str, pick: impl Fn(&proto::CloudEv
 }
 
 pub use conductor_blackbox_tests::eventually;
+
+/// The fields of `/proc/<pid>/stat` after the command name (field 3 is index 0).
+fn stat_fields(pid: &str) -> Option<Vec<u64>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    // The state (field 3) is a letter: keep the numbers' positions by reading it as 0.
+    Some(rest.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect())
+}
+
+/// CPU seconds of the PostgreSQL server: the postmaster's own, its live children's, and those of
+/// the children it has reaped (`cutime` + `cstime`), so a backend that exits in between counts.
+pub fn postgres_cpu(postmaster: u32) -> f64 {
+    // After the name: ppid is field 4 (index 1); utime, stime, cutime, cstime fields 14–17.
+    let (ppid, utime, stime, cutime, cstime) = (1, 11, 12, 13, 14);
+    let own = stat_fields(&postmaster.to_string()).expect("the postmaster's stat");
+    let mut ticks = own[utime] + own[stime] + own[cutime] + own[cstime];
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else {
+            continue;
+        };
+        if let Some(f) = stat_fields(pid).filter(|f| f.len() > cstime && f[ppid] == u64::from(postmaster)) {
+            ticks += f[utime] + f[stime] + f[cutime] + f[cstime];
+        }
+    }
+    ticks as f64 / 100.0
+}
+
+impl MaestroDb {
+    /// The server's postmaster (the first line of `postmaster.pid`).
+    pub fn postmaster(&self) -> u32 {
+        let file = self.pg.data_dir().join("postmaster.pid");
+        std::fs::read_to_string(&file)
+            .expect("postmaster.pid")
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .expect("the postmaster's pid")
+    }
+
+    /// CPU seconds the server has used so far ([`postgres_cpu`]).
+    pub fn postgres_cpu(&self) -> f64 {
+        postgres_cpu(self.postmaster())
+    }
+}
