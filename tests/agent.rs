@@ -121,7 +121,10 @@ async fn the_readme_quick_start_shows_an_agent_getting_a_work_with_one_command()
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let c = Conductor::start_with_config(&conductor_blackbox_tests::default_run_config(&dir.path().join("maestro-pg"))).unwrap();
+    let c = Conductor::start_with_config(&conductor_blackbox_tests::default_run_config(
+        &dir.path().join("maestro-pg"),
+    ))
+    .unwrap();
     let mut args = args;
     args[server + 1] = &c.grpc_addr;
     let watch = Watch::spawn(&args);

@@ -93,7 +93,8 @@ async fn the_default_run_starts_while_port_55432_is_taken() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let data = dir.path().join("maestro-pg");
-    let default = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../conductor.toml")).unwrap();
+    let default =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../conductor.toml")).unwrap();
     let embedded = default.lines().find(|l| l.starts_with("embedded = ")).unwrap();
     assert!(
         embedded.contains("/var/tmp/conductor/maestro-pg") && !embedded.contains("port"),
