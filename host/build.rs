@@ -6,15 +6,26 @@
 //! `grpc::codec::LeanCodec`, whose buffers start small.
 //!
 //! Also names the commit the binary is built from (`CONDUCTOR_COMMIT`, for `conductor
-//! --version` and `conductor_build_info`).
+//! --version` and `conductor_build_info`), and writes the Rust SDK's manifest as a crate of its
+//! own (`plugin-sdk-Cargo.toml`), which `conductor plugins new` writes into a project.
 use std::{env, path::PathBuf, process::Command};
+
+#[path = "src/authoring/sdk_manifest.rs"]
+mod sdk_manifest;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     build_commit();
+    let out = PathBuf::from(env::var("OUT_DIR")?);
+    println!("cargo:rerun-if-changed=../plugin-sdk/Cargo.toml");
+    println!("cargo:rerun-if-changed=../Cargo.toml");
+    let manifest = sdk_manifest::standalone(
+        &std::fs::read_to_string("../plugin-sdk/Cargo.toml")?,
+        &std::fs::read_to_string("../Cargo.toml")?,
+    )?;
+    std::fs::write(out.join("plugin-sdk-Cargo.toml"), manifest)?;
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
     // SAFETY: build scripts are single-threaded.
     unsafe { env::set_var("PROTOC", protoc) };
-    let out = PathBuf::from(env::var("OUT_DIR")?);
     println!("cargo:rerun-if-changed=../proto/cloudevent.proto");
     tonic_prost_build::configure()
         .build_client(false)

@@ -1,8 +1,7 @@
 //! A plugin author's first hour, as a new user goes through it, once per language: `conductor
-//! plugins new NAME --lang rust|python|js` writes a project outside the repository — a Python or
-//! JavaScript one with the SDK the binary carries, no checkout named (a Rust one with `--sdk-path
-//! <repo>/plugin-sdk`: the crate is in no registry); its `build.sh` builds it and passes its unit
-//! tests as generated (Python and JavaScript with pip and npm kept off any registry); `conductor
+//! plugins new NAME --lang rust|python|js` writes a project outside the repository, with the SDK
+//! the binary carries and no checkout named; its `build.sh` builds it and passes its unit tests as
+//! generated (cargo offline, pip and npm kept off any registry); `conductor
 //! plugins test plugin-test.toml` replays the scripted agent conversation against the built
 //! component and reports every call as expected — and fails, naming the difference, on a script
 //! expecting something else, a Python traceback printed once, naming the project's file and
@@ -14,8 +13,9 @@
 //!
 //! The Python and JavaScript builds use the pinned componentize-py, componentize-js and rolldown
 //! that `scripts/build-polyglot-plugins.sh` installs (scripts/test.sh runs it first) in the
-//! folders `conductor plugins tools install` installs them in; the Rust build shares the
-//! workspace's target folder, so it compiles the SDK and the plugin only.
+//! folders `conductor plugins tools install` installs them in; the Rust build keeps a target
+//! folder of its own in conductor's cache folder (`~/.cache/conductor/plugins-new-target`), so
+//! after the first run it compiles the SDK and the plugin only.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -47,11 +47,24 @@ fn text(out: &Output) -> String {
     )
 }
 
+/// Where the Rust project builds: `$XDG_CACHE_HOME/conductor/plugins-new-target`, else
+/// `~/.cache/conductor/…`, else beside the workspace's build.
+fn rust_target_dir() -> PathBuf {
+    let cache = |var: &str, under: &str| {
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .map(|v| PathBuf::from(v).join(under))
+    };
+    cache("XDG_CACHE_HOME", "conductor")
+        .or_else(|| cache("HOME", ".cache/conductor"))
+        .unwrap_or_else(target_dir)
+        .join("plugins-new-target")
+}
+
 /// Runs `command` in `dir`; panics with its output unless it succeeds (when `ok`) or fails.
 fn run(dir: &Path, command: &mut Command, ok: bool) -> String {
     let out = command
         .current_dir(dir)
-        .env("CARGO_TARGET_DIR", target_dir())
         .output()
         .unwrap_or_else(|e| panic!("{command:?}: {e}"));
     let printed = text(&out);
@@ -73,12 +86,13 @@ fn on_free_ports(config: &Path) {
     std::fs::write(config, changed + "\n[reload]\nwatch = false\n").unwrap();
 }
 
-/// A Python or JavaScript project holds the SDK conductor wrote into it, of the contract's
-/// version, and names nothing outside itself; once built, the SDK it runs is that one.
+/// The project holds the SDK conductor wrote into it, of the contract's version, and names
+/// nothing outside itself; once built, the SDK it runs is that one.
 fn the_sdk_is_the_projects(project: &Path, lang: &str, built: bool) {
     let version = conductor_plugin_sdk::SDK_VERSION;
     let repo = std::fs::canonicalize(repo()).unwrap();
     for file in [
+        "Cargo.toml",
         "requirements.txt",
         "package.json",
         "build.sh",
@@ -94,7 +108,35 @@ fn the_sdk_is_the_projects(project: &Path, lang: &str, built: bool) {
             );
         }
     }
-    if lang == "python" {
+    if lang == "rust" {
+        let read = |path: &str| std::fs::read_to_string(project.join(path)).unwrap();
+        let manifest = read("Cargo.toml");
+        for dependency in [
+            format!("conductor-plugin-sdk = {{ version = \"{version}\", path = \"sdk/conductor-plugin-sdk\" }}"),
+            format!(
+                "conductor-plugin-sdk = {{ version = \"{version}\", path = \"sdk/conductor-plugin-sdk\", features = [\"fakes\"] }}"
+            ),
+        ] {
+            assert!(
+                manifest.lines().any(|l| l == dependency),
+                "no {dependency} in\n{manifest}"
+            );
+        }
+        let sdk = read("sdk/conductor-plugin-sdk/Cargo.toml");
+        assert!(sdk.contains(&format!("\nversion = \"{version}\"\n")), "{sdk}");
+        if built {
+            // cargo locked the SDK as a path dependency: a package with no source.
+            let lock = read("Cargo.lock");
+            let locked = lock
+                .split("[[package]]")
+                .find(|p| p.contains("\nname = \"conductor-plugin-sdk\"\n"))
+                .unwrap_or_else(|| panic!("no conductor-plugin-sdk in\n{lock}"));
+            assert!(
+                locked.contains(&format!("\nversion = \"{version}\"\n")) && !locked.contains("source ="),
+                "{locked}"
+            );
+        }
+    } else if lang == "python" {
         let wheel = format!("sdk/conductor_plugin_sdk-{version}-py3-none-any.whl");
         assert!(project.join(&wheel).is_file(), "no {wheel}");
         let requirements = std::fs::read_to_string(project.join("requirements.txt")).unwrap();
@@ -167,13 +209,9 @@ async fn new_build_test_serve(lang: &str) {
     let work = tempfile::tempdir().unwrap();
     let project = work.path().join(&name);
 
-    // 1. A new project, outside the repository: Python and JavaScript with the SDK the binary
-    // carries, Rust with the checkout's.
+    // 1. A new project, outside the repository, with the SDK the binary carries.
     let mut new = Command::new(conductor_bin());
     new.args(["plugins", "new", &name, "--lang", lang]);
-    if lang == "rust" {
-        new.arg("--sdk-path").arg(repo().join("plugin-sdk"));
-    }
     let printed = run(work.path(), &mut new, true);
     assert!(
         printed.contains("./build.sh") && printed.contains("plugins test plugin-test.toml"),
@@ -189,17 +227,18 @@ async fn new_build_test_serve(lang: &str) {
         assert!(project.join(file).is_file(), "{lang}: no {file}");
     }
 
-    if lang != "rust" {
-        the_sdk_is_the_projects(&project, lang, false);
-    }
+    the_sdk_is_the_projects(&project, lang, false);
     // Python and JavaScript: a bug for the traceback (below), where the unit tests and the
     // script do not go.
     let bug = (lang != "rust").then(|| add_a_bug(&project, lang));
 
-    // 2. It builds, and passes its unit tests, as generated: with no registry.
+    // 2. It builds, and passes its unit tests, as generated: with no registry (cargo takes the
+    // SDK's dependencies from its own cache, where the workspace's build put them).
     let built = run(
         &project,
         Command::new("./build.sh")
+            .env("CARGO_TARGET_DIR", rust_target_dir())
+            .env("CARGO_NET_OFFLINE", "true")
             .env("PIP_NO_INDEX", "1")
             .env("npm_config_offline", "true"),
         true,
@@ -212,9 +251,7 @@ async fn new_build_test_serve(lang: &str) {
         _ => "# pass 5",
     };
     assert!(built.contains(passed), "{lang}: its unit tests:\n{built}");
-    if lang != "rust" {
-        the_sdk_is_the_projects(&project, lang, true);
-    }
+    the_sdk_is_the_projects(&project, lang, true);
 
     // 3. The real component replays the scripted conversation: every answer as expected.
     let replayed = run(

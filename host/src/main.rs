@@ -191,8 +191,7 @@ enum PluginsCommand {
         dir: Option<PathBuf>,
         /// The conductor repository's plugin-sdk folder: the project depends on that checkout of
         /// the SDK (Cargo path, `pip install <sdk>/python`, npm `file:<sdk>/js`) instead of the
-        /// SDK this conductor carries (Python, JavaScript: written into the project's sdk/) or
-        /// the contract's version (Rust).
+        /// SDK this conductor carries, which it writes into the project's sdk/.
         #[arg(long, value_name = "PATH")]
         sdk_path: Option<PathBuf>,
     },

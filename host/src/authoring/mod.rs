@@ -11,6 +11,8 @@ pub mod replay;
 pub mod report;
 pub mod script;
 pub mod sdk;
+#[cfg(test)]
+mod sdk_manifest;
 mod templates;
 pub mod tools;
 

@@ -3,13 +3,12 @@
 //! agents report in `kv`), a unit test against the SDK's fakes, a build script, a `conductor.toml`
 //! that loads the built component and a `plugin-test.toml` for `conductor plugins test`.
 //!
-//! The SDK is a dependency of the project. A Python or JavaScript project holds the SDK this
-//! conductor carries ([`super::sdk`], of its contract's version) in `sdk/`: the wheel its
-//! `requirements.txt` names, the npm package's folder its `package.json` names (`file:`), so it
-//! builds with no registry, no network and no checkout. A Rust project depends on the contract's
-//! version (`conductor-plugin-sdk = "<SDK_VERSION>"`). With `--sdk-path <conductor>/plugin-sdk`,
-//! each depends on the SDK of that checkout instead (a Cargo path dependency, `pip install
-//! <sdk>/python`, an npm `file:` dependency on `<sdk>/js`).
+//! The SDK is a dependency of the project, which holds the SDK this conductor carries
+//! ([`super::sdk`], of its contract's version) in `sdk/`: the crate's folder its `Cargo.toml`
+//! names (a path dependency), the wheel its `requirements.txt` names, the npm package's folder its
+//! `package.json` names (`file:`), so the SDK needs no registry and no checkout. With `--sdk-path
+//! <conductor>/plugin-sdk`, each depends on the SDK of that checkout instead (a Cargo path
+//! dependency, `pip install <sdk>/python`, an npm `file:` dependency on `<sdk>/js`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -166,14 +165,17 @@ fn values(project: &NewProject, sdk: Option<&Path>) -> BTreeMap<&'static str, St
         },
     );
     let version = toml_string(SDK_VERSION);
+    let crate_path = toml_string(&sdk.map_or(carried::PACKAGE_FOLDER.into(), |sdk| sdk.to_string_lossy()));
+    v.insert(
+        "sdk_dependency",
+        format!("{{ version = {version}, path = {crate_path} }}"),
+    );
+    v.insert(
+        "sdk_dependency_fakes",
+        format!("{{ version = {version}, path = {crate_path}, features = [\"fakes\"] }}"),
+    );
     match sdk {
         Some(sdk) => {
-            let path = toml_string(&sdk.to_string_lossy());
-            v.insert("sdk_dependency", format!("{{ version = {version}, path = {path} }}"));
-            v.insert(
-                "sdk_dependency_fakes",
-                format!("{{ version = {version}, path = {path}, features = [\"fakes\"] }}"),
-            );
             v.insert(
                 "sdk_requirement",
                 format!("conductor-plugin-sdk @ {}", file_url(&sdk.join("python"))),
@@ -193,28 +195,24 @@ fn values(project: &NewProject, sdk: Option<&Path>) -> BTreeMap<&'static str, St
             );
         }
         None => {
-            v.insert("sdk_dependency", version.clone());
-            v.insert(
-                "sdk_dependency_fakes",
-                format!("{{ version = {version}, features = [\"fakes\"] }}"),
-            );
             v.insert("sdk_requirement", format!("./sdk/{}", carried::wheel_name()));
             v.insert(
                 "sdk_npm",
-                serde_json::Value::String(format!("file:{}", carried::JS_FOLDER)).to_string(),
+                serde_json::Value::String(format!("file:{}", carried::PACKAGE_FOLDER)).to_string(),
             );
             v.insert(
                 "sdk_note",
                 match project.lang {
                     Lang::Rust => format!(
-                        ", version {SDK_VERSION} (where the SDK is in no registry: `conductor plugins new --sdk-path <conductor>/plugin-sdk` depends on a checkout instead)"
+                        ", version {SDK_VERSION}: the crate in `{}/`, which `conductor plugins new` wrote from the conductor binary (no checkout; its own dependencies come as any crate's)",
+                        carried::PACKAGE_FOLDER
                     ),
                     Lang::Python => format!(
                         ", version {SDK_VERSION}: the wheel in `sdk/`, which `conductor plugins new` wrote from the conductor binary (no registry, no network)"
                     ),
                     Lang::Js => format!(
                         ", version {SDK_VERSION}: the package in `{}/`, which `conductor plugins new` wrote from the conductor binary (no registry, no network)",
-                        carried::JS_FOLDER
+                        carried::PACKAGE_FOLDER
                     ),
                 },
             );
@@ -267,24 +265,27 @@ pub fn create(project: &NewProject) -> Result<Created, NewError> {
         write_file(&path, text.as_bytes(), template.executable).map_err(write_error(&path))?;
         written.push(PathBuf::from(template.path));
     }
-    // A Python or JavaScript project without a checkout: the SDK this conductor carries.
-    if sdk.is_none() {
-        match project.lang {
-            Lang::Rust => {}
-            Lang::Python => {
-                let name = PathBuf::from("sdk").join(carried::wheel_name());
-                let path = dir.join(&name);
-                write_file(&path, &carried::python_wheel(), false).map_err(write_error(&path))?;
-                written.push(name);
+    // Without a checkout: the SDK this conductor carries, a wheel or a folder.
+    match (&sdk, project.lang) {
+        (Some(_), _) => {}
+        (None, Lang::Python) => {
+            let name = PathBuf::from("sdk").join(carried::wheel_name());
+            let path = dir.join(&name);
+            write_file(&path, &carried::python_wheel(), false).map_err(write_error(&path))?;
+            written.push(name);
+        }
+        (None, lang @ (Lang::Rust | Lang::Js)) => {
+            let package = if lang == Lang::Rust {
+                carried::rust_crate()
+            } else {
+                carried::js_package()
+            };
+            let folder = PathBuf::from(carried::PACKAGE_FOLDER);
+            for file in package {
+                let path = dir.join(&folder).join(file.path);
+                write_file(&path, file.bytes, file.executable).map_err(write_error(&path))?;
             }
-            Lang::Js => {
-                let folder = PathBuf::from(carried::JS_FOLDER);
-                for file in carried::js_package() {
-                    let path = dir.join(&folder).join(file.path);
-                    write_file(&path, file.bytes, file.executable).map_err(write_error(&path))?;
-                }
-                written.push(folder);
-            }
+            written.push(folder);
         }
     }
     // A Rust project on a checkout builds with the versions the SDK's own workspace is tested
@@ -378,13 +379,36 @@ mod tests {
                         let cargo: toml::Table =
                             toml::from_str(&std::fs::read_to_string(created.dir.join("Cargo.toml")).unwrap()).unwrap();
                         let dep = &cargo["dependencies"]["conductor-plugin-sdk"];
+                        let dev = &cargo["dev-dependencies"]["conductor-plugin-sdk"];
+                        assert_eq!(dep["version"].as_str(), Some(SDK_VERSION));
+                        assert_eq!(dev["version"].as_str(), Some(SDK_VERSION));
+                        assert_eq!(dev["path"], dep["path"]);
+                        assert_eq!(dev["features"], toml::Value::from(vec!["fakes"]));
+                        let folder = created.dir.join("sdk/conductor-plugin-sdk");
+                        assert_eq!(folder.is_dir(), sdk_path.is_none());
+                        // The workspace's lock comes with a checkout's SDK only.
+                        assert_eq!(created.dir.join("Cargo.lock").is_file(), sdk_path.is_some());
                         match &sdk_path {
-                            None => assert_eq!(dep.as_str(), Some(SDK_VERSION)),
-                            Some(_) => {
-                                assert_eq!(dep["version"].as_str(), Some(SDK_VERSION));
-                                assert!(dep["path"].as_str().unwrap().ends_with("plugin-sdk"));
-                                assert!(created.dir.join("Cargo.lock").is_file(), "the SDK workspace's lock");
+                            None => {
+                                assert_eq!(dep["path"].as_str(), Some("sdk/conductor-plugin-sdk"));
+                                assert!(created.files.contains(&PathBuf::from("sdk/conductor-plugin-sdk")));
+                                for file in carried::rust_crate() {
+                                    assert_eq!(
+                                        std::fs::read(folder.join(file.path)).unwrap(),
+                                        file.bytes,
+                                        "{}",
+                                        file.path
+                                    );
+                                }
+                                let manifest: toml::Table =
+                                    toml::from_str(&std::fs::read_to_string(folder.join("Cargo.toml")).unwrap())
+                                        .unwrap();
+                                assert_eq!(manifest["package"]["name"].as_str(), Some("conductor-plugin-sdk"));
+                                assert_eq!(manifest["package"]["version"].as_str(), Some(SDK_VERSION));
+                                let wit = std::fs::read_to_string(folder.join("wit/plugin.wit")).unwrap();
+                                assert!(wit.contains(&format!("package conductor:plugin@{SDK_VERSION};")));
                             }
+                            Some(_) => assert!(dep["path"].as_str().unwrap().ends_with("plugin-sdk")),
                         }
                     }
                     Lang::Python => {

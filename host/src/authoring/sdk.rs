@@ -1,7 +1,11 @@
 //! The SDK packages this conductor carries, of its own contract's version, for `conductor plugins
-//! new` to write into a Python or JavaScript project: the project builds with them as they are,
-//! with no package registry, no network and no checkout of conductor.
+//! new` to write into a project: the SDK builds from the project as it is, with no checkout of
+//! conductor and no registry holding the SDK.
 //!
+//! - Rust: the crate's folder, its sources and contract as `cargo build` reads them, with its
+//!   manifest made standalone — `plugin-sdk/Cargo.toml` inherits from conductor's workspace, so
+//!   the build (`host/build.rs`) resolves what it inherits and drops its lints and
+//!   dev-dependencies. For a path dependency; the SDK's own dependencies come as any crate's.
 //! - Python: a wheel, `conductor_plugin_sdk-<version>-py3-none-any.whl`, made from the sources of
 //!   `plugin-sdk/python` (and the contract, `plugin-sdk/wit/plugin.wit`) as pip installs it:
 //!   pip installs a wheel with no dependency without a registry, where a source folder would
@@ -25,6 +29,9 @@ pub struct File {
 }
 
 macro_rules! sdk_file {
+    ($path:literal) => {
+        sdk_file!($path, $path)
+    };
     ($path:literal, $from:literal) => {
         File {
             path: $path,
@@ -39,6 +46,51 @@ macro_rules! sdk_file {
             executable: true,
         }
     };
+}
+
+/// The Rust crate: its manifest (made standalone by `host/build.rs`), its build script, README,
+/// sources and contract, by their path in its folder.
+const RUST: &[File] = &[
+    File {
+        path: "Cargo.toml",
+        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/plugin-sdk-Cargo.toml")),
+        executable: false,
+    },
+    sdk_file!("build.rs"),
+    sdk_file!("README.md"),
+    sdk_file!("src/bindings.rs"),
+    sdk_file!("src/calls.rs"),
+    sdk_file!("src/component.rs"),
+    sdk_file!("src/duration.rs"),
+    sdk_file!("src/error.rs"),
+    sdk_file!("src/event.rs"),
+    sdk_file!("src/fakes.rs"),
+    sdk_file!("src/host/database.rs"),
+    sdk_file!("src/host/kube.rs"),
+    sdk_file!("src/host/mod.rs"),
+    sdk_file!("src/identity.rs"),
+    sdk_file!("src/imports.rs"),
+    sdk_file!("src/kube.rs"),
+    sdk_file!("src/lib.rs"),
+    sdk_file!("src/metric.rs"),
+    sdk_file!("src/native.rs"),
+    sdk_file!("src/ocm/codec.rs"),
+    sdk_file!("src/ocm/conditions.rs"),
+    sdk_file!("src/ocm/extensions.rs"),
+    sdk_file!("src/ocm/mod.rs"),
+    sdk_file!("src/ocm/resources.rs"),
+    sdk_file!("src/ocm/resync.rs"),
+    sdk_file!("src/ocm/types.rs"),
+    sdk_file!("src/pg.rs"),
+    sdk_file!("src/plugin.rs"),
+    sdk_file!("src/retry.rs"),
+    sdk_file!("src/wit_convert.rs"),
+    sdk_file!("wit/plugin.wit"),
+];
+
+/// The Rust crate's files, by their path in its folder.
+pub fn rust_crate() -> &'static [File] {
+    RUST
 }
 
 /// The Python package's modules, by their path in the wheel (the packages of `python/src`).
@@ -97,8 +149,8 @@ pub fn js_package() -> &'static [File] {
     JS
 }
 
-/// The folder a project keeps the npm package in, relative to the project.
-pub const JS_FOLDER: &str = "sdk/conductor-plugin-sdk";
+/// The folder a project keeps the Rust crate or the npm package in, relative to the project.
+pub const PACKAGE_FOLDER: &str = "sdk/conductor-plugin-sdk";
 
 /// The wheel's file name: `conductor_plugin_sdk-<version>-py3-none-any.whl`.
 pub fn wheel_name() -> String {
@@ -316,6 +368,53 @@ mod tests {
             carried, on_disk,
             "plugin-sdk/python/src and PYTHON in authoring/sdk.rs differ"
         );
+    }
+
+    /// The folders of `plugin-sdk` that are not the crate's: the other packages and their tools,
+    /// and the SDK's own integration tests (which need its dev-dependencies).
+    const NOT_THE_CRATE: &[&str] = &["python", "js", "tools", "tests"];
+
+    #[test]
+    fn the_rust_crate_holds_every_file_of_the_sdk_folder_but_the_other_packages() {
+        let root = sdk();
+        let mut on_disk = BTreeSet::new();
+        for entry in std::fs::read_dir(&root).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !NOT_THE_CRATE.contains(&name.as_str()) {
+                    files_under(&root, &path, &mut on_disk);
+                }
+            } else {
+                on_disk.insert(name);
+            }
+        }
+        let carried: BTreeSet<String> = RUST.iter().map(|f| f.path.to_owned()).collect();
+        assert_eq!(carried, on_disk, "plugin-sdk and RUST in authoring/sdk.rs differ");
+    }
+
+    /// The manifest builds outside conductor's workspace: nothing left to inherit, the contract's
+    /// version, the workspace's dependencies as the workspace declares them.
+    #[test]
+    fn the_rust_crates_manifest_stands_alone() {
+        let text = std::str::from_utf8(RUST[0].bytes).unwrap();
+        assert!(!text.contains("workspace"), "{text}");
+        let manifest: toml::Table = toml::from_str(text).unwrap();
+        let read = |path: &str| -> toml::Table {
+            toml::from_str(&std::fs::read_to_string(sdk().join(path)).unwrap()).unwrap()
+        };
+        let (own, root) = (read("Cargo.toml"), read("../Cargo.toml"));
+        let package = &manifest["package"];
+        assert_eq!(package["version"].as_str(), Some(SDK_VERSION));
+        assert_eq!(package["edition"], root["workspace"]["package"]["edition"]);
+        assert_eq!(
+            manifest["dependencies"]["chrono"],
+            root["workspace"]["dependencies"]["chrono"]
+        );
+        assert_eq!(manifest["dependencies"]["postcard"], own["dependencies"]["postcard"]);
+        assert_eq!(manifest["features"], own["features"]);
+        assert_eq!(manifest["target"], own["target"]);
+        assert!(!manifest.contains_key("lints") && !manifest.contains_key("dev-dependencies"));
     }
 
     #[test]
