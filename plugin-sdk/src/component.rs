@@ -52,7 +52,8 @@ impl Adapter {
 
     pub fn list<P: Plugin>(options: exported::ListOptions) -> Result<Vec<wit::types::CloudEvent>, wit::types::Error> {
         let options = from_wit_list_options(options);
-        with_instance::<P, _>(|p, host| p.list(host, options)).map(|events| events.iter().map(to_wit_event).collect())
+        with_instance::<P, _>(|p, host| p.list(host, options))
+            .map(|events| events.into_iter().map(into_wit_event).collect())
     }
 
     pub fn handle<P: Plugin>(

@@ -26,33 +26,38 @@ macro_rules! __wit_conversions {
         }
 
         pub fn to_wit_event(e: &$crate::CloudEvent) -> __wit_types::CloudEvent {
+            into_wit_event(e.clone())
+        }
+
+        /// The event in the contract's types, its strings and data moved, not copied.
+        pub fn into_wit_event(e: $crate::CloudEvent) -> __wit_types::CloudEvent {
             use $crate::ExtensionValue as V;
             __wit_types::CloudEvent {
-                id: e.id.clone(),
-                source: e.source.clone(),
-                spec_version: e.spec_version.clone(),
-                type_: e.ty.clone(),
-                data_content_type: e.data_content_type.clone(),
-                data_schema: e.data_schema.clone(),
-                subject: e.subject.clone(),
+                id: e.id,
+                source: e.source,
+                spec_version: e.spec_version,
+                type_: e.ty,
+                data_content_type: e.data_content_type,
+                data_schema: e.data_schema,
+                subject: e.subject,
                 time: e.time.map(to_wit_time),
                 extensions: e
                     .extensions
-                    .iter()
+                    .into_iter()
                     .map(|(name, value)| __wit_types::Extension {
-                        name: name.clone(),
+                        name,
                         value: match value {
-                            V::Boolean(b) => __wit_types::ExtensionValue::Boolean(*b),
-                            V::Integer(i) => __wit_types::ExtensionValue::Integer(*i),
-                            V::String(s) => __wit_types::ExtensionValue::String(s.clone()),
-                            V::Bytes(b) => __wit_types::ExtensionValue::Bytes(b.clone()),
-                            V::Uri(s) => __wit_types::ExtensionValue::Uri(s.clone()),
-                            V::UriRef(s) => __wit_types::ExtensionValue::UriRef(s.clone()),
-                            V::Timestamp(ts) => __wit_types::ExtensionValue::Timestamp(to_wit_time(*ts)),
+                            V::Boolean(b) => __wit_types::ExtensionValue::Boolean(b),
+                            V::Integer(i) => __wit_types::ExtensionValue::Integer(i),
+                            V::String(s) => __wit_types::ExtensionValue::String(s),
+                            V::Bytes(b) => __wit_types::ExtensionValue::Bytes(b),
+                            V::Uri(s) => __wit_types::ExtensionValue::Uri(s),
+                            V::UriRef(s) => __wit_types::ExtensionValue::UriRef(s),
+                            V::Timestamp(ts) => __wit_types::ExtensionValue::Timestamp(to_wit_time(ts)),
                         },
                     })
                     .collect(),
-                data: e.data.clone(),
+                data: e.data,
             }
         }
 

@@ -23,7 +23,9 @@
 //!  cargo bench -p conductor-blackbox-tests --bench cpu_kube`
 //!
 //! `CONDUCTOR_BIN=<dir>/release/conductor` measures another build, to compare: the host there and
-//! the kube component in `<dir>/wasm32-wasip2/plugin/`.
+//! the kube component in `<dir>/wasm32-wasip2/plugin/`. `PLUGIN_FORM=native` loads the kube
+//! plugin as a native library instead (`cargo build --release -p kube-plugin`, beside the
+//! binary): the difference is what the component boundary costs.
 
 #[path = "../floors/kube_common.rs"]
 mod common;
@@ -39,7 +41,7 @@ use std::time::{Duration, Instant};
 use conductor_blackbox_tests::events::{self, attr_str, integer, string};
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
 use conductor_blackbox_tests::{
-    CloudEventServiceClient, Conductor, Form, WORKS, env_usize, median, publish, subscribe,
+    CloudEventServiceClient, Conductor, Form, WORKS, conductor_bin, env_usize, median, publish, subscribe,
 };
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube_api::{KubeApi, kube_config};
@@ -192,6 +194,22 @@ impl Agents {
             last = now;
         }
     }
+}
+
+/// The kube plugin's configuration: the component, or with `PLUGIN_FORM=native` the native
+/// library of the release build beside the conductor binary.
+fn plugin_entry(front: &kube_api::Front) -> String {
+    if std::env::var("PLUGIN_FORM").as_deref() != Ok("native") {
+        return kube_config(front, Form::Component);
+    }
+    let debug = conductor_blackbox_tests::plugin_artifact("kube-plugin", Form::Native);
+    let release = conductor_bin().with_file_name("libkube_plugin.so");
+    assert!(
+        release.exists(),
+        "{} is missing: cargo build --release -p kube-plugin",
+        release.display()
+    );
+    kube_config(front, Form::Native).replace(&*debug.to_string_lossy(), &release.to_string_lossy())
 }
 
 /// Records a flame graph of `pid` for `seconds` into `PROFILE_DIR/<name>.svg`, if asked.
@@ -429,13 +447,15 @@ async fn main() {
     let total = clusters * per_cluster;
     println!(
         "cpu_kube: {total} works across {clusters} clusters, one agent (connection + subscription) per cluster; \
-         delivery: {changes} changes at {rates:?}/s; status: {updates} updates at {status_rate}/s; {runs} runs; load average {}",
+         delivery: {changes} changes at {rates:?}/s; status: {updates} updates at {status_rate}/s; {runs} runs; \
+         the kube plugin: {}; load average {}",
+        std::env::var("PLUGIN_FORM").unwrap_or_else(|_| "component".into()),
         load_average()
     );
     let conductor_config = format!(
         "{}[broker]\nheartbeat_disabled = true\n{}",
         conductor_blackbox_tests::BASE_CONFIG,
-        kube_config(&front, Form::Component)
+        plugin_entry(&front)
     );
 
     let mut delivery_rows: Vec<Row> = rates

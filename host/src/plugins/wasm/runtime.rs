@@ -168,9 +168,35 @@ pub struct WasmRuntime {
 /// What one call into the plugin asks.
 enum Call<'a> {
     /// A call that may run again on a fresh instance.
-    Request(&'a PluginRequest),
+    Request(&'a WitRequest),
     /// Host events: never run again here (their queue redelivers what fails).
     Events(Vec<conductor_plugin_sdk::HostEvent>),
+}
+
+/// A request in the contract's types, converted once (the event's strings and data moved, not
+/// copied): a call that runs again on a fresh instance passes the same values. One lives per call,
+/// on the stack: the size of its largest variant costs nothing a box would save.
+#[allow(clippy::large_enum_variant)]
+enum WitRequest {
+    Start,
+    List(bindings::exports::conductor::plugin::plugin::ListOptions),
+    Handle(types::Identity, types::CloudEvent),
+    OnEvents(Vec<bindings::exports::conductor::plugin::plugin::HostEvent>),
+}
+
+impl From<PluginRequest> for WitRequest {
+    fn from(request: PluginRequest) -> Self {
+        match request {
+            PluginRequest::Start => Self::Start,
+            PluginRequest::List(options) => Self::List(convert::to_wit_list_options(options)),
+            PluginRequest::Handle(identity, event) => {
+                Self::Handle(convert::to_wit_identity(identity), convert::into_wit_event(event))
+            }
+            PluginRequest::OnEvents(events) => {
+                Self::OnEvents(events.into_iter().map(convert::to_wit_host_event).collect())
+            }
+        }
+    }
 }
 
 /// How one attempt of a call ended.
@@ -334,25 +360,14 @@ impl WasmRuntime {
             }
         };
         Ok(match request {
-            PluginRequest::Start => done(source.call_start(store).await?),
-            PluginRequest::List(options) => source
-                .call_list(store, &convert::to_wit_list_options(options.clone()))
+            WitRequest::Start => done(source.call_start(store).await?),
+            WitRequest::List(options) => source
+                .call_list(store, options)
                 .await?
                 .map(|events| PluginReply::Listed(events.into_iter().map(convert::from_wit_event).collect()))
                 .map_err(convert::from_wit_error),
-            PluginRequest::Handle(identity, event) => done(
-                source
-                    .call_handle(
-                        store,
-                        &convert::to_wit_identity(identity.clone()),
-                        &convert::to_wit_event(event),
-                    )
-                    .await?,
-            ),
-            PluginRequest::OnEvents(events) => {
-                let events: Vec<_> = events.iter().cloned().map(convert::to_wit_host_event).collect();
-                done(source.call_on_events(store, &events).await?)
-            }
+            WitRequest::Handle(identity, event) => done(source.call_handle(store, identity, event).await?),
+            WitRequest::OnEvents(events) => done(source.call_on_events(store, events).await?),
         })
     }
 }
@@ -366,6 +381,7 @@ impl Runtime for WasmRuntime {
                 .with(wait, async |i| self.attempt(i, Call::Events(events)).await);
             return attempt.await?.into_result();
         }
+        let request = WitRequest::from(request);
         let first = self
             .pool
             .with(wait, async |i| self.attempt(i, Call::Request(&request)).await)
