@@ -38,6 +38,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use conductor_blackbox_tests::cpu_seconds as cpu;
 use conductor_blackbox_tests::events::{self, attr_str, integer, string};
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
 use conductor_blackbox_tests::{
@@ -81,13 +82,6 @@ type Arrivals = Arc<Mutex<HashMap<String, Instant>>>;
 
 fn key(namespace: &str, name: &str, generation: i64) -> String {
     format!("{namespace}/{name}@{generation}")
-}
-
-/// The CPU seconds (user + system) process `pid` has used.
-fn cpu(pid: u32) -> f64 {
-    conductor_load::process::sample(pid)
-        .expect("the server's /proc/<pid>/stat")
-        .cpu_seconds
 }
 
 /// The one-minute load average.

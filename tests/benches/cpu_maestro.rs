@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use conductor_blackbox_tests::cpu_seconds as cpu;
 use conductor_blackbox_tests::events::{attr, attr_str};
 use conductor_blackbox_tests::proto::cloud_event::Data;
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
@@ -50,13 +51,6 @@ use tonic::transport::Channel;
 
 type Client = CloudEventServiceClient<Channel>;
 type Delivered = mpsc::UnboundedReceiver<(proto::CloudEvent, Instant)>;
-
-/// CPU seconds of `pid` (user + system).
-fn cpu(pid: u32) -> f64 {
-    conductor_load::process::sample(pid)
-        .expect("the process's /proc/<pid>/stat")
-        .cpu_seconds
-}
 
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")

@@ -28,7 +28,7 @@ use conductor_blackbox_tests::proto::{
     cloud_event_attribute_value::Attr,
     cloud_event_service_server::{CloudEventService, CloudEventServiceServer},
 };
-use conductor_blackbox_tests::{Conductor, Form, env_usize, load_bin, median};
+use conductor_blackbox_tests::{Conductor, Form, cpu_seconds, env_usize, load_bin, median};
 use serde_json::Value;
 use support::MaestroDb;
 use tokio::sync::mpsc;
@@ -289,11 +289,6 @@ async fn bare_notify_p99(db: &MaestroDb, n: usize, rate: f64) -> f64 {
 
 /// How busy the machine's CPUs are from now until the returned function is called, in % (from
 /// `/proc/stat`; NaN where it cannot be read).
-/// CPU seconds of `pid` (user + system).
-fn process_cpu(pid: u32) -> f64 {
-    conductor_load::process::sample(pid).map_or(f64::NAN, |s| s.cpu_seconds)
-}
-
 fn machine_busy() -> impl FnOnce() -> f64 {
     fn times() -> Option<(f64, f64)> {
         let stat = std::fs::read_to_string("/proc/stat").ok()?;
@@ -483,7 +478,7 @@ async fn maestro_floor(db: &MaestroDb, resources: usize, updates: usize, rate: f
     let (latencies, _) = arrivals(&mut received_rx, &written).await;
     let quantile = |q: usize| latencies[(latencies.len() * q).div_ceil(100) - 1].as_secs_f64() * 1e3;
     let (p50, p99) = (quantile(50), quantile(99));
-    let (busy, postgres, writers) = (machine_busy(), db.postgres_cpu(), process_cpu(std::process::id()));
+    let (busy, postgres, writers) = (machine_busy(), db.postgres_cpu(), cpu_seconds(std::process::id()));
     let began = Instant::now();
     let burst = paced(creates, f64::INFINITY, |i| {
         let (hub, cluster) = (Arc::clone(&hub), clusters[i % clusters.len()].clone());
@@ -501,7 +496,7 @@ async fn maestro_floor(db: &MaestroDb, resources: usize, updates: usize, rate: f
         "    floor burst: the machine {:.0} % busy; per create: PostgreSQL {:.0} µs, the writers (this process) {:.0} µs",
         busy(),
         per_create(db.postgres_cpu() - postgres),
-        per_create(process_cpu(std::process::id()) - writers),
+        per_create(cpu_seconds(std::process::id()) - writers),
     );
     receiver.abort();
     // conductor starts on an empty database, as it would without the floor.
@@ -564,13 +559,13 @@ fn maestro(rt: &tokio::runtime::Runtime) {
                 busy()
             );
             print_plugin_calls(&c, &format!("{lanes} at once, after the steady phase")).await;
-            let (busy, server, postgres) = (machine_busy(), process_cpu(c.pid()), db.postgres_cpu());
+            let (busy, server, postgres) = (machine_busy(), cpu_seconds(c.pid()), db.postgres_cpu());
             let b = tokio::task::block_in_place(|| burst(&db, &c, "burst"));
             let per_event = |seconds: f64| seconds * 1e6 / events as f64;
             println!(
                 "    {lanes} at once, burst (with the load tool's 1,000 connects): the machine {:.0} % busy; per event: conductor {:.0} µs, PostgreSQL {:.0} µs",
                 busy(),
-                per_event(process_cpu(c.pid()) - server),
+                per_event(cpu_seconds(c.pid()) - server),
                 per_event(db.postgres_cpu() - postgres),
             );
             print_plugin_calls(&c, &format!("{lanes} at once, after the burst")).await;

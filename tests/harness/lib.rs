@@ -540,6 +540,13 @@ pub async fn eventually<F: AsyncFn() -> bool>(within: Duration, what: &str, chec
     }
 }
 
+/// The CPU seconds (user + system) process `pid` has used (`/proc/<pid>/stat`).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    conductor_load::process::sample(pid)
+        .expect("the process's /proc/<pid>/stat")
+        .cpu_seconds
+}
+
 /// The resident memory of process `pid`, in KiB (`VmRSS` in `/proc/<pid>/status`).
 pub fn resident_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the process's status");

@@ -43,6 +43,22 @@ fn start_server(dir: &std::path::Path, port: u16) -> EmbeddedPostgres {
 }
 
 impl MaestroDb {
+    /// The server's postmaster (the first line of `postmaster.pid`).
+    pub fn postmaster(&self) -> u32 {
+        let file = self.pg.data_dir().join("postmaster.pid");
+        std::fs::read_to_string(&file)
+            .expect("postmaster.pid")
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .expect("the postmaster's pid")
+    }
+
+    /// CPU seconds the server has used so far ([`postgres_cpu`]).
+    pub fn postgres_cpu(&self) -> f64 {
+        postgres_cpu(self.postmaster())
+    }
+
     pub async fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
         // The server runs as `postgres` when the tests run as root: let it reach its folder.
@@ -467,22 +483,4 @@ pub fn postgres_cpu(postmaster: u32) -> f64 {
         }
     }
     ticks as f64 / 100.0
-}
-
-impl MaestroDb {
-    /// The server's postmaster (the first line of `postmaster.pid`).
-    pub fn postmaster(&self) -> u32 {
-        let file = self.pg.data_dir().join("postmaster.pid");
-        std::fs::read_to_string(&file)
-            .expect("postmaster.pid")
-            .lines()
-            .next()
-            .and_then(|l| l.trim().parse().ok())
-            .expect("the postmaster's pid")
-    }
-
-    /// CPU seconds the server has used so far ([`postgres_cpu`]).
-    pub fn postgres_cpu(&self) -> f64 {
-        postgres_cpu(self.postmaster())
-    }
 }

@@ -320,6 +320,15 @@ mod tests {
         e
     }
 
+    /// What the source lists for cluster `c1`'s manifest bundles.
+    async fn works_of_c1(s: &MemorySource) -> Vec<CloudEvent> {
+        let options = ListOptions {
+            cluster_name: "c1".into(),
+            data_type: MANIFEST_BUNDLES.into(),
+        };
+        s.list(&options).await.unwrap()
+    }
+
     #[tokio::test]
     async fn lifecycle_emits_spec_events_and_lists_resources() {
         let sink = Arc::new(Recorder::default());
@@ -342,13 +351,7 @@ mod tests {
         assert_eq!(emitted[0].source, "memory");
         assert_eq!(emitted[0].resource_version(), Ok(1));
         assert!(emitted[1].deletion_timestamp().is_some() && emitted[1].data.is_none());
-        let listed = s
-            .list(&ListOptions {
-                cluster_name: "c1".into(),
-                data_type: MANIFEST_BUNDLES.into(),
-            })
-            .await
-            .unwrap();
+        let listed = works_of_c1(&s).await;
         assert_eq!(listed.len(), 1);
         let deleted = serde_json::json!({"conditions": [{"type": "Deleted", "status": "True"}]});
         s.handle(&id, request("status", "update_request", Some("u1"), Some(deleted)))
@@ -415,13 +418,7 @@ mod tests {
             ("b.json", work_file("u2", "second")),
         ];
         let s = seeded(dir.path(), &files, &["a.json", "b.json"]).unwrap();
-        let listed = s
-            .list(&ListOptions {
-                cluster_name: "c1".into(),
-                data_type: MANIFEST_BUNDLES.into(),
-            })
-            .await
-            .unwrap();
+        let listed = works_of_c1(&s).await;
         let names: Vec<String> = listed
             .iter()
             .map(|e| {

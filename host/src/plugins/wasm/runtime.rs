@@ -165,17 +165,10 @@ pub struct WasmRuntime {
     metrics: PluginMetrics,
 }
 
-/// What one call into the plugin asks.
-enum Call<'a> {
-    /// A call that may run again on a fresh instance.
-    Request(&'a WitRequest),
-    /// Host events: never run again here (their queue redelivers what fails).
-    Events(Vec<conductor_plugin_sdk::HostEvent>),
-}
-
-/// A request in the contract's types, converted once (the event's strings and data moved, not
-/// copied): a call that runs again on a fresh instance passes the same values. One lives per call,
-/// on the stack: the size of its largest variant costs nothing a box would save.
+/// What one call into the plugin asks, in the contract's types, converted once (the event's
+/// strings and data moved, not copied): a call that runs again on a fresh instance passes the
+/// same values. One lives per call, on the stack: the size of its largest variant costs nothing a
+/// box would save.
 #[allow(clippy::large_enum_variant)]
 enum WitRequest {
     Start,
@@ -303,7 +296,7 @@ impl WasmRuntime {
     }
 
     /// One attempt of `call` on `instance`: the outcome, and the instance if it may serve again.
-    async fn attempt(&self, mut instance: Instance, call: Call<'_>) -> (Attempt, Option<Instance>) {
+    async fn attempt(&self, mut instance: Instance, call: &WitRequest) -> (Attempt, Option<Instance>) {
         arm(&mut instance.store, self.call_timeout);
         // The epoch callback bounds the guest's own time (and reports it as such); this bounds
         // time spent waiting in host calls, just after.
@@ -348,17 +341,10 @@ impl WasmRuntime {
         Error::Internal(format!("plugin {} {reason}", self.name))
     }
 
-    async fn run(&self, instance: &mut Instance, call: Call<'_>) -> wasmtime::Result<Result<PluginReply, Error>> {
+    async fn run(&self, instance: &mut Instance, request: &WitRequest) -> wasmtime::Result<Result<PluginReply, Error>> {
         let source = instance.plugin.conductor_plugin_plugin();
         let store = &mut instance.store;
         let done = |r: Result<(), types::Error>| r.map(|()| PluginReply::Done).map_err(convert::from_wit_error);
-        let request = match call {
-            Call::Request(request) => request,
-            Call::Events(events) => {
-                let events: Vec<_> = events.into_iter().map(convert::to_wit_host_event).collect();
-                return Ok(done(source.call_on_events(store, &events).await?));
-            }
-        };
         Ok(match request {
             WitRequest::Start => done(source.call_start(store).await?),
             WitRequest::List(options) => source
@@ -375,22 +361,15 @@ impl WasmRuntime {
 #[async_trait]
 impl Runtime for WasmRuntime {
     async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error> {
-        if let PluginRequest::OnEvents(events) = request {
-            let attempt = self
-                .pool
-                .with(wait, async |i| self.attempt(i, Call::Events(events)).await);
-            return attempt.await?.into_result();
-        }
         let request = WitRequest::from(request);
-        let first = self
-            .pool
-            .with(wait, async |i| self.attempt(i, Call::Request(&request)).await)
-            .await?;
+        let first = self.pool.with(wait, async |i| self.attempt(i, &request).await).await?;
         match first {
+            // Host events never run again here: their queue redelivers what fails.
+            Attempt::OutOfMemory(e) if matches!(request, WitRequest::OnEvents(_)) => Err(e),
             Attempt::OutOfMemory(e) => {
                 tracing::info!(plugin = %self.name, error = %e, "an instance ran out of memory; the call runs once more on a fresh instance");
                 self.pool
-                    .with_new_instance(wait, async |i| self.attempt(i, Call::Request(&request)).await)
+                    .with_new_instance(wait, async |i| self.attempt(i, &request).await)
                     .await?
                     .into_result()
             }
