@@ -7,11 +7,12 @@
 //! - [`grpc`]: the `io.cloudevents.v1.CloudEventService` server, its connections and limits;
 //! - [`tls`]: TLS serving for the gRPC listener and the admin endpoint, reloaded from disk;
 //! - [`net`]: what is known about one connection (peer address, client certificate, open calls);
-//!   [`fd_limit`]: the open-file limit those connections count against;
+//! - [`fd_limit`]: the open-file limit those connections count against;
 //! - [`auth`]: who is calling (token, client certificate) and whether they may
 //!   (SubjectAccessReview);
-//! - [`wire`]: the OCM binding of CloudEvents, decoded and encoded; [`proto`]: the generated types;
-//!   [`attributes`]: the attributes' names, and the misspellings of them a refusal names;
+//! - [`wire`]: the OCM binding of CloudEvents, decoded and encoded;
+//! - [`proto`]: the generated types;
+//! - [`attributes`]: the attributes' names, and the misspellings of them a refusal names;
 //! - [`broker`]: subscriptions, fan-out and spec resync;
 //! - [`registry`]: the source plugin for a request;
 //! - [`plugins`]: the plugin runtime (WebAssembly components, native libraries) and the host
@@ -26,14 +27,19 @@
 //! - [`dynamic`]: plugins registered at runtime as `SourcePlugin` custom resources;
 //! - [`telemetry`]: logs, metrics and readiness;
 //! - [`admin`]: the admin HTTP endpoint (metrics, health, reload, the inspector);
-//!   [`admin_client`]: its client, behind `conductor inspect` and `conductor reload`;
+//! - [`admin_client`]: its client, behind `conductor inspect` and `conductor reload`;
 //! - [`app`]: the wiring of all of these, reloads and the orderly shutdown;
+//! - [`dropin`]: `conductor grpc`, conductor run as OCM's ClusterManager operator runs its hub
+//!   gRPC server, from the same flags and configuration file;
 //! - [`authoring`]: what plugin authors run — `conductor plugins new` (with the SDK packages the
 //!   binary carries), `conductor plugins tools install` and `conductor plugins test`;
 //! - [`agent`]: `conductor agent`, an OCM agent in a terminal (on the client of `conductor-load`);
 //! - [`build_info`]: the binary's version, plugin contract and commit (`conductor --version`);
-//! - [`errors`]: an error and its causes as one line; `private_folder`: the caches' folders, private
-//!   to conductor's user.
+//! - [`errors`]: an error and its causes as one line;
+//! - `private_folder`: the caches' folders, private to conductor's user.
+//!
+//! `tests/reference_docs.rs` checks that this list names every module of the crate and no other,
+//! as it checks `docs/architecture.md` and `docs/reference/layout.md`.
 //!
 //! Modules form an acyclic graph: `scripts/module-cycles.py` checks it in the test command.
 
