@@ -9,7 +9,7 @@ use conductor_plugin_sdk::{Capability, Error};
 use parking_lot::Mutex;
 
 use super::guard::Guard;
-pub use super::guard::KvLimits;
+use super::guard::KvLimits;
 
 /// The plugin's keys and values, and how many bytes they take.
 #[derive(Clone, Default)]

@@ -10,11 +10,12 @@ use conductor_plugin_sdk::native::{PluginReply, PluginRequest};
 use conductor_plugin_sdk::{Capability, Description, Error};
 use wasmtime::Store;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 
-use super::bindings::conductor::plugin::{blob, emit, kube, kv, log, metrics, pg, timer, types};
+use super::bindings::conductor::plugin::types;
 use super::bindings::{self, ConductorPlugin, TransactionHandle, convert};
 use super::engine::{WIT_PACKAGE, compile, engine, imported_interfaces, used_capabilities};
+use super::imports;
 use super::state::{State, arm, store};
 use crate::config::PluginLimits;
 use crate::plugins::capabilities::Capabilities;
@@ -32,23 +33,13 @@ fn linker(capabilities: &Capabilities, component: &Component) -> Result<Linker<S
     let wasm = |e: wasmtime::Error| LoadError::Incompatible(format!("{e:#}"));
     let mut linker = Linker::<State>::new(engine());
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm)?;
-    types::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wasm)?;
+    imports::add_types_to_linker(&mut linker).map_err(wasm)?;
     let mut linked = vec!["types".to_owned()];
     for capability in Capability::ALL {
         if !capabilities.granted(capability) {
             continue;
         }
-        match capability {
-            Capability::Emit => emit::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Log => log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Timer => timer::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Kv => kv::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Pg => pg::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Kube => kube::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Metrics => metrics::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Blob => blob::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-        }
-        .map_err(wasm)?;
+        imports::add_to_linker(&mut linker, capability).map_err(wasm)?;
         linked.push(capability.name().to_owned());
     }
     for (name, _) in component.component_type().imports(engine()) {

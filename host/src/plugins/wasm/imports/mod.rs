@@ -6,9 +6,31 @@
 mod kube;
 mod pg;
 
-use super::bindings::conductor::plugin::{blob, emit, kv, log, metrics, timer, types};
+use conductor_plugin_sdk::Capability;
+use wasmtime::component::{HasSelf, Linker};
+
+use super::bindings::conductor::plugin::{self as wit, blob, emit, kv, log, metrics, timer, types};
 use super::bindings::convert;
 use super::state::{State, wit_error};
+
+/// Links the `types` interface, which every capability's shares.
+pub(super) fn add_types_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+}
+
+/// Links the host side of `capability`'s interface.
+pub(super) fn add_to_linker(linker: &mut Linker<State>, capability: Capability) -> wasmtime::Result<()> {
+    match capability {
+        Capability::Emit => emit::add_to_linker::<_, HasSelf<_>>(linker, |s| s),
+        Capability::Log => log::add_to_linker::<_, HasSelf<_>>(linker, |s| s),
+        Capability::Timer => timer::add_to_linker::<_, HasSelf<_>>(linker, |s| s),
+        Capability::Kv => kv::add_to_linker::<_, HasSelf<_>>(linker, |s| s),
+        Capability::Pg => wit::pg::add_to_linker::<_, HasSelf<_>>(linker, |s| s),
+        Capability::Kube => wit::kube::add_to_linker::<_, HasSelf<_>>(linker, |s| s),
+        Capability::Metrics => metrics::add_to_linker::<_, HasSelf<_>>(linker, |s| s),
+        Capability::Blob => blob::add_to_linker::<_, HasSelf<_>>(linker, |s| s),
+    }
+}
 
 impl types::Host for State {}
 
