@@ -15,6 +15,8 @@
 //! - [`attributes`]: the attributes' names, and the misspellings of them a refusal names;
 //! - [`broker`]: subscriptions, fan-out and spec resync;
 //! - [`registry`]: the source plugin for a request;
+//! - [`plugin_set`]: the plugins a configuration runs, as a set: each one's file found (on disk or
+//!   pulled from a registry), loaded and started, and on reload only what changed replaced;
 //! - [`plugins`]: the plugin runtime (WebAssembly components, native libraries) and the host
 //!   side of every capability;
 //! - [`host_events`]: each plugin's queue of host events (watch changes, notifications, timers);
@@ -24,11 +26,14 @@
 //!   disk) and published to them;
 //! - [`sources`]: the built-in sources;
 //! - [`config`]: `conductor.toml`, one file per section;
-//! - [`dynamic`]: plugins registered at runtime as `SourcePlugin` custom resources;
+//! - [`source_plugins`]: plugins registered at runtime as `SourcePlugin` custom resources
+//!   (`[dynamic]`): their watch, admission, reconcile with conductor.toml, and status;
 //! - [`telemetry`]: logs, metrics and readiness;
 //! - [`admin`]: the admin HTTP endpoint (metrics, health, reload, the inspector);
 //! - [`admin_client`]: its client, behind `conductor inspect` and `conductor reload`;
-//! - [`app`]: the wiring of all of these, reloads and the orderly shutdown;
+//! - [`app`]: the server — all of these built as one `Server`, then run: reloads and the orderly
+//!   shutdown;
+//! - [`commands`]: the bodies of the `conductor` commands (`main.rs` parses and dispatches);
 //! - [`dropin`]: `conductor grpc`, conductor run as OCM's ClusterManager operator runs its hub
 //!   gRPC server, from the same flags and configuration file;
 //! - [`authoring`]: what plugin authors run — `conductor plugins new` (with the SDK packages the
@@ -52,10 +57,10 @@ pub mod auth;
 pub mod authoring;
 pub mod broker;
 pub mod build_info;
+pub mod commands;
 pub mod config;
 pub mod database;
 pub mod dropin;
-pub mod dynamic;
 pub mod errors;
 pub mod fd_limit;
 pub mod grpc;
@@ -63,10 +68,12 @@ pub mod host_events;
 pub mod kube;
 pub mod net;
 pub mod oci;
+pub mod plugin_set;
 pub mod plugins;
 mod private_folder;
 pub mod proto;
 pub mod registry;
+pub mod source_plugins;
 pub mod sources;
 pub mod telemetry;
 pub mod tls;

@@ -2,6 +2,12 @@
 //! reload compared with a new configuration — plugins added, removed or changed (file contents,
 //! grants, config, limits) and routes — so that only what changed is replaced. A new
 //! configuration that does not load whole is refused whole: the running plugins keep serving.
+//! [`artifacts`] finds each plugin's file (on disk, or pulled from a registry into the cache).
+//!
+//! A set dropped without [`PluginSet::stop`] (an early return, a panic) still stops its plugins'
+//! background tasks.
+
+pub mod artifacts;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,7 +15,7 @@ use std::time::SystemTime;
 
 use crate::admin::ReloadSummary;
 use crate::config::{ConfigError, LoadedConfig, PluginKind};
-pub use crate::errors::error_chain;
+use crate::errors::error_chain;
 use crate::plugins::{HostContext, KvStore, PluginSource, Running};
 use crate::registry::{Registry, Source};
 use crate::sources::MemorySource;
@@ -58,7 +64,7 @@ async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStor
             })
         }
         PluginKind::Component | PluginKind::Native => {
-            let located = super::artifacts::locate(loaded, name).await?;
+            let located = artifacts::locate(loaded, name).await?;
             let failed = |reason: String| loaded.error(&key, format!("{}: {reason}", located.path.display()));
             let file = located.read(plugin.kind).await.map_err(|e| failed(error_chain(&e)))?;
             let digest = located.digest(&file);
@@ -251,7 +257,8 @@ impl PluginSet {
     /// Stops every plugin.
     pub async fn stop(&mut self) {
         self.stop_retired().await;
-        stop_all(self.running.values()).await;
+        let running = std::mem::take(&mut self.running);
+        stop_all(running.values()).await;
     }
 
     /// Every running plugin, memory sources included, by name (for the inspector).
@@ -264,6 +271,25 @@ impl PluginSet {
         self.running
             .iter()
             .filter_map(|(n, r)| r.plugin.as_ref().map(|p| (n, p)))
+    }
+}
+
+impl Drop for PluginSet {
+    /// A backstop for a set not stopped with `stop`: its plugins' background tasks (timers,
+    /// LISTENs, watches) are stopped on the runtime, as `stop` would have.
+    fn drop(&mut self) {
+        let left: Vec<Running> = std::mem::take(&mut self.running)
+            .into_values()
+            .chain(self.retired.drain(..))
+            .filter(|r| r.plugin.is_some())
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        // Without a runtime nothing of theirs runs any more.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { stop_all(left.iter()).await });
+        }
     }
 }
 
