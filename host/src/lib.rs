@@ -14,7 +14,7 @@
 //! - [`proto`]: the generated types;
 //! - [`attributes`]: the attributes' names, and the misspellings of them a refusal names;
 //! - [`broker`]: subscriptions, fan-out and spec resync;
-//! - [`registry`]: the source plugin for a request;
+//! - [`routes`]: the routing table: the source plugin for a request;
 //! - [`plugin_set`]: the plugins a configuration runs, as a set: each one's file found (on disk or
 //!   pulled from a registry), loaded and started, and on reload only what changed replaced;
 //! - [`plugins`]: the plugin runtime (WebAssembly components, native libraries) and the host
@@ -72,7 +72,7 @@ pub mod plugin_set;
 pub mod plugins;
 mod private_folder;
 pub mod proto;
-pub mod registry;
+pub mod routes;
 pub mod source_plugins;
 pub mod sources;
 pub mod telemetry;

@@ -21,7 +21,7 @@ pub struct Reloads {
     pub reconfigurer: Reconfigurer,
     /// The `SourcePlugin` resources' changes and statuses.
     pub controller: Controller,
-    /// Gets the registry of each reload.
+    /// Gets the routing table of each reload.
     pub broker: Arc<Broker>,
     pub host: HostContext,
     pub inspector: Arc<Inspector>,

@@ -122,7 +122,7 @@ impl Server {
         let streams_end = CancellationToken::new();
         let broker = Arc::new(Broker::new(
             fanout,
-            plugins.registry(),
+            plugins.routing_table(),
             &config.broker,
             metrics.clone(),
             streams_end.clone(),

@@ -17,7 +17,7 @@ use super::capture::{Captured, Line};
 use super::script::{Call, Expect, Script, Step};
 use crate::broker::{EventSink, FanoutError};
 use crate::plugins::{Backends, HostContext, KvStore, Mode, PluginFile, PluginSource};
-use crate::registry::Source;
+use crate::routes::Source;
 use crate::telemetry::Metrics;
 
 /// Why the plugin could not be tested at all.

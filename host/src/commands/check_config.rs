@@ -23,7 +23,7 @@ use crate::config::{AdminAuthorization, Authorization, ConfigError, LoadedConfig
 use crate::errors::error_chain;
 use crate::plugin_set::artifacts;
 use crate::plugins::{self, HostContext, Mode, PluginFile, PluginSource};
-use crate::registry::{Registry, Source};
+use crate::routes::{RoutingTable, Source};
 use crate::telemetry::Metrics;
 use crate::tls::TlsFiles;
 
@@ -46,7 +46,7 @@ pub struct Checked {
     pub sources: Vec<String>,
 }
 
-/// A source as the registry needs it to resolve routes, with nothing behind it.
+/// A source as the routing table needs it to resolve routes, with nothing behind it.
 struct Described(String, Vec<DataType>, Vec<String>);
 
 #[async_trait]
@@ -119,8 +119,8 @@ async fn check_plugin(loaded: &LoadedConfig, name: &str) -> Result<Checked, Conf
     }
 }
 
-/// Every plugin entry checked, and the registry their routes make.
-pub async fn check(loaded: &LoadedConfig) -> Result<(Vec<Checked>, Registry), ConfigError> {
+/// Every plugin entry checked, and the routing table their routes make.
+pub async fn check(loaded: &LoadedConfig) -> Result<(Vec<Checked>, RoutingTable), ConfigError> {
     let mut checked = Vec::new();
     for name in loaded.config.plugins.keys() {
         checked.push(check_plugin(loaded, name).await?);
@@ -129,8 +129,8 @@ pub async fn check(loaded: &LoadedConfig) -> Result<(Vec<Checked>, Registry), Co
         .iter()
         .map(|c| Arc::new(Described(c.name.clone(), c.data_types.clone(), c.sources.clone())) as Arc<dyn Source>)
         .collect();
-    let registry = Registry::new(sources, &loaded.config.routes).map_err(|e| loaded.error("routes", e.to_string()))?;
-    Ok((checked, registry))
+    let table = RoutingTable::new(sources, &loaded.config.routes).map_err(|e| loaded.error("routes", e.to_string()))?;
+    Ok((checked, table))
 }
 
 /// Reaches the databases and the API server read-only: each plugin's first instance is made
@@ -199,7 +199,7 @@ pub async fn connect(loaded: &LoadedConfig) -> Result<Vec<String>, ConfigError> 
 
 /// A summary of what a configuration would run, for `check-config`.
 pub async fn describe(loaded: &LoadedConfig, reach: bool) -> Result<String, ConfigError> {
-    let (checked, registry) = check(loaded).await?;
+    let (checked, table) = check(loaded).await?;
     let c = &loaded.config;
     let transport = match &c.server.tls {
         Some(tls) => format!(
@@ -293,10 +293,10 @@ pub async fn describe(loaded: &LoadedConfig, reach: bool) -> Result<String, Conf
             None => out += &format!("  plugin {}: built-in memory source, data types {types:?}\n", p.name),
         }
     }
-    for (source, plugin) in registry.routes() {
+    for (source, plugin) in table.routes() {
         out += &format!("  route {source} -> {plugin}\n");
     }
-    for f in registry.foreign_declared() {
+    for f in table.foreign_declared() {
         out += &format!(
             "  warning: plugin {} declares source {:?}, which routes to plugin {}: the status updates agents send about its events with that source go to {}\n",
             f.plugin, f.source, f.routed_to, f.routed_to

@@ -1,6 +1,6 @@
 //! Plugins: loaded from files named in `conductor.toml` — WebAssembly components ([`wasm`]) or
 //! native libraries ([`native`]) — checked against their grants, run as pools of instances, and
-//! reachable by the broker only as a [`Source`](crate::registry::Source).
+//! reachable by the broker only as a [`Source`](crate::routes::Source).
 //!
 //! A plugin's life: its file is read and checked ([`PluginFile`], in `file`), instances are made
 //! (`init`, by its [`Runtime`]), [`PluginSource::start`] runs its once-only work and starts
@@ -13,7 +13,7 @@
 //! - [`capabilities`]: the host capabilities, one room per `conductor:plugin/*` interface;
 //! - [`wasm`], [`native`]: the two runtimes, and `pool`: their pools of instances;
 //! - `calls`: calls into a plugin, counted; `dispatch` and `lanes`: its host events delivered;
-//! - `source`: a loaded plugin's lifecycle and its [`Source`](crate::registry::Source) impl;
+//! - `source`: a loaded plugin's lifecycle and its [`Source`](crate::routes::Source) impl;
 //!   `views`: what the inspector reads of it; `running`: what runs now;
 //! - [`routing`]: the sources a plugin sends, checked against the routes; [`stats`]: its calls'
 //!   stats; `tasks`: its background tasks.

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use super::source::PluginSource;
 use crate::config::PluginConfig;
-use crate::registry::Source;
+use crate::routes::Source;
 
 /// One running plugin, as the last start or reload left it: what it was loaded from, and the
-/// source the registry routes to (the built-in memory source has no plugin behind it).
+/// source the routing table routes to (the built-in memory source has no plugin behind it).
 #[derive(Clone)]
 pub struct Running {
     pub config: PluginConfig,

@@ -1,4 +1,4 @@
-//! A loaded plugin as the registry sees it — a [`Source`] — and its lifecycle: loaded from its
+//! A loaded plugin as the routing table sees it — a [`Source`] — and its lifecycle: loaded from its
 //! file ([`PluginSource::load`]: checked, its first instance made), started
 //! ([`PluginSource::start`]: its once-only work, then its host events delivered by its
 //! [`Dispatcher`]) and stopped ([`PluginSource::stop`]: every task it started ended and awaited).
@@ -20,7 +20,7 @@ use super::tasks::Tasks;
 use crate::broker::EventSink;
 use crate::config::PluginConfig;
 use crate::host_events::EventQueue;
-use crate::registry::Source;
+use crate::routes::Source;
 use crate::telemetry::{Metrics, PluginMetrics};
 
 /// What the host hands every plugin it loads.
@@ -32,7 +32,7 @@ pub struct HostContext {
     pub mode: Mode,
 }
 
-/// A loaded plugin as the registry sees it. What the admin inspector reads of it is in
+/// A loaded plugin as the routing table sees it. What the admin inspector reads of it is in
 /// `plugins::views`.
 pub struct PluginSource {
     name: String,
@@ -150,7 +150,7 @@ impl PluginSource {
 
     /// The routes of a new registry, with the sources the plugin declares that route to another
     /// plugin (`foreign`): logs what routes elsewhere (see [`routing`](crate::plugins::routing)).
-    pub fn routed(&self, owners: Arc<crate::registry::Owners>, foreign: &[&crate::registry::Foreign]) {
+    pub fn routed(&self, owners: Arc<crate::routes::Owners>, foreign: &[&crate::routes::Foreign]) {
         self.capabilities.sources().routed(owners, foreign);
     }
 

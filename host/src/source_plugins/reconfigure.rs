@@ -195,7 +195,7 @@ impl Reconfigurer {
             }
             fell_back.insert(name);
         };
-        broker.set_registry(self.plugins.registry());
+        broker.set_routes(self.plugins.routing_table());
         self.plugins.stop_retired().await;
         for name in &summary.removed {
             host.metrics.forget_plugin(name);
