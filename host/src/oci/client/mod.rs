@@ -1,8 +1,8 @@
 //! The client of one OCI registry ([`RegistryClient`]): it logs in, pushes blobs and manifests,
 //! and pulls a manifest and blobs. HTTPS only, the server's certificate verified (against the
-//! machine's roots and an optional CA file, [`tls`]), credentials from a Docker config file.
+//! machine's roots and an optional CA file, `tls.rs`), credentials from a Docker config file.
 //!
-//! `oci-client` logs in and pushes. Pulls are conductor's own requests ([`download`]), so that
+//! `oci-client` logs in and pushes. Pulls are conductor's own requests (`download.rs`), so that
 //! every pull is bounded:
 //! - at most [`MAX_REDIRECTS`] redirects, HTTPS only, the registry's credentials sent to its own
 //!   origin only;
