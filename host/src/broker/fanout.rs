@@ -282,7 +282,7 @@ impl Fanout {
                 match previous {
                     // Nothing taken since the last look, and something waits: stalled since the
                     // last look if something waited then too (the queue cannot have emptied
-                    // without a take), else since now at the latest.
+                    // without a take), else counted from now (it filled after the last look).
                     Some((then, before)) if progress.waiting > 0 && progress.taken == before.taken => {
                         let since = *stalled_since.get_or_insert(if before.waiting > 0 { then } else { now });
                         if now.duration_since(since) >= timeout {
