@@ -1187,11 +1187,15 @@ fn the_overlays_render_with_the_source_plugins_component() {
             None,
             "{overlay}: the CRD is the file"
         );
-        assert_eq!(crd["spec"]["group"], conductor::dynamic::GROUP, "{overlay}");
-        assert_eq!(crd["spec"]["names"]["plural"], conductor::dynamic::PLURAL, "{overlay}");
+        assert_eq!(crd["spec"]["group"], conductor::source_plugins::GROUP, "{overlay}");
+        assert_eq!(
+            crd["spec"]["names"]["plural"],
+            conductor::source_plugins::PLURAL,
+            "{overlay}"
+        );
         assert_eq!(
             crd["spec"]["versions"][0]["name"],
-            conductor::dynamic::VERSION,
+            conductor::source_plugins::VERSION,
             "{overlay}"
         );
 

@@ -340,18 +340,21 @@ async fn the_image_runs_as_ocms_operator_runs_its_grpc_server() {
     let api = tokio::task::spawn_blocking(KubeApi::start).await.unwrap();
     let (doubles, reviews) = auth::routes(tokens());
     let front = api.front_with(doubles).await;
+    // The operator's argv: `--tls-min-version` is always there (its TLS profile's minimum,
+    // TLS 1.2 by default).
     let hosted = [
         "grpc",
         "--server-config=/var/run/secrets/hub/grpc/config/config.yaml",
         "--kubeconfig=/var/run/secrets/hub/kubeconfig",
+        "--tls-min-version=VersionTLS12",
     ];
 
-    // OCM's flat format, as a hub's ConfigMap grpc-server-config holds it, with the newer
-    // operator's TLS flags and a library flag conductor ignores.
+    // OCM's flat format, as a hub's ConfigMap grpc-server-config holds it, and a library flag
+    // conductor ignores.
     let flat = "tls_cert_file: /var/run/secrets/hub/grpc/serving-cert/tls.crt\ntls_key_file: /var/run/secrets/hub/grpc/serving-cert/tls.key\nclient_ca_file: /var/run/secrets/hub/grpc/ca/ca-bundle.crt\nserver_bind_port: \"8090\"\ntls_min_version: 771\ncert_watch_interval: 1s\nmax_receive_message_size: 4194304\nread_buffer_size: 32768\n";
     let mounts = Mounts::new(Some(flat), &front.kubeconfig);
     let mut args = hosted.to_vec();
-    args.extend(["--tls-min-version=VersionTLS12", "--kube-api-qps=50"]);
+    args.push("--kube-api-qps=50");
     let c = Conductor::start_raw(mounts.operator_command(&args)).unwrap();
     let status = std::fs::read_to_string(format!("/proc/{}/status", c.pid())).unwrap();
     assert!(
@@ -485,6 +488,60 @@ fn print_config_is_a_configuration_conductor_serves_with() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains(&format!("{}: grpc_config.server_bind_port:", file.display())),
+        "{stderr}"
+    );
+}
+
+/// `conductor grpc` outside its image, where the bundled plugins are not at the image's path,
+/// stops naming the plugin's file and `CONDUCTOR_PLUGIN_FOLDER`, which points it at them.
+#[test]
+fn a_plugin_missing_from_the_plugin_folder_names_the_variable_that_sets_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "ca");
+    let (cert, key) = pki.server("serving", "cluster-manager-grpc-server");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "tls_cert_file: {}\ntls_key_file: {}\nclient_ca_file: {}\nserver_bind_port: \"{}\"\n",
+            cert.display(),
+            key.display(),
+            pki.ca().display(),
+            conductor_blackbox_tests::free_port()
+        ),
+    )
+    .unwrap();
+    // The auth layer needs an API server to be named; it is not reached before the plugins load.
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: hub\n  cluster:\n    server: https://127.0.0.1:1\n\
+         contexts:\n- name: hub\n  context: {cluster: hub, user: grpc}\ncurrent-context: hub\n\
+         users:\n- name: grpc\n  user: {token: unused}\n",
+    )
+    .unwrap();
+    let plugins = dir.path().join("no-plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    let out = Command::new(conductor_bin())
+        .args(["grpc", &format!("--server-config={}", config.display())])
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args(["--listen=127.0.0.1:0"])
+        .env("CONDUCTOR_PLUGIN_FOLDER", &plugins)
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let kube = plugins.join("kube.wasm");
+    assert!(
+        stderr.contains(&format!("plugins.kube.file: cannot read {}", kube.display())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "looked up in the plugin folder, {}, which CONDUCTOR_PLUGIN_FOLDER sets",
+            plugins.display()
+        )),
         "{stderr}"
     );
 }

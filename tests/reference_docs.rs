@@ -10,6 +10,14 @@
 //!   `conductor help COMMAND…` prints it. `UPDATE_CLI_REFERENCE=1` rewrites the page.
 //! - `conductor --version` names the version, the plugin contract of `plugin-sdk/wit/plugin.wit`
 //!   and the commit the binary is built from (CHANGELOG.md's entries name their contract).
+//! - The module maps (issue 45) name every module there is and none that is not. The modules are
+//!   read from the files (`mod x;` outside `#[cfg(test)]`, from `lib.rs` and `main.rs` down); the
+//!   maps are the crate docs of `host/src/lib.rs` (its list: a bullet per module of the crate),
+//!   `docs/architecture.md`'s "Module layout" (a list per crate, each bullet starting with the
+//!   modules it is about in backquotes and a colon, a module's modules nested under it, two levels
+//!   named) and the `host/` row of `docs/reference/layout.md` (each module in backquotes, what it
+//!   holds in parentheses after it). A module added without an entry, or an entry left for a
+//!   module gone, fails with the map, the line and what to write.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -446,4 +454,521 @@ fn the_version_names_the_plugin_contract_and_the_commit() {
         changelog.contains(&format!("## [Unreleased] — plugin contract {contract}")),
         "CHANGELOG.md's Unreleased entry names the contract the code serves ({contract})"
     );
+}
+
+// --- The module maps ------------------------------------------------------------------------
+
+const ARCHITECTURE: &str = "docs/architecture.md";
+const LAYOUT: &str = "docs/reference/layout.md";
+/// How deep `docs/architecture.md` maps a crate: its modules and theirs (`plugins`,
+/// `plugins/wasm`). Deeper modules may be named, and then must exist.
+const ARCHITECTURE_DEPTH: usize = 2;
+
+/// A crate's modules, read from its files: `a`, `a/b`, … for every `mod x;` (any visibility,
+/// outside `#[cfg(test)]`) of its roots (`lib.rs`, `main.rs`) and of the files they lead to, with
+/// the file each is in. A module written inline (`mod x { … }`) is part of its file, not one of
+/// these.
+#[derive(Debug, Default)]
+struct ModuleTree {
+    modules: BTreeMap<String, PathBuf>,
+}
+
+impl ModuleTree {
+    /// The modules under `src` (a crate's `src/`) reached from the given roots that exist.
+    fn read(src: &Path, roots: &[&str]) -> Result<Self, String> {
+        let mut tree = Self::default();
+        let mut found = false;
+        for root in roots {
+            let file = src.join(root);
+            if file.is_file() {
+                found = true;
+                tree.walk(&file, src, "")?;
+            }
+        }
+        if !found {
+            return Err(format!("{} holds none of {roots:?}", src.display()));
+        }
+        Ok(tree)
+    }
+
+    /// The modules `file` (the module `prefix`, its children's files under `children`) declares.
+    fn walk(&mut self, file: &Path, children: &Path, prefix: &str) -> Result<(), String> {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let here = file.parent().expect("a source file is in a folder");
+        let mut attributes: Vec<String> = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.starts_with("#[") {
+                attributes.push(line.split_whitespace().collect());
+                continue;
+            }
+            if line.is_empty() || line.starts_with("//") {
+                continue;
+            }
+            let attrs = std::mem::take(&mut attributes);
+            let Some(name) = declared_module(line) else {
+                continue;
+            };
+            if attrs.iter().any(|a| a == "#[cfg(test)]") {
+                continue;
+            }
+            let candidates = match attrs.iter().find_map(|a| path_attribute(a)) {
+                Some(path) => vec![here.join(path)],
+                None => vec![children.join(format!("{name}.rs")), children.join(name).join("mod.rs")],
+            };
+            let existing: Vec<&PathBuf> = candidates.iter().filter(|p| p.is_file()).collect();
+            let [module_file] = existing[..] else {
+                return Err(format!(
+                    "{}:{}: `mod {name};` is in {} of {:?}",
+                    file.display(),
+                    i + 1,
+                    existing.len(),
+                    candidates
+                ));
+            };
+            let path = if prefix.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            // `x/mod.rs` holds its children beside it, `x.rs` in `x/`.
+            let grandchildren = if module_file.file_name().is_some_and(|n| n == "mod.rs") {
+                module_file.parent().expect("in a folder").to_owned()
+            } else {
+                module_file.with_extension("")
+            };
+            self.modules.insert(path.clone(), module_file.clone());
+            self.walk(module_file, &grandchildren, &path)?;
+        }
+        Ok(())
+    }
+
+    /// The modules at most `depth` deep (1: the crate's own).
+    fn down_to(&self, depth: usize) -> impl Iterator<Item = &String> {
+        self.modules.keys().filter(move |m| m.split('/').count() <= depth)
+    }
+}
+
+fn is_identifier(name: &str) -> bool {
+    name.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// The module a line declares in a file of its own (`mod x;`, `pub mod x;`, `pub(crate) mod x;`).
+fn declared_module(line: &str) -> Option<&str> {
+    let mut rest = line;
+    if let Some(after) = rest.strip_prefix("pub") {
+        let after = after.trim_start();
+        rest = match after.strip_prefix('(') {
+            Some(scope) => scope.split_once(')')?.1.trim_start(),
+            None => after,
+        };
+    }
+    let name = rest.strip_prefix("mod ")?.trim().strip_suffix(';')?.trim();
+    is_identifier(name).then_some(name)
+}
+
+/// `#[path="x/y.rs"]` (whitespace removed) → `x/y.rs`.
+fn path_attribute(attribute: &str) -> Option<&str> {
+    attribute.strip_prefix("#[path=\"")?.strip_suffix("\"]")
+}
+
+/// A module a map names, and the line that names it.
+#[derive(Debug)]
+struct MapEntry {
+    module: String,
+    line: usize,
+}
+
+/// The text of a bullet before its first colon outside backquotes: the modules it is about.
+/// Only backquoted names (`name`, `name/` for a module with modules of its own, [`name`] as a
+/// rustdoc link), commas and "and" may stand there.
+fn bullet_names(text: &str) -> Result<Vec<String>, String> {
+    let mut in_code = false;
+    let colon = text.char_indices().find_map(|(i, c)| match c {
+        '`' => {
+            in_code = !in_code;
+            None
+        }
+        ':' if !in_code => Some(i),
+        _ => None,
+    });
+    let Some(colon) = colon else {
+        return Err("it has no colon after the modules it names".to_owned());
+    };
+    let head = &text[..colon];
+    let mut names = Vec::new();
+    for (i, part) in head.split('`').enumerate() {
+        if i % 2 == 1 {
+            let name = part.trim_end_matches('/');
+            let valid = name.split('/').all(|s| is_identifier(s) || s.ends_with(".rs"));
+            if !valid {
+                return Err(format!("`{part}` is not a module's name"));
+            }
+            names.push(name.to_owned());
+        } else if part
+            .split(|c: char| c.is_whitespace() || matches!(c, ',' | '[' | ']'))
+            .any(|w| !w.is_empty() && w != "and")
+        {
+            return Err(format!(
+                "{head:?} holds more than module names: start the bullet with the modules in backquotes and a colon"
+            ));
+        }
+    }
+    if names.is_empty() {
+        return Err("it names no module before its colon".to_owned());
+    }
+    Ok(names)
+}
+
+/// The modules a bullet list names: each bullet's names (see [`bullet_names`]), and a bullet
+/// nested under one naming module `m` names modules of `m` (`m/child`). `lines` are the list's
+/// lines with their line numbers; a line that is not a bullet continues the one above it.
+fn list_entries(doc: &str, lines: &[(usize, String)], problems: &mut Vec<String>) -> Vec<MapEntry> {
+    // (indent, line, text) of each bullet, its continuation lines joined.
+    let mut bullets: Vec<(usize, usize, String)> = Vec::new();
+    for (number, line) in lines {
+        let indent = line.len() - line.trim_start().len();
+        match line.trim_start().strip_prefix("- ") {
+            Some(text) => bullets.push((indent, *number, text.to_owned())),
+            None => {
+                if let Some(last) = bullets.last_mut() {
+                    last.2.push(' ');
+                    last.2.push_str(line.trim());
+                }
+            }
+        }
+    }
+    let mut entries = Vec::new();
+    // The bullets enclosing the current one: (indent, the one module it names, if one).
+    let mut parents: Vec<(usize, Option<String>)> = Vec::new();
+    for (indent, line, text) in bullets {
+        while parents.last().is_some_and(|(i, _)| *i >= indent) {
+            parents.pop();
+        }
+        let prefix = match parents.last() {
+            None => Some(String::new()),
+            Some((_, Some(parent))) => Some(format!("{parent}/")),
+            Some((_, None)) => None,
+        };
+        let names = match (bullet_names(&text), prefix) {
+            (Ok(names), Some(prefix)) => names.into_iter().map(|n| format!("{prefix}{n}")).collect::<Vec<_>>(),
+            (Ok(_), None) => {
+                problems.push(format!(
+                    "{doc}:{line}: this bullet is nested under one that names several modules: nest it under a bullet of its own module"
+                ));
+                Vec::new()
+            }
+            (Err(why), _) => {
+                problems.push(format!(
+                    "{doc}:{line}: this bullet does not start with the modules it is about: {why}"
+                ));
+                Vec::new()
+            }
+        };
+        let single = match &names[..] {
+            [one] => Some(one.clone()),
+            _ => None,
+        };
+        parents.push((indent, single));
+        entries.extend(names.into_iter().map(|module| MapEntry { module, line }));
+    }
+    entries
+}
+
+/// The first bullet list of `text` from line `from` (1-based): its lines, with their numbers.
+fn first_list(text: &str, from: usize) -> Vec<(usize, String)> {
+    let mut list = Vec::new();
+    for (i, line) in text.lines().enumerate().skip(from.saturating_sub(1)) {
+        let is_bullet = line.trim_start().starts_with("- ");
+        if list.is_empty() {
+            if is_bullet {
+                list.push((i + 1, line.to_owned()));
+            }
+            continue;
+        }
+        // The list goes on with bullets and lines indented under them.
+        if line.trim().is_empty() || !(is_bullet || line.starts_with(' ')) {
+            break;
+        }
+        list.push((i + 1, line.to_owned()));
+    }
+    list
+}
+
+/// Where a map and the tree disagree: modules down to `depth` the map does not name, and
+/// entries naming no module (`x.rs` names a file of `src`). `how` says how to add a module's
+/// entry.
+fn compare(
+    doc: &str,
+    crate_src: &str,
+    src: &Path,
+    tree: &ModuleTree,
+    entries: &[MapEntry],
+    depth: usize,
+    how: &dyn Fn(&str) -> String,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut named = BTreeMap::new();
+    for entry in entries {
+        if let Some(first) = named.insert(entry.module.as_str(), entry.line) {
+            problems.push(format!(
+                "{doc}:{}: `{}` is named twice (first at line {first}): keep one entry",
+                entry.line, entry.module
+            ));
+        }
+        let exists = if entry.module.ends_with(".rs") {
+            src.join(&entry.module).is_file()
+        } else {
+            tree.modules.contains_key(&entry.module)
+        };
+        if !exists {
+            problems.push(format!(
+                "{doc}:{}: `{}` names no module of {crate_src} (no `mod` outside `#[cfg(test)]` declares it): remove the entry, or rename it to the module's name now",
+                entry.line, entry.module
+            ));
+        }
+    }
+    for module in tree.down_to(depth) {
+        if !named.contains_key(module.as_str()) {
+            let file = tree.modules[module].strip_prefix(src).unwrap_or(&tree.modules[module]);
+            problems.push(format!(
+                "{crate_src}{} (module `{module}`) is not named in {doc}: {}",
+                file.display(),
+                how(module)
+            ));
+        }
+    }
+    problems
+}
+
+/// `host/src/lib.rs`'s crate docs map the crate's own modules: the first list of the crate
+/// docs (`//!`) names each, one bullet per module or group of modules, and names no other.
+fn check_crate_docs(src: &Path, crate_src: &str) -> Vec<String> {
+    let doc = format!("{crate_src}lib.rs");
+    let tree = match ModuleTree::read(src, &["lib.rs"]) {
+        Ok(tree) => tree,
+        Err(e) => return vec![e],
+    };
+    let text = std::fs::read_to_string(src.join("lib.rs")).unwrap_or_default();
+    // The crate docs, line numbers kept.
+    let docs: String = text
+        .lines()
+        .map(|l| match l.trim_start().strip_prefix("//!") {
+            Some(d) => d.strip_prefix(' ').unwrap_or(d),
+            None => "",
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut problems = Vec::new();
+    let entries = list_entries(&doc, &first_list(&docs, 1), &mut problems);
+    problems.extend(compare(
+        &doc,
+        crate_src,
+        src,
+        &tree,
+        &entries,
+        1,
+        &|module| {
+            format!(
+                "add \"//! - [`{module}`]: what it is for;\" to the list of the crate docs (without the [] of a link for a private module)"
+            )
+        },
+    ));
+    problems
+}
+
+/// `docs/architecture.md`'s "Module layout": each list that a line starting with
+/// `` `<crate>/src/` `` introduces maps that crate's modules down to [`ARCHITECTURE_DEPTH`].
+/// Returns the crates it maps, and the problems.
+fn check_architecture(repo: &Path, text: &str) -> (Vec<String>, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut crates = Vec::new();
+    let Some(start) = text.lines().position(|l| l.trim() == "## Module layout") else {
+        return (
+            crates,
+            vec![format!("{ARCHITECTURE} has no \"## Module layout\" section")],
+        );
+    };
+    for (i, line) in text.lines().enumerate().skip(start + 1) {
+        if line.starts_with("## ") {
+            break;
+        }
+        let Some(crate_src) = line
+            .strip_prefix('`')
+            .and_then(|l| l.split_once('`'))
+            .map(|(path, _)| path)
+            .filter(|p| p.ends_with("/src/"))
+        else {
+            continue;
+        };
+        crates.push(crate_src.to_owned());
+        let src = repo.join(crate_src);
+        let tree = match ModuleTree::read(&src, &["lib.rs", "main.rs"]) {
+            Ok(tree) => tree,
+            Err(e) => {
+                problems.push(format!("{ARCHITECTURE}:{}: {e}", i + 1));
+                continue;
+            }
+        };
+        let entries = list_entries(ARCHITECTURE, &first_list(text, i + 2), &mut problems);
+        problems.extend(compare(
+            ARCHITECTURE,
+            crate_src,
+            &src,
+            &tree,
+            &entries,
+            ARCHITECTURE_DEPTH,
+            &|module| match module.rsplit_once('/') {
+                None => format!(
+                    "add \"- `{module}`: what it is for.\" to the {crate_src} list of \"Module layout\""
+                ),
+                Some((parent, child)) => format!(
+                    "add \"- `{child}`: what it is for.\" to the {crate_src} list of \"Module layout\", nested under the bullet of `{parent}`"
+                ),
+            },
+        ));
+    }
+    (crates, problems)
+}
+
+/// `docs/reference/layout.md`'s `host/` row names each of the host's modules in backquotes,
+/// what it holds in parentheses after it: the backquoted names after the cell's first colon and
+/// outside parentheses are the map.
+fn check_layout(src: &Path, text: &str) -> Vec<String> {
+    let tree = match ModuleTree::read(src, &["lib.rs", "main.rs"]) {
+        Ok(tree) => tree,
+        Err(e) => return vec![e],
+    };
+    let Some((number, row)) = text.lines().enumerate().find(|(_, l)| l.starts_with("| `host/` |")) else {
+        return vec![format!("{LAYOUT} has no `host/` row")];
+    };
+    let cell = cells(row).get(1).cloned().unwrap_or_default();
+    let mut entries = Vec::new();
+    let mut problems = Vec::new();
+    let (mut in_code, mut depth, mut after_colon) = (false, 0usize, false);
+    let mut name = String::new();
+    for c in cell.chars() {
+        match c {
+            '`' if in_code => {
+                in_code = false;
+                if after_colon && depth == 0 {
+                    if is_identifier(&name) {
+                        entries.push(MapEntry {
+                            module: name.clone(),
+                            line: number + 1,
+                        });
+                    } else {
+                        problems.push(format!(
+                            "{LAYOUT}:{}: the `host/` row names `{name}` where a module's name belongs: write \"`module` (what it holds)\", anything else inside the parentheses",
+                            number + 1
+                        ));
+                    }
+                }
+                name.clear();
+            }
+            '`' => in_code = true,
+            c if in_code => name.push(c),
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ':' if depth == 0 => after_colon = true,
+            _ => {}
+        }
+    }
+    problems.extend(compare(LAYOUT, "host/src/", src, &tree, &entries, 1, &|module| {
+        format!("add \"`{module}` (what it holds)\" to the `host/` row")
+    }));
+    problems
+}
+
+/// The module maps name every module there is and none that is not: the crate docs of
+/// `host/src/lib.rs` (the map), `docs/architecture.md`'s "Module layout" and the `host/` row of
+/// `docs/reference/layout.md`. Each is read as the doc comments of [`check_crate_docs`],
+/// [`check_architecture`] and [`check_layout`] say; the modules are read from the files.
+#[test]
+fn the_module_maps_name_every_module_and_no_other() {
+    let repo = repo();
+    let host = repo.join("host/src");
+    let mut problems = check_crate_docs(&host, "host/src/");
+    let architecture = std::fs::read_to_string(repo.join(ARCHITECTURE)).unwrap();
+    let (crates, more) = check_architecture(&repo, &architecture);
+    problems.extend(more);
+    assert_eq!(
+        crates,
+        ["host/src/", "plugin-sdk/src/"],
+        "{ARCHITECTURE}'s \"Module layout\" maps the host and the plugin SDK"
+    );
+    let layout = std::fs::read_to_string(repo.join(LAYOUT)).unwrap();
+    problems.extend(check_layout(&host, &layout));
+    assert!(
+        problems.is_empty(),
+        "the module maps and the tree disagree:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// A deliberate error in each direction — a module no map names, an entry naming no module —
+/// fails the check of each map.
+#[test]
+fn a_module_missing_from_a_map_or_an_entry_for_no_module_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("host/src");
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    std::fs::create_dir_all(src.join("b")).unwrap();
+    let write = |path: &str, text: &str| std::fs::write(src.join(path), text).unwrap();
+    write(
+        "lib.rs",
+        "//! The crate.\n//!\n//! - [`a`]: one;\n//! - [`gone`]: no longer here.\n\npub mod a;\n\
+         pub(crate) mod b;\n#[cfg(test)]\nmod tests;\n#[path = \"elsewhere.rs\"]\nmod moved;\n",
+    );
+    write("a/mod.rs", "mod c;\nmod inline {\n    fn f() {}\n}\n");
+    write("a/c.rs", "");
+    write("b.rs", "//! b\n\n    mod d;\n");
+    write("b/d.rs", "");
+    write("elsewhere.rs", "");
+    write("main.rs", "fn main() {}\n");
+
+    let tree = ModuleTree::read(&src, &["lib.rs", "main.rs"]).unwrap();
+    assert_eq!(
+        tree.modules.keys().collect::<Vec<_>>(),
+        ["a", "a/c", "b", "b/d", "moved"]
+    );
+
+    let crate_docs = check_crate_docs(&src, "host/src/").join("\n");
+    for expected in [
+        "host/src/lib.rs:4: `gone` names no module",
+        "host/src/b.rs (module `b`) is not named in host/src/lib.rs",
+        "host/src/elsewhere.rs (module `moved`) is not named",
+    ] {
+        assert!(crate_docs.contains(expected), "{expected:?} not in:\n{crate_docs}");
+    }
+    assert!(!crate_docs.contains("`a`"), "{crate_docs}");
+
+    let page = "# x\n\n## Module layout\n\n`host/src/`:\n\n- `main.rs`: the command.\n- `a/`: one.\n  \
+                - `c`: its child.\n  - `ghost`: nothing.\n- `b`, `moved`: others.\n- the rest: prose.\n\n\
+                Other folders:\n\n- `x`: not checked.\n";
+    let (crates, problems) = check_architecture(root, page);
+    assert_eq!(crates, ["host/src/"]);
+    let problems = problems.join("\n");
+    for expected in [
+        "docs/architecture.md:10: `a/ghost` names no module",
+        "docs/architecture.md:12: this bullet does not start with the modules it is about",
+        "host/src/b/d.rs (module `b/d`) is not named in docs/architecture.md",
+    ] {
+        assert!(problems.contains(expected), "{expected:?} not in:\n{problems}");
+    }
+    assert_eq!(problems.lines().count(), 3, "{problems}");
+
+    let layout = "| path | what |\n|---|---|\n| `host/` | the `conductor` binary (`host/src/lib.rs`): \
+                  `a` (one: `x`), `nope` (none) |\n";
+    let problems = check_layout(&src, layout).join("\n");
+    for expected in [
+        "docs/reference/layout.md:3: `nope` names no module",
+        "(module `b`) is not named in docs/reference/layout.md",
+        "(module `moved`) is not named in docs/reference/layout.md",
+    ] {
+        assert!(problems.contains(expected), "{expected:?} not in:\n{problems}");
+    }
+    assert_eq!(problems.lines().count(), 3, "{problems}");
 }

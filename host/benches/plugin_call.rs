@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use common::{host_context, measure, plugin_config, runtime, status_event, target_dir};
 use conductor::plugins::{PluginFile, PluginSource};
-use conductor::registry::Source;
+use conductor::routes::Source;
 use conductor_plugin_sdk::fakes::FakeHost;
 use conductor_plugin_sdk::ocm::data_types::MANIFEST_BUNDLES;
 use conductor_plugin_sdk::{Identity, Plugin};

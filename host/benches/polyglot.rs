@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use common::{host_context, measure, median, plugin_config, runtime, status_event, target_dir};
 use conductor::config::{PluginConfig, PluginKind};
 use conductor::plugins::{PluginFile, PluginSource};
-use conductor::registry::Source;
+use conductor::routes::Source;
 use conductor_plugin_sdk::ocm::data_types::MANIFEST_BUNDLES;
 use conductor_plugin_sdk::{Identity, ListOptions};
 

@@ -69,7 +69,7 @@ impl Inspector {
 
     /// The source names routed to `plugin`.
     fn sources_of(&self, plugin: &str) -> Vec<String> {
-        let registry = self.broker.registry();
+        let registry = self.broker.routes();
         registry
             .routes()
             .filter(|(_, p)| *p == plugin)
@@ -182,7 +182,7 @@ impl Inspector {
     }
 
     pub fn routes(&self) -> inspect::Routes {
-        let registry = self.broker.registry();
+        let registry = self.broker.routes();
         let routes = registry
             .routes()
             .map(|(source, plugin)| inspect::Route {

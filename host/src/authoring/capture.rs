@@ -37,8 +37,15 @@ impl Captured {
 
 pub struct CaptureLayer(Captured);
 
-/// The module the plugins' own lines are logged from.
+/// The module the plugins' own lines are logged from (its capabilities, one module each).
 const PLUGIN_LINES: &str = "conductor::plugins::capabilities";
+
+/// Whether `target` is [`PLUGIN_LINES`] or one of its modules.
+fn by_plugin(target: &str) -> bool {
+    target
+        .strip_prefix(PLUGIN_LINES)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+}
 
 #[derive(Default)]
 struct Fields {
@@ -71,7 +78,7 @@ impl<S: tracing::Subscriber> Layer<S> for CaptureLayer {
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
         let meta = event.metadata();
         let level = *meta.level();
-        let by_plugin = meta.target() == PLUGIN_LINES;
+        let by_plugin = by_plugin(meta.target());
         if (by_plugin && level > tracing::Level::DEBUG) || (!by_plugin && level > tracing::Level::WARN) {
             return;
         }

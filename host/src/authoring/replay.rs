@@ -17,7 +17,7 @@ use super::capture::{Captured, Line};
 use super::script::{Call, Expect, Script, Step};
 use crate::broker::{EventSink, FanoutError};
 use crate::plugins::{Backends, HostContext, KvStore, Mode, PluginFile, PluginSource};
-use crate::registry::Source;
+use crate::routes::Source;
 use crate::telemetry::Metrics;
 
 /// Why the plugin could not be tested at all.
@@ -161,7 +161,7 @@ impl Replay {
         let read_at = Instant::now();
         let file = PluginFile::read(script.plugin.kind, &script.file, None)
             .await
-            .map_err(|e| failed(crate::app::plugin_set::error_chain(&e)))?;
+            .map_err(|e| failed(crate::errors::error_chain(&e)))?;
         let read = read_at.elapsed();
         if let Some(c) = file.capabilities.iter().find(|c| NOT_FAKED.contains(c)) {
             return Err(failed(format!(
@@ -181,7 +181,7 @@ impl Replay {
         let started_at = Instant::now();
         let plugin = PluginSource::load(&script.name, &script.plugin, file, KvStore::default(), &host)
             .await
-            .map_err(|e| failed(crate::app::plugin_set::error_chain(&e)))?;
+            .map_err(|e| failed(crate::errors::error_chain(&e)))?;
         plugin
             .start_without_events()
             .await

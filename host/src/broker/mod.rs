@@ -18,7 +18,7 @@ pub use subscription::Subscription;
 use subscription::Timing;
 
 use crate::config::BrokerConfig;
-use crate::registry::{Registry, RouteError};
+use crate::routes::{RouteError, RoutingTable};
 use crate::telemetry::Metrics;
 
 /// Why a subscription was refused. The messages are upstream's.
@@ -44,7 +44,7 @@ pub enum PublishError {
 pub struct Broker {
     fanout: Arc<Fanout>,
     /// Replaced whole when plugins are reloaded; calls in flight keep the one they started with.
-    registry: parking_lot::RwLock<Arc<Registry>>,
+    routes: parking_lot::RwLock<Arc<RoutingTable>>,
     timing: Timing,
     shutdown: CancellationToken,
     /// Shared by every subscription (one handle each, not a copy of every metric's).
@@ -54,14 +54,14 @@ pub struct Broker {
 impl Broker {
     pub fn new(
         fanout: Arc<Fanout>,
-        registry: Arc<Registry>,
+        routes: Arc<RoutingTable>,
         config: &BrokerConfig,
         metrics: Metrics,
         shutdown: CancellationToken,
     ) -> Self {
         Self {
             fanout,
-            registry: parking_lot::RwLock::new(registry),
+            routes: parking_lot::RwLock::new(routes),
             timing: Timing {
                 heartbeat: config.heartbeat(),
                 stall_timeout: config.subscriber_stall_timeout.0,
@@ -75,14 +75,14 @@ impl Broker {
         &self.fanout
     }
 
-    /// The current registry.
-    pub fn registry(&self) -> Arc<Registry> {
-        Arc::clone(&self.registry.read())
+    /// The current routing table.
+    pub fn routes(&self) -> Arc<RoutingTable> {
+        Arc::clone(&self.routes.read())
     }
 
-    /// Swaps in a new registry (plugin reload). Subscriptions are untouched.
-    pub fn set_registry(&self, registry: Arc<Registry>) {
-        *self.registry.write() = registry;
+    /// Swaps in a new routing table (plugin reload). Subscriptions are untouched.
+    pub fn set_routes(&self, routes: Arc<RoutingTable>) {
+        *self.routes.write() = routes;
     }
 
     /// Validates a subscription and registers it; events flow from the moment this returns.
@@ -110,7 +110,7 @@ impl Broker {
         if ty.action == actions::RESYNC_REQUEST {
             return Ok(self.resync(&event, &ty.data_type).await?);
         }
-        let source = Arc::clone(self.registry().route(&event, &ty.data_type)?);
+        let source = Arc::clone(self.routes().route(&event, &ty.data_type)?);
         source.handle(identity, event).await?;
         Ok(())
     }
@@ -134,7 +134,7 @@ impl Broker {
     async fn answer_resync(&self, event: &CloudEvent, data_type: &DataType) -> Result<(usize, usize), ResyncError> {
         let cluster = event.cluster_name().map_err(ResyncError::ClusterName)?.to_owned();
         let agent = resync::agent_versions(event)?;
-        let sources: Vec<_> = self.registry().serving(data_type).cloned().collect();
+        let sources: Vec<_> = self.routes().serving(data_type).cloned().collect();
         if sources.is_empty() {
             return Err(ResyncError::NoService(data_type.to_string()));
         }

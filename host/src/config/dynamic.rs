@@ -1,6 +1,10 @@
 //! `[dynamic]`: plugins registered at runtime as `SourcePlugin` custom resources, and the most a
 //! resource may hand a plugin — so that whoever may create a `SourcePlugin` can never grant more
 //! than the operator allows here.
+//!
+//! Only the section's keys, defaults and checks are here, read with the rest of conductor.toml;
+//! the feature itself (watch, admission against these ceilings, reconcile, status) is
+//! `crate::source_plugins`, which depends on `config` — so the section's type stays on this side.
 
 use serde::Deserialize;
 
@@ -96,71 +100,6 @@ impl Default for MaxGrants {
     }
 }
 
-/// One limit over its ceiling: the key, the value asked and the ceiling, as people read them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OverCeiling {
-    pub key: &'static str,
-    pub asked: String,
-    pub ceiling: String,
-}
-
-impl MaxGrants {
-    /// The limits of `limits` above their ceilings (none: every one is within).
-    pub fn limits_over(&self, limits: &PluginLimits) -> Vec<OverCeiling> {
-        let mut over = Vec::new();
-        let mut check = |key: &'static str, asked: u128, ceiling: u128, show: &dyn Fn(u128) -> String| {
-            if asked > ceiling {
-                over.push(OverCeiling {
-                    key,
-                    asked: show(asked),
-                    ceiling: show(ceiling),
-                });
-            }
-        };
-        let bytes = |n: u128| format!("{n} bytes");
-        let count = |n: u128| n.to_string();
-        let time = |ms: u128| conductor_plugin_sdk::duration::format(std::time::Duration::from_millis(ms as u64));
-        check("memory", limits.memory.0.into(), self.memory.0.into(), &bytes);
-        check("kv_bytes", limits.kv_bytes.0.into(), self.kv_bytes.0.into(), &bytes);
-        check(
-            "call_timeout",
-            limits.call_timeout.0.as_millis(),
-            self.call_timeout.0.as_millis(),
-            &time,
-        );
-        check(
-            "acquire_timeout",
-            limits.acquire_timeout.0.as_millis(),
-            self.acquire_timeout.0.as_millis(),
-            &time,
-        );
-        for (key, asked, ceiling) in [
-            ("event_queue", limits.event_queue, self.event_queue),
-            ("event_batch", limits.event_batch, self.event_batch),
-            ("kv_keys", limits.kv_keys, self.kv_keys),
-            ("timers", limits.timers, self.timers),
-            ("metric_series", limits.metric_series, self.metric_series),
-        ] {
-            check(key, asked as u128, ceiling as u128, &count);
-        }
-        check(
-            "log_lines_per_second",
-            limits.log_lines_per_second.into(),
-            self.log_lines_per_second.into(),
-            &count,
-        );
-        if let Some(n) = limits.concurrent_notifications {
-            check(
-                "concurrent_notifications",
-                n.into(),
-                self.concurrent_notifications.into(),
-                &count,
-            );
-        }
-        over
-    }
-}
-
 impl DynamicConfig {
     pub(crate) fn validate(&self) -> Result<(), Invalid> {
         let key = "dynamic.max_grants";
@@ -187,22 +126,5 @@ impl DynamicConfig {
             return invalid("dynamic.replica", "must not be empty");
         }
         Ok(())
-    }
-
-    /// This replica's name: `replica`, else `$POD_NAME`, else the host name.
-    pub fn replica_name(&self) -> String {
-        if let Some(r) = &self.replica {
-            return r.clone();
-        }
-        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        env("POD_NAME")
-            .or_else(|| env("HOSTNAME"))
-            .or_else(|| {
-                std::fs::read_to_string("/etc/hostname")
-                    .ok()
-                    .map(|h| h.trim().to_owned())
-            })
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| format!("conductor-{}", std::process::id()))
     }
 }

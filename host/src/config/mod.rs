@@ -135,6 +135,10 @@ pub fn cache_home() -> Option<PathBuf> {
 /// more of the others.
 pub const DEFAULT_COMPILE_CACHE_MAX_SIZE: u64 = 512 << 20;
 
+/// The environment variable that sets the plugin folder, over the configuration's
+/// `plugin_folder` (`serve`'s `--plugin-folder` reads it; `grpc` has no other way to set it).
+pub const PLUGIN_FOLDER_ENV: &str = "CONDUCTOR_PLUGIN_FOLDER";
+
 fn default_compile_cache_max_size() -> ByteSize {
     ByteSize(DEFAULT_COMPILE_CACHE_MAX_SIZE)
 }
@@ -184,12 +188,20 @@ impl LoadedConfig {
             return None;
         }
         let file = plugin.file.as_deref()?;
-        let bare = file.components().count() == 1 && !file.to_string_lossy().contains('/');
-        Some(if bare {
+        Some(if self.in_plugin_folder(plugin) {
             self.plugin_folder().join(file)
         } else {
             self.resolve(file)
         })
+    }
+
+    /// Whether a plugin's file is a bare file name, looked up in the plugin folder.
+    pub fn in_plugin_folder(&self, plugin: &PluginConfig) -> bool {
+        plugin.oci_reference().is_none()
+            && plugin
+                .file
+                .as_deref()
+                .is_some_and(|file| file.components().count() == 1 && !file.to_string_lossy().contains('/'))
     }
 
     /// Where plugins named by a bare file name are found.

@@ -20,7 +20,7 @@ pub mod translate;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::{Config, ConfigError, LoadedConfig, Regenerate};
+use crate::config::{Config, ConfigError, LoadedConfig, PLUGIN_FOLDER_ENV, Regenerate};
 pub use flags::{FlagError, Flags};
 use server_config::{Format, ServerConfigFile};
 use translate::Environment;
@@ -144,7 +144,7 @@ impl DropIn {
 /// the image's layout (`<root>/usr/local/bin/conductor` → `<root>/usr/lib/conductor/plugins`,
 /// whether started as `/server` or by its own name), else the image's path.
 fn bundled_plugins() -> PathBuf {
-    if let Some(folder) = std::env::var_os("CONDUCTOR_PLUGIN_FOLDER").filter(|f| !f.is_empty()) {
+    if let Some(folder) = std::env::var_os(PLUGIN_FOLDER_ENV).filter(|f| !f.is_empty()) {
         return PathBuf::from(folder);
     }
     let root = std::env::current_exe()

@@ -11,9 +11,10 @@ use serde_json::{Value, json};
 
 use super::OciError;
 use super::digest::sha256_digest;
-use super::registry::MANIFEST_MEDIA_TYPE;
 use super::signature::{PAYLOAD_MEDIA_TYPE, SIGNATURE_ANNOTATION};
 
+/// The media type of the manifests conductor reads and writes.
+pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 const IMAGE_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";

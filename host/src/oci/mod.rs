@@ -4,26 +4,24 @@
 //! checks every digest, verifies its cosign signature when the operator names a key
 //! ([`signature`]), and keeps it in a content-addressed cache on disk ([`cache`]) from which it is
 //! loaded like a file; [`push`] publishes a built plugin in the same layout, signed if asked.
-//! Registries are reached over HTTPS with their certificates verified, with the credentials of a
-//! Docker config file ([`registry`]).
+//! Both go through one [`RegistryClient`] ([`client`]): registries are reached over HTTPS with
+//! their certificates verified, with the credentials of a Docker config file.
 
 pub mod artifact;
 pub mod cache;
+pub mod client;
 mod credentials;
 pub mod digest;
-mod download;
 pub mod pull;
 pub mod push;
 pub mod reference;
-pub mod registry;
 pub mod signature;
 
 pub use cache::ArtifactCache;
+pub use client::{MAX_MANIFEST_SIZE, MAX_REDIRECTS, RegistryClient, RegistryOptions, default_auth_file};
 pub use digest::{sha256_digest, sha256_file};
-pub use download::{MAX_MANIFEST_SIZE, MAX_REDIRECTS};
 pub use pull::{Fetched, fetch};
 pub use reference::{ArtifactReference, SCHEME, is_oci};
-pub use registry::{Registry, RegistryOptions, default_auth_file};
 pub use signature::{PublicKey, SigningKey};
 
 /// Why an artifact could not be pulled, verified or pushed.

@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{ArtifactCache, ArtifactReference, OciError, PublicKey, Registry, RegistryOptions, artifact, signature};
+use super::{
+    ArtifactCache, ArtifactReference, OciError, PublicKey, RegistryClient, RegistryOptions, artifact, signature,
+};
 
 /// A plugin artifact on disk, pulled (or found in the cache).
 #[derive(Debug, Clone)]
@@ -64,17 +66,17 @@ pub async fn fetch(
         tracing::debug!(%reference, "plugin artifact found in the cache");
         return fetched(&manifest, true);
     }
-    let registry = Registry::connect(reference, options)?;
-    let (manifest, _) = registry
+    let client = RegistryClient::connect(reference, options)?;
+    let (manifest, _) = client
         .manifest(reference)
         .await?
         .ok_or_else(|| OciError::Artifact(format!("{reference}: the registry has no such manifest")))?;
     let (layer, _) = artifact::wasm_layer(&manifest)?;
     if let Some(key) = key {
-        verify(&registry, reference, &digest, key).await?;
+        verify(&client, reference, &digest, key).await?;
     }
     let partial = cache.partial_blob(&layer.digest);
-    let bytes = registry.blob_to_file(reference, &layer, &partial).await?;
+    let bytes = client.blob_to_file(reference, &layer, &partial).await?;
     cache.commit_blob(&partial, &layer.digest).map_err(OciError::Cache)?;
     cache.store_manifest(&digest, &manifest).map_err(OciError::Cache)?;
     if let Some(key) = key {
@@ -88,14 +90,14 @@ pub async fn fetch(
 
 /// Checks that one of the cosign signatures beside `manifest_digest` verifies with `key`.
 async fn verify(
-    registry: &Registry,
+    client: &RegistryClient,
     reference: &ArtifactReference,
     manifest_digest: &str,
     key: &PublicKey,
 ) -> Result<(), OciError> {
     let tag = signature::signature_tag(manifest_digest);
     let signatures = reference.at_tag(&tag);
-    let Some((manifest, _)) = registry.manifest(&signatures).await? else {
+    let Some((manifest, _)) = client.manifest(&signatures).await? else {
         return Err(OciError::Signature(format!(
             "{reference} is not signed: the repository has no {tag} (sign it with `cosign sign --key` or `conductor plugins push --sign-key`)"
         )));
@@ -110,7 +112,7 @@ async fn verify(
             ));
             continue;
         };
-        let payload = registry.small_blob(&signatures, &layer).await?;
+        let payload = client.small_blob(&signatures, &layer).await?;
         match key.check(&payload, &signature, manifest_digest) {
             Ok(()) => return Ok(()),
             Err(e) => reasons.push(e),

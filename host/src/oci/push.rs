@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::artifact::{PluginArtifact, SignatureArtifact};
-use super::{ArtifactReference, OciError, Registry, RegistryOptions, SigningKey, signature};
+use super::{ArtifactReference, OciError, RegistryClient, RegistryOptions, SigningKey, signature};
 
 /// What [`push`] published.
 #[derive(Debug, Clone)]
@@ -44,10 +44,10 @@ pub async fn push(
         &contents.exports,
         contents.annotations,
     );
-    let registry = Registry::connect(reference, options)?;
-    registry.login_for_push(reference).await?;
-    registry.push_blob(reference, artifact.layer).await?;
-    registry.push_blob(reference, artifact.config).await?;
+    let client = RegistryClient::connect(reference, options)?;
+    client.login_for_push(reference).await?;
+    client.push_blob(reference, artifact.layer).await?;
+    client.push_blob(reference, artifact.config).await?;
     let digest = super::sha256_digest(&artifact.manifest);
     let target = match &reference.tag {
         Some(_) => ArtifactReference {
@@ -56,15 +56,15 @@ pub async fn push(
         },
         None => reference.at_digest(&digest),
     };
-    let pushed = registry.push_manifest(&target, artifact.manifest).await?;
+    let pushed = client.push_manifest(&target, artifact.manifest).await?;
     debug_assert_eq!(pushed, digest);
     if let Some(key) = sign {
         let payload = signature::payload(&reference.repository_path(), &digest);
         let signature = key.sign(&payload).map_err(OciError::Signature)?;
         let s = SignatureArtifact::new(payload, signature);
-        registry.push_blob(reference, s.payload).await?;
-        registry.push_blob(reference, s.config).await?;
-        registry
+        client.push_blob(reference, s.payload).await?;
+        client.push_blob(reference, s.config).await?;
+        client
             .push_manifest(&reference.at_tag(&signature::signature_tag(&digest)), s.manifest)
             .await?;
     }

@@ -14,8 +14,39 @@
 use std::borrow::Borrow;
 use std::sync::Arc;
 
-use conductor_plugin_sdk::HostEvent;
+use conductor_plugin_sdk::{Description, HostEvent};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+use crate::config::PluginConfig;
+
+/// How many `on-events` calls with only notifications may run at once: what the plugin declares,
+/// at most its pool size and the configured limit, at least one.
+pub fn allowed(description: &Description, config: &PluginConfig) -> u32 {
+    let pool = u32::try_from(config.pool_size).unwrap_or(u32::MAX);
+    let limit = config.limits.concurrent_notifications.unwrap_or(u32::MAX);
+    description.concurrent_notifications.min(pool).min(limit).max(1)
+}
+
+/// How many `on-events` calls with only notifications may run at once, and why when it is not
+/// what the plugin declares (a plugin that declares 0, the default, gets one at a time).
+pub fn explained(description: &Description, config: &PluginConfig) -> String {
+    let applied = allowed(description, config);
+    let declared = description.concurrent_notifications;
+    if declared == applied {
+        return applied.to_string();
+    }
+    if declared == 0 {
+        return format!("{applied} (the plugin declares 0: one on-events call at a time)");
+    }
+    let mut bounds = vec![];
+    if u32::try_from(config.pool_size).is_ok_and(|pool| pool < declared) {
+        bounds.push(format!("pool_size = {}", config.pool_size));
+    }
+    if let Some(limit) = config.limits.concurrent_notifications.filter(|l| *l < declared) {
+        bounds.push(format!("limits.concurrent_notifications = {limit}"));
+    }
+    format!("{applied} (the plugin declares {declared}; {})", bounds.join(", "))
+}
 
 pub struct Lanes {
     gate: Arc<Semaphore>,
@@ -226,5 +257,46 @@ mod tests {
         assert!(timeout(SOON, lanes.free()).await.is_err());
         drop(first);
         let _second = timeout(SOON, lanes.free()).await.expect("free again");
+    }
+
+    #[test]
+    fn notification_lanes_are_what_the_plugin_declares_within_the_pool_and_the_limit() {
+        let config = |pool_size, limit| {
+            let mut c: PluginConfig = toml::from_str("kind = \"component\"\nfile = \"p.wasm\"").unwrap();
+            c.pool_size = pool_size;
+            c.limits.concurrent_notifications = limit;
+            c
+        };
+        let declares = |n| {
+            Description::new("p", "1.0.0")
+                .sources(["s"])
+                .data_types(["a.v1.things"])
+                .concurrent_notifications(n)
+        };
+        assert_eq!(allowed(&declares(0), &config(4, None)), 1, "undeclared: one at a time");
+        assert_eq!(allowed(&declares(4), &config(4, None)), 4);
+        assert_eq!(allowed(&declares(4), &config(2, None)), 2, "at most the pool");
+        assert_eq!(allowed(&declares(4), &config(4, Some(1))), 1, "at most the limit");
+        assert_eq!(
+            allowed(&declares(1), &config(4, Some(3))),
+            1,
+            "the limit raises nothing"
+        );
+
+        // What the log says is what is applied, and why it is not what the plugin declares.
+        assert_eq!(
+            explained(&declares(0), &config(4, None)),
+            "1 (the plugin declares 0: one on-events call at a time)"
+        );
+        assert_eq!(explained(&declares(1), &config(4, None)), "1");
+        assert_eq!(explained(&declares(4), &config(4, None)), "4");
+        assert_eq!(
+            explained(&declares(4), &config(2, None)),
+            "2 (the plugin declares 4; pool_size = 2)"
+        );
+        assert_eq!(
+            explained(&declares(8), &config(4, Some(2))),
+            "2 (the plugin declares 8; pool_size = 4, limits.concurrent_notifications = 2)"
+        );
     }
 }

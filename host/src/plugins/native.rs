@@ -29,10 +29,9 @@ use conductor_plugin_sdk::native::{
 use conductor_plugin_sdk::pg::{PgReply, PgRequest};
 use conductor_plugin_sdk::{Description, Error};
 
-use super::capabilities::Capabilities;
-use super::pg::PgSession;
-use super::pool::{MakeInstance, Pool, Wait};
-use super::{LoadError, Runtime};
+use super::capabilities::{Capabilities, PgSession};
+use super::pool::{MakeInstance, Pool};
+use super::runtime::{CallError, LoadError, Runtime, Wait};
 use crate::config::PluginLimits;
 
 /// A private copy of the library named by its contents, and their digest. The dynamic loader
@@ -140,15 +139,15 @@ fn describe_api(api: &'static PluginApi) -> Result<Description, LoadError> {
     Ok(description)
 }
 
-/// The host side of one plugin instance's `HostApi`: its capabilities behind the C callback,
-/// and its open database transactions.
-struct HostContext {
+/// The host side of one plugin instance's `HostApi` (what its `ctx` points to): its capabilities
+/// behind the C callback, and its open database transactions.
+struct InstanceContext {
     capabilities: Arc<Capabilities>,
     pg: tokio::sync::Mutex<PgSession>,
     runtime: tokio::runtime::Handle,
 }
 
-impl HostContext {
+impl InstanceContext {
     /// Runs an asynchronous host call for the plugin's (synchronous) call, which runs on a
     /// blocking thread of the runtime.
     fn block_on<T>(&self, call: impl Future<Output = T>) -> T {
@@ -160,42 +159,42 @@ impl HostContext {
     }
 
     fn pg(&self, request: PgRequest) -> Result<PgReply, Error> {
-        self.block_on(async { self.pg.lock().await.call(&self.capabilities, request).await })
+        self.block_on(async { self.pg.lock().await.call(self.capabilities.pg(), request).await })
     }
 
     fn kube(&self, request: KubeRequest) -> Result<KubeReply, Error> {
-        self.block_on(self.capabilities.kube(request))
+        self.block_on(self.capabilities.kube().call(request))
     }
 }
 
 unsafe extern "C" fn host_call(ctx: *const c_void, request: *const u8, len: usize) -> Buffer {
     let answer = std::panic::catch_unwind(|| {
-        // SAFETY: `ctx` is the `HostContext` this host made for the plugin and keeps alive.
-        let ctx = unsafe { &*ctx.cast::<HostContext>() };
+        // SAFETY: `ctx` is the `InstanceContext` this host made for the plugin and keeps alive.
+        let ctx = unsafe { &*ctx.cast::<InstanceContext>() };
         // SAFETY: the plugin passes a request buffer live for the call.
         let request = unsafe { std::slice::from_raw_parts(request, len) };
         let caps = &ctx.capabilities;
         match abi::decode::<HostRequest>(request) {
-            Ok(HostRequest::Emit(event)) => HostResponse::Emitted(caps.emit(&event)),
+            Ok(HostRequest::Emit(event)) => HostResponse::Emitted(caps.emit().send(&event)),
             Ok(HostRequest::Log(level, message)) => {
-                caps.log(level, &message);
+                caps.log().line(level, &message);
                 HostResponse::Done
             }
-            Ok(HostRequest::SetTimer(name, after_ms, repeat)) => done(caps.set_timer(&name, after_ms, repeat)),
+            Ok(HostRequest::SetTimer(name, after_ms, repeat)) => done(caps.timer().set(&name, after_ms, repeat)),
             Ok(HostRequest::CancelTimer(name)) => {
-                caps.cancel_timer(&name);
+                caps.timer().cancel(&name);
                 HostResponse::Done
             }
-            Ok(HostRequest::KvGet(key)) => HostResponse::Value(caps.kv_get(&key)),
-            Ok(HostRequest::KvSet(key, value)) => done(caps.kv_set(&key, &value)),
-            Ok(HostRequest::KvDelete(key)) => HostResponse::Deleted(caps.kv_delete(&key)),
+            Ok(HostRequest::KvGet(key)) => HostResponse::Value(caps.kv().get(&key)),
+            Ok(HostRequest::KvSet(key, value)) => done(caps.kv().set(&key, &value)),
+            Ok(HostRequest::KvDelete(key)) => HostResponse::Deleted(caps.kv().delete(&key)),
             Ok(HostRequest::Pg(request)) => HostResponse::Pg(ctx.pg(request)),
             Ok(HostRequest::Kube(request)) => HostResponse::Kube(ctx.kube(request)),
             Ok(HostRequest::Metric(kind, name, labels, value)) => {
                 let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
-                done(caps.metric(kind, &name, &labels, value))
+                done(caps.exported_metrics().record(kind, &name, &labels, value))
             }
-            Ok(HostRequest::Blob(name)) => match ctx.block_on(caps.blob(&name)) {
+            Ok(HostRequest::Blob(name)) => match ctx.block_on(caps.blob().read(&name)) {
                 Ok(contents) => HostResponse::Blob(contents),
                 Err(e) => HostResponse::Refused(e),
             },
@@ -232,7 +231,7 @@ struct Instance {
 
 /// The `HostApi` of one instance and the context it points to (boxed: their addresses are fixed).
 struct InstanceHost {
-    context: Box<HostContext>,
+    context: Box<InstanceContext>,
     api: Box<HostApi>,
 }
 
@@ -244,14 +243,14 @@ unsafe impl Sync for InstanceHost {}
 
 impl InstanceHost {
     fn new(capabilities: Arc<Capabilities>, runtime: tokio::runtime::Handle) -> Self {
-        let context = Box::new(HostContext {
+        let context = Box::new(InstanceContext {
             capabilities,
             pg: tokio::sync::Mutex::default(),
             runtime,
         });
         let api = Box::new(HostApi {
             abi_version: ABI_VERSION,
-            ctx: (&*context as *const HostContext).cast(),
+            ctx: (&*context as *const InstanceContext).cast(),
             call: host_call,
             free: host_free,
         });
@@ -505,14 +504,14 @@ fn call(instance: &Instance, request: &[u8]) -> Result<PluginReply, Error> {
 
 #[async_trait]
 impl Runtime for NativeRuntime {
-    async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error> {
+    async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, CallError> {
         let abandoned = self.abandoned.count.load(Ordering::SeqCst);
         if abandoned >= self.max_abandoned {
             self.metrics.limit_hit("max_abandoned_calls");
-            return Err(Error::Unavailable(format!(
+            return Err(CallError::Failed(Error::Unavailable(format!(
                 "plugin {} has {abandoned} calls still running past their call timeout (limits.max_abandoned_calls = {}): its calls are refused until they return",
                 self.name, self.max_abandoned
-            )));
+            ))));
         }
         let request = abi::encode(&request);
         self.pool
@@ -525,21 +524,26 @@ impl Runtime for NativeRuntime {
                     reply,
                 };
                 if worker.jobs.try_send(job).is_err() {
-                    return (Err(Error::Internal(format!("plugin {}: its instance's thread is gone", self.name))), None);
+                    let gone = Error::Internal(format!("plugin {}: its instance's thread is gone", self.name));
+                    return (Err(gone.into()), None);
                 }
                 match tokio::time::timeout(self.call_timeout, answered(answer)).await {
                     Ok(Ok((result, true))) => {
                         worker.host.end_call().await;
-                        (result, Some(worker))
+                        (result.map_err(CallError::from), Some(worker))
                     }
-                    Ok(Ok((_, false))) | Ok(Err(_)) => (Err(Error::Internal(format!("plugin {} call panicked", self.name))), None),
+                    Ok(Ok((_, false))) | Ok(Err(_)) => {
+                        let panicked = Error::Internal(format!("plugin {} call panicked", self.name));
+                        (Err(panicked.into()), None)
+                    }
                     Err(_elapsed) => {
                         self.abandoned.leave(&worker);
                         tracing::warn!(plugin = %self.name, timeout = ?self.call_timeout, abandoned = self.abandoned.count.load(Ordering::SeqCst), max_abandoned_calls = self.max_abandoned, "native plugin call exceeded its timeout; its thread runs on until the plugin returns, and the instance is discarded");
-                        (
-                            Err(crate::plugins::call_timed_out(&self.name, self.call_timeout)),
-                            None,
-                        )
+                        let timed_out = CallError::TimedOut {
+                            plugin: self.name.clone(),
+                            timeout: self.call_timeout,
+                        };
+                        (Err(timed_out), None)
                     }
                 }
             })

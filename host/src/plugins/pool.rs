@@ -14,17 +14,7 @@ use conductor_plugin_sdk::Error;
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 
-/// How an agent's call that found no free instance in time is told so.
-pub const BUSY: &str = "is busy: all";
-
-/// How long a call waits for a free instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    /// At most the pool's wait, then `Unavailable` (agents' calls: they retry).
-    Bounded,
-    /// As long as it takes (the plugin's own work: `start`, host events).
-    Patient,
-}
+use super::runtime::{CallError, Wait};
 
 pub type MakeInstance<T> = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<T, Error>> + Send>> + Send + Sync>;
 
@@ -57,9 +47,9 @@ impl<T: Send + 'static> Pool<T> {
     }
 
     /// Runs `call` with an idle instance (or a new one). The call hands the instance back to
-    /// keep it, or `None` to have it replaced. Fails as `Unavailable` if no instance frees up
-    /// within the pool's wait.
-    pub async fn with<R>(&self, wait: Wait, call: impl AsyncFnOnce(T) -> (R, Option<T>)) -> Result<R, Error> {
+    /// keep it, or `None` to have it replaced. Fails as [`CallError::Busy`] if no instance
+    /// frees up within the pool's wait.
+    pub async fn with<R>(&self, wait: Wait, call: impl AsyncFnOnce(T) -> (R, Option<T>)) -> Result<R, CallError> {
         self.run(wait, false, call).await
     }
 
@@ -68,20 +58,19 @@ impl<T: Send + 'static> Pool<T> {
         &self,
         wait: Wait,
         call: impl AsyncFnOnce(T) -> (R, Option<T>),
-    ) -> Result<R, Error> {
+    ) -> Result<R, CallError> {
         self.run(wait, true, call).await
     }
 
-    async fn run<R>(&self, wait: Wait, new: bool, call: impl AsyncFnOnce(T) -> (R, Option<T>)) -> Result<R, Error> {
+    async fn run<R>(&self, wait: Wait, new: bool, call: impl AsyncFnOnce(T) -> (R, Option<T>)) -> Result<R, CallError> {
         let acquired = match wait {
             Wait::Patient => self.permits.acquire().await,
             Wait::Bounded => tokio::time::timeout(self.wait, self.permits.acquire())
                 .await
-                .map_err(|_| {
-                    Error::Unavailable(format!(
-                        "plugin {:?} {BUSY} {} of its instances stayed in calls for {:?}",
-                        self.plugin, self.size, self.wait
-                    ))
+                .map_err(|_| CallError::Busy {
+                    plugin: self.plugin.clone(),
+                    size: self.size,
+                    waited: self.wait,
                 })?,
         };
         let permit = acquired.map_err(|_| Error::Unavailable(format!("plugin {:?} is stopping", self.plugin)))?;
@@ -154,8 +143,10 @@ mod tests {
         };
         tokio::task::yield_now().await;
         let started = tokio::time::Instant::now();
-        let err = p.with(Wait::Bounded, async |i| ((), Some(i))).await.unwrap_err();
+        let refused = p.with(Wait::Bounded, async |i| ((), Some(i))).await.unwrap_err();
         assert_eq!(started.elapsed(), Duration::from_millis(500));
+        assert!(matches!(refused, CallError::Busy { .. }), "{refused}");
+        let err = Error::from(refused);
         assert!(matches!(&err, Error::Unavailable(m) if m.contains("\"p\"")), "{err}");
         busy.abort();
     }

@@ -1,10 +1,10 @@
 //! Where the status updates about a plugin's events go. Agents echo the `source` of each spec
-//! event as the `originalsource` of their status updates, and the registry routes those by it: a
+//! event as the `originalsource` of their status updates, and the routing table routes those by it: a
 //! plugin whose events carry a source that routes to another plugin (a second copy of a plugin
 //! that kept the first one's source, say) has its agents' status updates handled by that other
 //! plugin, which says nothing about it. [`SourceCheck`] tells: at load and at every reload, a
-//! warning for each source the plugin declares that routes elsewhere (the registry's
-//! [`Registry::foreign_declared`](crate::registry::Registry::foreign_declared)); and as the plugin
+//! warning for each source the plugin declares that routes elsewhere (the routing table's
+//! [`RoutingTable::foreign_declared`](crate::routes::RoutingTable::foreign_declared)); and as the plugin
 //! sends events (emitted, or answering a resync), a warning the first time one carries a source
 //! that routes elsewhere, and a count of them all
 //! (`conductor_plugin_foreign_source_events_total{plugin,source,routed_to}`).
@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use conductor_plugin_sdk::CloudEvent;
 use parking_lot::Mutex;
 
-use crate::registry::{Foreign, Owners};
+use crate::routes::{Foreign, Owners};
 use crate::telemetry::PluginMetrics;
 
 /// The sources one plugin sends, checked against the routes (shared by its instances).
@@ -35,7 +35,7 @@ pub struct SourceCheck {
 
 #[derive(Default)]
 struct State {
-    /// The routes of the registry in place.
+    /// The routes of the routing table in place.
     owners: Arc<Owners>,
     /// The routes that led elsewhere in events the plugin sent, and where: route → plugin. Each
     /// is logged the first time (and again at reloads while it still leads elsewhere). Bounded by
@@ -101,7 +101,7 @@ impl SourceCheck {
         }
     }
 
-    /// The routes of a new registry (at load and at every reload), with the plugin's declared
+    /// The routes of a new routing table (at load and at every reload), with the plugin's declared
     /// sources that route elsewhere (`foreign`): each is logged, as is each route the plugin's
     /// events took elsewhere before that still leads elsewhere. Returns what was logged.
     pub fn routed(&self, owners: Arc<Owners>, foreign: &[&Foreign]) -> Vec<Misrouted> {
@@ -161,7 +161,7 @@ fn warn(plugin: &str, source: &str, routed_to: &str, declared: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{Registry, Source};
+    use crate::routes::{RoutingTable, Source};
     use crate::telemetry::Metrics;
     use async_trait::async_trait;
     use conductor_plugin_sdk::ocm::DataType;
@@ -188,24 +188,24 @@ mod tests {
         }
     }
 
-    fn registry(routes: &[(&str, &str)]) -> Registry {
+    fn table(routes: &[(&str, &str)]) -> RoutingTable {
         let plugins: Vec<Arc<dyn Source>> = vec![
             Arc::new(Named("hello", vec!["hello".into()])),
             Arc::new(Named("hello-2", vec!["hello".into()])),
         ];
         let routes = routes.iter().map(|(s, p)| ((*s).to_owned(), (*p).to_owned())).collect();
-        Registry::new(plugins, &routes).unwrap()
+        RoutingTable::new(plugins, &routes).unwrap()
     }
 
     fn event(source: &str) -> CloudEvent {
         CloudEvent::new("1", source, "t")
     }
 
-    /// Applies `registry` to the check of `hello-2`, as the plugin set does.
-    fn routed(check: &SourceCheck, registry: &Registry) -> Vec<Misrouted> {
-        let foreign = registry.foreign_declared();
+    /// Applies `table` to the check of `hello-2`, as the plugin set does.
+    fn routed(check: &SourceCheck, table: &RoutingTable) -> Vec<Misrouted> {
+        let foreign = table.foreign_declared();
         let mine: Vec<&Foreign> = foreign.iter().filter(|f| f.plugin == "hello-2").collect();
-        check.routed(Arc::new(registry.owners()), &mine)
+        check.routed(Arc::new(table.owners()), &mine)
     }
 
     fn count(metrics: &Metrics, source: &str, routed_to: &str) -> u64 {
@@ -222,7 +222,7 @@ mod tests {
         assert_eq!(count(&metrics, "hello", "hello"), 0);
 
         // The copy's declared source routed to the first plugin: reported at load, counted as sent.
-        let misrouted = routed(&check, &registry(&[("hello", "hello")]));
+        let misrouted = routed(&check, &table(&[("hello", "hello")]));
         let declared = Misrouted {
             source: "hello".into(),
             routed_to: "hello".into(),
@@ -243,7 +243,7 @@ mod tests {
         // Configured with a source of its own and routed to it: the declared source is not held
         // against it, but an event still carrying the first one's source is, and the reload after
         // says so again.
-        let both = registry(&[("hello", "hello"), ("hello-2", "hello-2")]);
+        let both = table(&[("hello", "hello"), ("hello-2", "hello-2")]);
         assert_eq!(
             routed(&check, &both),
             [Misrouted {
@@ -257,7 +257,7 @@ mod tests {
         assert_eq!(count(&metrics, "hello", "hello"), 5);
 
         // The route moved to the copy itself: nothing routes elsewhere any more.
-        assert_eq!(routed(&check, &registry(&[("hello", "hello-2")])), []);
+        assert_eq!(routed(&check, &table(&[("hello", "hello-2")])), []);
         check.sent(&event("hello"));
         assert_eq!(count(&metrics, "hello", "hello"), 5);
         assert_eq!(count(&metrics, "hello", "hello-2"), 0);

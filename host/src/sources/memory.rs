@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::broker::EventSink;
-use crate::registry::Source;
+use crate::routes::Source;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

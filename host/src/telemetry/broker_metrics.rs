@@ -8,7 +8,9 @@ use std::sync::{Arc, Weak};
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
-use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge};
+
+use super::vectors::{MetricsRegistry, counters, gauge, register};
 
 /// What a queue source reports at scrape time: per data type, the events waiting in all
 /// subscribers' queues and in the fullest one (one per resource at most).
@@ -27,12 +29,8 @@ pub struct BrokerMetrics {
     queues: QueueCollector,
 }
 
-fn counters(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
-}
-
 impl BrokerMetrics {
-    pub(super) fn new(registry: &Registry) -> Self {
+    pub(super) fn new(registry: &MetricsRegistry) -> Self {
         let queues = QueueCollector::new();
         let m = Self {
             heartbeats: counters(
@@ -60,24 +58,24 @@ impl BrokerMetrics {
                 "Events sent in answer to spec resyncs: what the sources listed, and deletes of what the agent holds and no source has.",
                 &["data_type", "kind"],
             ),
-            queue_capacity: IntGauge::with_opts(Opts::new(
+            queue_capacity: gauge(
                 "conductor_subscriber_queue_capacity",
                 "broker.subscriber_queue_size: the reference depth of a subscriber's queue, not a limit (a queue holds one event per resource at most).",
-            ))
-            .expect("valid metric"),
+            ),
             queues,
         };
-        for c in [
-            Box::new(m.heartbeats.clone()) as Box<dyn Collector>,
-            Box::new(m.cut_off.clone()),
-            Box::new(m.superseded.clone()),
-            Box::new(m.resyncs.clone()),
-            Box::new(m.resync_events.clone()),
-            Box::new(m.queue_capacity.clone()),
-            Box::new(m.queues.clone()),
-        ] {
-            registry.register(c).expect("metric registered once");
-        }
+        register(
+            registry,
+            [
+                Box::new(m.heartbeats.clone()) as Box<dyn Collector>,
+                Box::new(m.cut_off.clone()),
+                Box::new(m.superseded.clone()),
+                Box::new(m.resyncs.clone()),
+                Box::new(m.resync_events.clone()),
+                Box::new(m.queue_capacity.clone()),
+                Box::new(m.queues.clone()),
+            ],
+        );
         m
     }
 
@@ -167,7 +165,7 @@ impl Collector for QueueCollector {
         };
         let depths = source.queue_depths();
         let family = |(name, help): (&str, &str), pick: fn(&(usize, usize)) -> usize| {
-            let gauge = IntGaugeVec::new(Opts::new(name, help), &["data_type"]).expect("valid metric");
+            let gauge = super::vectors::gauges(name, help, &["data_type"]);
             for (data_type, d) in &depths {
                 gauge
                     .with_label_values(&[data_type])

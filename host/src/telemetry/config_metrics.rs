@@ -1,7 +1,10 @@
 //! Metrics of configuration reloads, named as Prometheus names its own
 //! (`prometheus_config_last_reload_successful`).
 
-use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::core::Collector;
+use prometheus::{IntCounterVec, IntGauge, IntGaugeVec};
+
+use super::vectors::{MetricsRegistry, counters, gauge, gauges, register, unix_now};
 
 /// The triggers a reload can have (the `trigger` label).
 pub const TRIGGERS: [&str; 4] = ["signal", "admin", "files", "source-plugins"];
@@ -17,24 +20,17 @@ pub struct ConfigMetrics {
 }
 
 impl ConfigMetrics {
-    pub fn new(registry: &Registry) -> Self {
-        let reloads = IntCounterVec::new(
-            Opts::new(
-                "conductor_config_reloads_total",
-                "Configuration reloads by what asked for them (signal, admin, files, source-plugins) and result (ok, error).",
-            ),
+    pub fn new(registry: &MetricsRegistry) -> Self {
+        let reloads = counters(
+            "conductor_config_reloads_total",
+            "Configuration reloads by what asked for them (signal, admin, files, source-plugins) and result (ok, error).",
             &["trigger", "result"],
-        )
-        .expect("valid metric");
-        let gauge = |name: &str, help: &str| IntGauge::with_opts(Opts::new(name, help)).expect("valid metric");
-        let source_plugins_refused = IntGaugeVec::new(
-            Opts::new(
-                "conductor_source_plugin_refused",
-                "1 for each SourcePlugin whose spec this replica refuses, by reason (GrantsExceeded, LimitsExceeded, …) and whether the version admitted before keeps serving (serving=\"true\": a refused change, or a ceiling lowered below what it runs with).",
-            ),
+        );
+        let source_plugins_refused = gauges(
+            "conductor_source_plugin_refused",
+            "1 for each SourcePlugin whose spec this replica refuses, by reason (GrantsExceeded, LimitsExceeded, …) and whether the version admitted before keeps serving (serving=\"true\": a refused change, or a ceiling lowered below what it runs with).",
             &["plugin", "reason", "serving"],
-        )
-        .expect("valid metric");
+        );
         let m = Self {
             source_plugins_refused,
             reloads,
@@ -57,16 +53,17 @@ impl ConfigMetrics {
             }
         }
         m.last_successful.set(1);
-        m.last_success_time.set(now());
-        for c in [
-            Box::new(m.reloads.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(m.last_successful.clone()),
-            Box::new(m.last_success_time.clone()),
-            Box::new(m.restart_needed.clone()),
-            Box::new(m.source_plugins_refused.clone()),
-        ] {
-            registry.register(c).expect("metric registered once");
-        }
+        m.last_success_time.set(unix_now());
+        register(
+            registry,
+            [
+                Box::new(m.reloads.clone()) as Box<dyn Collector>,
+                Box::new(m.last_successful.clone()),
+                Box::new(m.last_success_time.clone()),
+                Box::new(m.restart_needed.clone()),
+                Box::new(m.source_plugins_refused.clone()),
+            ],
+        );
         m
     }
 
@@ -77,7 +74,7 @@ impl ConfigMetrics {
         self.reloads.with_label_values(&[trigger, result]).inc();
         self.last_successful.set(i64::from(outcome.is_ok()));
         if let Ok(restart_needed) = outcome {
-            self.last_success_time.set(now());
+            self.last_success_time.set(unix_now());
             if restart_needed {
                 self.restart_needed.set(1);
             }
@@ -98,19 +95,13 @@ impl ConfigMetrics {
     }
 }
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_refused_reload_is_counted_and_shown_until_one_is_applied() {
-        let registry = Registry::new();
+        let registry = MetricsRegistry::new();
         let m = ConfigMetrics::new(&registry);
         let value = |name: &str| {
             registry

@@ -10,12 +10,14 @@ use std::sync::Arc;
 
 use conductor_plugin_sdk::{MetricDescription, MetricKind};
 use parking_lot::Mutex;
-use prometheus::{CounterVec, GaugeVec, Opts, Registry};
+use prometheus::{CounterVec, GaugeVec, Opts};
+
+use super::vectors::{MetricsRegistry, forget_plugin};
 
 /// The families plugins declared, by exported name.
 #[derive(Clone)]
 pub struct ExportedMetrics {
-    registry: Registry,
+    registry: MetricsRegistry,
     families: Arc<Mutex<HashMap<String, Family>>>,
 }
 
@@ -67,7 +69,7 @@ fn is_name(s: &str) -> bool {
 }
 
 impl ExportedMetrics {
-    pub(super) fn new(registry: Registry) -> Self {
+    pub(super) fn new(registry: MetricsRegistry) -> Self {
         Self {
             registry,
             families: Arc::default(),
@@ -151,8 +153,8 @@ impl ExportedMetrics {
                 return true;
             }
             match &family.values {
-                Values::Counter(c) => super::plugin_metrics::forget(c, plugin),
-                Values::Gauge(g) => super::plugin_metrics::forget(g, plugin),
+                Values::Counter(c) => forget_plugin(c, plugin),
+                Values::Gauge(g) => forget_plugin(g, plugin),
             }
             if family.owners.is_empty() {
                 let _ = self.registry.unregister(family.values.collector());
@@ -254,7 +256,7 @@ mod tests {
 
     #[test]
     fn declared_metrics_are_exported_bounded_and_checked() {
-        let registry = Registry::new();
+        let registry = MetricsRegistry::new();
         let exported = ExportedMetrics::new(registry.clone());
         let declared = exported
             .declare(

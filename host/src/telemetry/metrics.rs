@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 
-use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::core::Collector;
+use prometheus::{Encoder, IntCounterVec, IntGaugeVec, TextEncoder};
 
 use crate::build_info;
 
@@ -13,6 +14,7 @@ use super::labels::code_name;
 use super::plugin_metrics::{Families, PluginMetrics};
 use super::security_metrics::SecurityMetrics;
 use super::series::{self, Series, SeriesVec};
+use super::vectors::{MetricsRegistry, counters, gauge, gauges, register, unix_now};
 
 const SUBSYSTEM: &str = "grpc_server_ce";
 const PUBLISH: &str = "Publish";
@@ -21,7 +23,7 @@ const SUBSCRIBE: &str = "Subscribe";
 /// The CloudEvents broker metrics.
 #[derive(Clone)]
 pub struct Metrics {
-    registry: Registry,
+    registry: MetricsRegistry,
     subscribers: SeriesVec,
     called: SeriesVec,
     received: SeriesVec,
@@ -95,35 +97,30 @@ impl Metrics {
             &per_code,
             prometheus::exponential_buckets(1e-6, 10.0, 10).expect("valid buckets"),
         );
-        let listener_up = IntGaugeVec::new(
-            Opts::new(
-                "conductor_database_listener_up",
-                "Whether the LISTEN connection of a plugin's database channel is up (1) or reconnecting (0).",
-            ),
+        let listener_up = gauges(
+            "conductor_database_listener_up",
+            "Whether the LISTEN connection of a plugin's database channel is up (1) or reconnecting (0).",
             &["database", "channel"],
-        )
-        .expect("valid metric");
-        let listener_lost = IntCounterVec::new(
-            Opts::new(
-                "conductor_database_listener_lost_total",
-                "Times a LISTEN connection was lost (notifications may have been missed; the plugin catches up).",
-            ),
+        );
+        let listener_lost = counters(
+            "conductor_database_listener_lost_total",
+            "Times a LISTEN connection was lost (notifications may have been missed; the plugin catches up).",
             &["database", "channel"],
-        )
-        .expect("valid metric");
-        let registry = Registry::new();
-        for c in [
-            Box::new(listener_up.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(listener_lost.clone()),
-            Box::new(subscribers.clone()),
-            Box::new(called.clone()),
-            Box::new(received.clone()),
-            Box::new(sent.clone()),
-            Box::new(processed.clone()),
-            Box::new(duration.clone()),
-        ] {
-            registry.register(c).expect("metric registered once");
-        }
+        );
+        let registry = MetricsRegistry::new();
+        register(
+            &registry,
+            [
+                Box::new(listener_up.clone()) as Box<dyn Collector>,
+                Box::new(listener_lost.clone()),
+                Box::new(subscribers.clone()),
+                Box::new(called.clone()),
+                Box::new(received.clone()),
+                Box::new(sent.clone()),
+                Box::new(processed.clone()),
+                Box::new(duration.clone()),
+            ],
+        );
         Self {
             security: SecurityMetrics::new(&registry),
             config: ConfigMetrics::new(&registry),
@@ -163,9 +160,7 @@ impl Metrics {
     /// Why the replica is not ready on account of its plugins: a limit of theirs refused a host
     /// call within `window` (log lines aside). `Ok` when none did.
     pub fn plugin_limits_ready(&self, window: std::time::Duration) -> Result<(), String> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
+        let now = unix_now();
         let since = now - window.as_secs() as i64;
         let refused = self.plugins.refused_since(since);
         if refused.is_empty() {
@@ -312,33 +307,27 @@ impl Metrics {
 
 /// The process's own metrics (CPU, memory, file descriptors, start time), the build's version,
 /// and the readiness gauge, which it returns.
-fn register_process_and_build(registry: &Registry) -> prometheus::IntGauge {
+fn register_process_and_build(registry: &MetricsRegistry) -> prometheus::IntGauge {
     #[cfg(target_os = "linux")]
     registry
         .register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))
         .expect("metric registered once");
-    let build = IntGaugeVec::new(
-        Opts::new(
-            "conductor_build_info",
-            "The running build: its version, plugin contract and commit (always 1).",
-        ),
+    let build = gauges(
+        "conductor_build_info",
+        "The running build: its version, plugin contract and commit (always 1).",
         &["version", "contract", "revision"],
-    )
-    .expect("valid metric");
+    );
     build
         .with_label_values(&[build_info::VERSION, build_info::CONTRACT, build_info::COMMIT])
         .set(1);
-    let ready = prometheus::IntGauge::with_opts(Opts::new(
+    let ready = gauge(
         "conductor_ready",
         "1 when the process should receive traffic (/readyz answers 200), else 0.",
-    ))
-    .expect("valid metric");
-    for c in [
-        Box::new(build) as Box<dyn prometheus::core::Collector>,
-        Box::new(ready.clone()),
-    ] {
-        registry.register(c).expect("metric registered once");
-    }
+    );
+    register(
+        registry,
+        [Box::new(build) as Box<dyn Collector>, Box::new(ready.clone())],
+    );
     ready
 }
 

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-};
+use prometheus::core::Collector;
+use prometheus::{Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
+
+use super::vectors::{MetricsRegistry, counters, forget_plugin, gauges, histograms, register, unix_now};
 
 /// The kinds of call into a plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,18 +61,6 @@ pub(super) struct Families {
     foreign_source_events: IntCounterVec,
 }
 
-fn counters(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
-}
-
-fn gauges(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-    IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
-}
-
-fn histograms(name: &str, help: &str, labels: &[&str], buckets: Vec<f64>) -> HistogramVec {
-    HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).expect("valid metric")
-}
-
 /// The limits that refuse a plugin's host calls.
 const LIMITS: [&str; 6] = [
     "kv_keys",
@@ -82,40 +71,6 @@ const LIMITS: [&str; 6] = [
     "max_abandoned_calls",
 ];
 
-/// Now, in Unix seconds.
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
-/// Removes the series of `vec` whose `plugin` label is `plugin`.
-pub(super) fn forget<T: prometheus::core::MetricVecBuilder>(vec: &prometheus::core::MetricVec<T>, plugin: &str) {
-    use prometheus::core::Collector as _;
-    let names: Vec<String> = vec
-        .desc()
-        .first()
-        .map(|d| d.variable_labels.clone())
-        .unwrap_or_default();
-    for family in vec.collect() {
-        for metric in family.get_metric() {
-            let value = |name: &str| {
-                metric
-                    .get_label()
-                    .iter()
-                    .find(|p| p.name() == name)
-                    .map(|p| p.value())
-                    .unwrap_or_default()
-            };
-            if value("plugin") != plugin {
-                continue;
-            }
-            let values: Vec<&str> = names.iter().map(|n| value(n)).collect();
-            let _ = vec.remove_label_values(&values);
-        }
-    }
-}
-
 /// Latencies of calls that cross a network: 0.5 ms to 10 s.
 fn network_buckets() -> Vec<f64> {
     vec![
@@ -124,7 +79,7 @@ fn network_buckets() -> Vec<f64> {
 }
 
 impl Families {
-    pub(super) fn new(registry: &Registry) -> Self {
+    pub(super) fn new(registry: &MetricsRegistry) -> Self {
         let f = Self {
             queue_depth: gauges(
                 "conductor_plugin_event_queue_depth",
@@ -250,34 +205,35 @@ impl Families {
                 &["plugin", "source", "routed_to"],
             ),
         };
-        for c in [
-            Box::new(f.queue_depth.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(f.events_queued.clone()),
-            Box::new(f.events_coalesced.clone()),
-            Box::new(f.queue_full.clone()),
-            Box::new(f.events_retried.clone()),
-            Box::new(f.events_dropped.clone()),
-            Box::new(f.calls.clone()),
-            Box::new(f.call_duration.clone()),
-            Box::new(f.call_timeouts.clone()),
-            Box::new(f.recycled.clone()),
-            Box::new(f.abandoned.clone()),
-            Box::new(f.instances.clone()),
-            Box::new(f.pool_size.clone()),
-            Box::new(f.memory.clone()),
-            Box::new(f.memory_limit.clone()),
-            Box::new(f.limits_hit.clone()),
-            Box::new(f.limit_last_refusal.clone()),
-            Box::new(f.kube_requests.clone()),
-            Box::new(f.kube_request_duration.clone()),
-            Box::new(f.watch_restarts.clone()),
-            Box::new(f.watch_relists.clone()),
-            Box::new(f.statements.clone()),
-            Box::new(f.statement_duration.clone()),
-            Box::new(f.foreign_source_events.clone()),
-        ] {
-            registry.register(c).expect("metric registered once");
-        }
+        register(
+            registry,
+            [
+                Box::new(f.queue_depth.clone()) as Box<dyn Collector>,
+                Box::new(f.events_queued.clone()),
+                Box::new(f.events_coalesced.clone()),
+                Box::new(f.queue_full.clone()),
+                Box::new(f.events_retried.clone()),
+                Box::new(f.events_dropped.clone()),
+                Box::new(f.calls.clone()),
+                Box::new(f.call_duration.clone()),
+                Box::new(f.call_timeouts.clone()),
+                Box::new(f.recycled.clone()),
+                Box::new(f.abandoned.clone()),
+                Box::new(f.instances.clone()),
+                Box::new(f.pool_size.clone()),
+                Box::new(f.memory.clone()),
+                Box::new(f.memory_limit.clone()),
+                Box::new(f.limits_hit.clone()),
+                Box::new(f.limit_last_refusal.clone()),
+                Box::new(f.kube_requests.clone()),
+                Box::new(f.kube_request_duration.clone()),
+                Box::new(f.watch_restarts.clone()),
+                Box::new(f.watch_relists.clone()),
+                Box::new(f.statements.clone()),
+                Box::new(f.statement_duration.clone()),
+                Box::new(f.foreign_source_events.clone()),
+            ],
+        );
         f
     }
 
@@ -285,7 +241,6 @@ impl Families {
     /// log lines aside (dropping them is counted and warned about, and serves on): (plugin,
     /// limit, when).
     pub(super) fn refused_since(&self, since: i64) -> Vec<(String, String, i64)> {
-        use prometheus::core::Collector as _;
         let mut refused = Vec::new();
         for family in self.limit_last_refusal.collect() {
             for metric in family.get_metric() {
@@ -311,30 +266,30 @@ impl Families {
     /// Takes every series of the plugin `name` out: a plugin that no longer runs leaves
     /// `/metrics`.
     pub(super) fn forget(&self, name: &str) {
-        forget(&self.queue_depth, name);
-        forget(&self.events_queued, name);
-        forget(&self.events_coalesced, name);
-        forget(&self.queue_full, name);
-        forget(&self.events_retried, name);
-        forget(&self.events_dropped, name);
-        forget(&self.calls, name);
-        forget(&self.call_duration, name);
-        forget(&self.call_timeouts, name);
-        forget(&self.recycled, name);
-        forget(&self.abandoned, name);
-        forget(&self.instances, name);
-        forget(&self.pool_size, name);
-        forget(&self.memory, name);
-        forget(&self.memory_limit, name);
-        forget(&self.limits_hit, name);
-        forget(&self.limit_last_refusal, name);
-        forget(&self.kube_requests, name);
-        forget(&self.kube_request_duration, name);
-        forget(&self.watch_restarts, name);
-        forget(&self.watch_relists, name);
-        forget(&self.statements, name);
-        forget(&self.statement_duration, name);
-        forget(&self.foreign_source_events, name);
+        forget_plugin(&self.queue_depth, name);
+        forget_plugin(&self.events_queued, name);
+        forget_plugin(&self.events_coalesced, name);
+        forget_plugin(&self.queue_full, name);
+        forget_plugin(&self.events_retried, name);
+        forget_plugin(&self.events_dropped, name);
+        forget_plugin(&self.calls, name);
+        forget_plugin(&self.call_duration, name);
+        forget_plugin(&self.call_timeouts, name);
+        forget_plugin(&self.recycled, name);
+        forget_plugin(&self.abandoned, name);
+        forget_plugin(&self.instances, name);
+        forget_plugin(&self.pool_size, name);
+        forget_plugin(&self.memory, name);
+        forget_plugin(&self.memory_limit, name);
+        forget_plugin(&self.limits_hit, name);
+        forget_plugin(&self.limit_last_refusal, name);
+        forget_plugin(&self.kube_requests, name);
+        forget_plugin(&self.kube_request_duration, name);
+        forget_plugin(&self.watch_restarts, name);
+        forget_plugin(&self.watch_relists, name);
+        forget_plugin(&self.statements, name);
+        forget_plugin(&self.statement_duration, name);
+        forget_plugin(&self.foreign_source_events, name);
     }
 
     pub(super) fn of(&self, name: &str) -> PluginMetrics {

@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::core::Collector;
+use prometheus::{HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
+
+use super::vectors::{MetricsRegistry, counter, counters, gauge, gauges, histograms, register};
 
 #[derive(Clone)]
 pub struct SecurityMetrics {
@@ -34,33 +37,24 @@ impl Drop for InFlight {
     }
 }
 
-fn counter(name: &str, help: &str) -> IntCounter {
-    IntCounter::with_opts(Opts::new(name, help)).expect("valid metric")
-}
-
-fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
-}
-
 impl SecurityMetrics {
-    pub fn new(registry: &Registry) -> Self {
+    pub fn new(registry: &MetricsRegistry) -> Self {
         let m = Self {
-            connections: IntGauge::with_opts(Opts::new(
+            connections: gauge(
                 "conductor_grpc_connections",
                 "Open gRPC connections (counted once their TLS handshake is done).",
-            ))
-            .expect("valid metric"),
-            connections_refused: counter_vec(
+            ),
+            connections_refused: counters(
                 "conductor_grpc_connections_refused_total",
                 "Connections closed as soon as accepted, by reason (limit: server.max_connections).",
                 &["reason"],
             ),
-            tls_handshake_failures: counter_vec(
+            tls_handshake_failures: counters(
                 "conductor_tls_handshake_failures_total",
                 "TLS handshakes that failed (error) or took longer than server.tls_handshake_timeout (timeout).",
                 &["reason"],
             ),
-            tls_reloads: counter_vec(
+            tls_reloads: counters(
                 "conductor_tls_reloads_total",
                 "Changes of the TLS files on disk: loaded (ok) or refused, keeping the previous ones (error).",
                 &["result"],
@@ -77,62 +71,48 @@ impl SecurityMetrics {
                 "conductor_grpc_subscriptions_refused_total",
                 "Subscribe calls refused (ResourceExhausted): their identity held server.max_subscriptions_per_identity.",
             ),
-            auth_refused: counter_vec(
+            auth_refused: counters(
                 "conductor_grpc_auth_refused_total",
                 "Calls refused by authentication (Unauthenticated) or authorization (PermissionDenied).",
                 &["method", "grpc_code"],
             ),
-            reviews: counter_vec(
+            reviews: counters(
                 "conductor_auth_reviews_total",
                 "TokenReview and SubjectAccessReview decisions: answered from the cache (cached), by a review another caller started (joined), by the API server (reviewed), or failed (error).",
                 &["review", "outcome"],
             ),
-            review_waits: counter_vec(
+            review_waits: counters(
                 "conductor_auth_review_waits_total",
                 "Reviews that waited for a free place: auth.max_concurrent_reviews were in flight.",
                 &["review"],
             ),
-            reviews_in_flight: IntGaugeVec::new(
-                Opts::new(
-                    "conductor_auth_reviews_in_flight",
-                    "Reviews the API server is answering now (at most auth.max_concurrent_reviews of each kind).",
-                ),
+            reviews_in_flight: gauges(
+                "conductor_auth_reviews_in_flight",
+                "Reviews the API server is answering now (at most auth.max_concurrent_reviews of each kind).",
                 &["review"],
-            )
-            .expect("valid metric"),
-            review_duration: HistogramVec::new(
-                HistogramOpts::new(
-                    "conductor_auth_review_duration_seconds",
-                    "How long the API server took to answer a TokenReview or SubjectAccessReview.",
-                )
-                .buckets(vec![
-                    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                ]),
+            ),
+            review_duration: histograms(
+                "conductor_auth_review_duration_seconds",
+                "How long the API server took to answer a TokenReview or SubjectAccessReview.",
                 &["review"],
-            )
-            .expect("valid metric"),
-            connections_closed: counter_vec(
+                vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0],
+            ),
+            connections_closed: counters(
                 "conductor_grpc_connections_closed_total",
                 "Connections the server closed, by reason (unauthenticated: no authenticated call within server.unauthenticated_timeout).",
                 &["reason"],
             ),
-            certificate_expiry: IntGaugeVec::new(
-                Opts::new(
-                    "conductor_tls_certificate_expiry_timestamp_seconds",
-                    "When the serving certificate in use expires (its notAfter, seconds since the Unix epoch), by listener: server.tls or admin.tls.",
-                ),
+            certificate_expiry: gauges(
+                "conductor_tls_certificate_expiry_timestamp_seconds",
+                "When the serving certificate in use expires (its notAfter, seconds since the Unix epoch), by listener: server.tls or admin.tls.",
                 &["listener"],
-            )
-            .expect("valid metric"),
-            client_ca_expiry: IntGaugeVec::new(
-                Opts::new(
-                    "conductor_tls_client_ca_expiry_timestamp_seconds",
-                    "When the first certificate of the client CA bundle in use expires (notAfter, seconds since the Unix epoch), by listener: after it, client certificates it signed are refused.",
-                ),
+            ),
+            client_ca_expiry: gauges(
+                "conductor_tls_client_ca_expiry_timestamp_seconds",
+                "When the first certificate of the client CA bundle in use expires (notAfter, seconds since the Unix epoch), by listener: after it, client certificates it signed are refused.",
                 &["listener"],
-            )
-            .expect("valid metric"),
-            admin_refused: counter_vec(
+            ),
+            admin_refused: counters(
                 "conductor_admin_refused_total",
                 "Requests to the admin endpoint refused: no valid token (401), not allowed (403), or the review failed (503); connections closed at once past admin.max_connections (limit).",
                 &["code"],
@@ -157,26 +137,27 @@ impl SecurityMetrics {
                 m.reviews.with_label_values(&[review, outcome]);
             }
         }
-        for c in [
-            Box::new(m.connections.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(m.connections_refused.clone()),
-            Box::new(m.tls_handshake_failures.clone()),
-            Box::new(m.tls_reloads.clone()),
-            Box::new(m.keepalive_violations.clone()),
-            Box::new(m.stream_limit_reached.clone()),
-            Box::new(m.subscriptions_refused.clone()),
-            Box::new(m.auth_refused.clone()),
-            Box::new(m.reviews.clone()),
-            Box::new(m.review_waits.clone()),
-            Box::new(m.reviews_in_flight.clone()),
-            Box::new(m.review_duration.clone()),
-            Box::new(m.connections_closed.clone()),
-            Box::new(m.admin_refused.clone()),
-            Box::new(m.certificate_expiry.clone()),
-            Box::new(m.client_ca_expiry.clone()),
-        ] {
-            registry.register(c).expect("metric registered once");
-        }
+        register(
+            registry,
+            [
+                Box::new(m.connections.clone()) as Box<dyn Collector>,
+                Box::new(m.connections_refused.clone()),
+                Box::new(m.tls_handshake_failures.clone()),
+                Box::new(m.tls_reloads.clone()),
+                Box::new(m.keepalive_violations.clone()),
+                Box::new(m.stream_limit_reached.clone()),
+                Box::new(m.subscriptions_refused.clone()),
+                Box::new(m.auth_refused.clone()),
+                Box::new(m.reviews.clone()),
+                Box::new(m.review_waits.clone()),
+                Box::new(m.reviews_in_flight.clone()),
+                Box::new(m.review_duration.clone()),
+                Box::new(m.connections_closed.clone()),
+                Box::new(m.admin_refused.clone()),
+                Box::new(m.certificate_expiry.clone()),
+                Box::new(m.client_ca_expiry.clone()),
+            ],
+        );
         m
     }
 

@@ -330,7 +330,7 @@ mod tests {
     use super::*;
 
     fn render(c: impl Collector + 'static) -> String {
-        let registry = prometheus::Registry::new();
+        let registry = crate::telemetry::vectors::MetricsRegistry::new();
         registry.register(Box::new(c)).unwrap();
         let mut out = Vec::new();
         prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &registry.gather(), &mut out).unwrap();

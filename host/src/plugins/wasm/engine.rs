@@ -13,7 +13,7 @@ use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
 
 use super::compiled;
-use crate::plugins::LoadError;
+use crate::plugins::runtime::LoadError;
 
 /// The epoch advances this often: a busy guest yields to the async runtime at least this often.
 const EPOCH_TICK: Duration = Duration::from_millis(5);

@@ -4,6 +4,7 @@
 //! deadline), linked only with the capabilities they were granted, and replaced instance by
 //! instance when a call traps. Compilation runs on a blocking thread, never on an async worker.
 //!
+//! - `bindings`: the world's host side, generated from the WIT, and its conversions;
 //! - `engine`: the engine, compilation, and what a component imports;
 //! - `compiled`: compiled components kept on disk between runs;
 //! - `state`: one instance's sandbox (its store and limits);
@@ -11,6 +12,7 @@
 //! - `imports`: the host side of each capability interface;
 //! - `runtime`: linking, instantiation, the pool of instances and the calls.
 
+mod bindings;
 mod compiled;
 mod engine;
 mod imports;
@@ -18,32 +20,6 @@ mod output;
 mod runtime;
 mod state;
 
+pub use bindings::TransactionHandle;
 pub use compiled::{set_folder as set_compile_cache, set_max_size as set_compile_cache_max_size};
 pub use runtime::{WasmRuntime, check_config, describe};
-
-/// The host's side of a guest's `pg.transaction` handle: its id in the instance's
-/// [`PgSession`](super::pg::PgSession).
-pub struct TransactionHandle;
-
-mod bindings {
-    wasmtime::component::bindgen!({
-        path: "../plugin-sdk/wit",
-        world: "conductor-plugin",
-        imports: { default: async },
-        exports: { default: async },
-        with: {
-            "conductor:plugin/pg.transaction": super::TransactionHandle,
-        },
-    });
-}
-
-use bindings::conductor::plugin::{kube, pg, types};
-
-mod convert {
-    conductor_plugin_sdk::__wit_conversions!(
-        types = super::types,
-        pg = super::pg,
-        kube = super::kube,
-        plugin = super::bindings::exports::conductor::plugin::plugin
-    );
-}

@@ -84,7 +84,7 @@ impl Lines {
         let line = String::from_utf8_lossy(&raw);
         let line = line.strip_suffix('\r').unwrap_or(&line);
         match &self.sink {
-            Sink::Log(capabilities, stream) => capabilities.output(*stream, line),
+            Sink::Log(capabilities, stream) => capabilities.log().output(*stream, line),
             Sink::Keep(tail) => tail.lock().push(line.to_owned()),
         }
     }

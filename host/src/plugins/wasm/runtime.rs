@@ -10,17 +10,17 @@ use conductor_plugin_sdk::native::{PluginReply, PluginRequest};
 use conductor_plugin_sdk::{Capability, Description, Error};
 use wasmtime::Store;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 
-use super::bindings::ConductorPlugin;
-use super::bindings::conductor::plugin::{blob, emit, kube, kv, log, metrics, pg, timer, types};
+use super::bindings::conductor::plugin::types;
+use super::bindings::{self, ConductorPlugin, TransactionHandle, convert};
 use super::engine::{WIT_PACKAGE, compile, engine, imported_interfaces, used_capabilities};
+use super::imports;
 use super::state::{State, arm, store};
-use super::{TransactionHandle, bindings, convert};
 use crate::config::PluginLimits;
 use crate::plugins::capabilities::Capabilities;
-use crate::plugins::pool::{MakeInstance, Pool, Wait};
-use crate::plugins::{LoadError, Runtime};
+use crate::plugins::pool::{MakeInstance, Pool};
+use crate::plugins::runtime::{CallError, LoadError, Runtime, Wait};
 use crate::telemetry::PluginMetrics;
 
 /// How long past its deadline a call stuck in a host call is abandoned (a busy guest is
@@ -33,23 +33,13 @@ fn linker(capabilities: &Capabilities, component: &Component) -> Result<Linker<S
     let wasm = |e: wasmtime::Error| LoadError::Incompatible(format!("{e:#}"));
     let mut linker = Linker::<State>::new(engine());
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm)?;
-    types::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(wasm)?;
+    imports::add_types_to_linker(&mut linker).map_err(wasm)?;
     let mut linked = vec!["types".to_owned()];
     for capability in Capability::ALL {
         if !capabilities.granted(capability) {
             continue;
         }
-        match capability {
-            Capability::Emit => emit::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Log => log::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Timer => timer::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Kv => kv::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Pg => pg::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Kube => kube::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Metrics => metrics::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-            Capability::Blob => blob::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s),
-        }
-        .map_err(wasm)?;
+        imports::add_to_linker(&mut linker, capability).map_err(wasm)?;
         linked.push(capability.name().to_owned());
     }
     for (name, _) in component.component_type().imports(engine()) {
@@ -194,13 +184,13 @@ impl From<PluginRequest> for WitRequest {
 
 /// How one attempt of a call ended.
 enum Attempt {
-    Done(Result<PluginReply, Error>),
+    Done(Result<PluginReply, CallError>),
     /// The instance ran out of memory: the call may run once more on a fresh one.
-    OutOfMemory(Error),
+    OutOfMemory(CallError),
 }
 
 impl Attempt {
-    fn into_result(self) -> Result<PluginReply, Error> {
+    fn into_result(self) -> Result<PluginReply, CallError> {
         match self {
             Attempt::Done(r) => r,
             Attempt::OutOfMemory(e) => Err(e),
@@ -306,13 +296,13 @@ impl WasmRuntime {
             Ok(Ok(answer)) => {
                 instance.calls += 1;
                 match self.retirement(&instance) {
-                    None => (Attempt::Done(answer), Some(instance)),
+                    None => (Attempt::Done(answer.map_err(CallError::from)), Some(instance)),
                     Some(reason) => {
                         tracing::debug!(plugin = %self.name, reason, memory = instance.store.data().memory_held(), calls = instance.calls, "replacing an instance after its call");
                         self.metrics.recycled(reason);
                         drop(instance);
                         self.pool.replace_in_background();
-                        (Attempt::Done(answer), None)
+                        (Attempt::Done(answer.map_err(CallError::from)), None)
                     }
                 }
             }
@@ -323,22 +313,33 @@ impl WasmRuntime {
             Ok(Err(trap)) => (Attempt::Done(Err(self.trapped(trap))), None),
             Err(_elapsed) => {
                 tracing::warn!(plugin = %self.name, timeout = ?self.call_timeout, "plugin call timed out in a host call; replacing the instance");
-                (
-                    Attempt::Done(Err(crate::plugins::call_timed_out(&self.name, self.call_timeout))),
-                    None,
-                )
+                let timed_out = CallError::TimedOut {
+                    plugin: self.name.clone(),
+                    timeout: self.call_timeout,
+                };
+                (Attempt::Done(Err(timed_out)), None)
             }
         }
     }
 
-    /// A failed call's error: a trap becomes an internal error naming what happened.
-    fn trapped(&self, error: wasmtime::Error) -> Error {
-        let reason = match error.downcast_ref::<wasmtime::Trap>() {
-            Some(wasmtime::Trap::Interrupt) => format!("exceeded its call timeout of {:?}", self.call_timeout),
-            _ => format!("trapped: {error:#}"),
+    /// A failed call's error: a trap becomes an internal error naming what happened (an
+    /// interrupt at the deadline, [`CallError::Interrupted`]).
+    fn trapped(&self, error: wasmtime::Error) -> CallError {
+        let interrupted = matches!(error.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::Interrupt));
+        let reason = if interrupted {
+            format!("exceeded its call timeout of {:?}", self.call_timeout)
+        } else {
+            format!("trapped: {error:#}")
         };
         tracing::warn!(plugin = %self.name, %reason, "plugin call failed; replacing the instance");
-        Error::Internal(format!("plugin {} {reason}", self.name))
+        if interrupted {
+            CallError::Interrupted {
+                plugin: self.name.clone(),
+                timeout: self.call_timeout,
+            }
+        } else {
+            CallError::Failed(Error::Internal(format!("plugin {} {reason}", self.name)))
+        }
     }
 
     async fn run(&self, instance: &mut Instance, request: &WitRequest) -> wasmtime::Result<Result<PluginReply, Error>> {
@@ -360,7 +361,7 @@ impl WasmRuntime {
 
 #[async_trait]
 impl Runtime for WasmRuntime {
-    async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, Error> {
+    async fn call(&self, request: PluginRequest, wait: Wait) -> Result<PluginReply, CallError> {
         let request = WitRequest::from(request);
         let first = self.pool.with(wait, async |i| self.attempt(i, &request).await).await?;
         match first {

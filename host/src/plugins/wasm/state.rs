@@ -15,10 +15,9 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::output::{Output, Tail};
 
 use super::bindings::conductor::plugin::types;
-use super::convert;
+use super::bindings::convert;
 use super::engine::engine;
-use crate::plugins::capabilities::{Capabilities, OutputStream};
-use crate::plugins::pg::PgSession;
+use crate::plugins::capabilities::{Capabilities, OutputStream, PgSession};
 
 pub(super) struct State {
     wasi: WasiCtx,
@@ -104,7 +103,7 @@ impl State {
 
     pub(super) async fn pg(&mut self, request: PgRequest) -> Result<PgReply, Error> {
         let caps = self.caps();
-        self.pg.call(&caps, request).await
+        self.pg.call(caps.pg(), request).await
     }
 }
 

@@ -3,13 +3,13 @@
 
 use conductor_plugin_sdk::kube::{KubeReply, KubeRequest};
 
-use super::super::bindings::conductor::plugin::{kube, types};
-use super::super::convert;
-use super::super::state::{State, wit_error};
+use crate::plugins::wasm::bindings::conductor::plugin::{kube, types};
+use crate::plugins::wasm::bindings::convert;
+use crate::plugins::wasm::state::{State, wit_error};
 
 impl State {
     async fn kube(&mut self, request: KubeRequest) -> Result<KubeReply, types::Error> {
-        self.caps().kube(request).await.map_err(wit_error)
+        self.caps().kube().call(request).await.map_err(wit_error)
     }
 }
 

@@ -4,10 +4,9 @@
 use conductor_plugin_sdk::pg::{PgReply, PgRequest};
 use wasmtime::component::Resource;
 
-use super::super::TransactionHandle;
-use super::super::bindings::conductor::plugin::{pg, types};
-use super::super::convert;
-use super::super::state::{State, wit_error};
+use crate::plugins::wasm::bindings::conductor::plugin::{pg, types};
+use crate::plugins::wasm::bindings::{TransactionHandle, convert};
+use crate::plugins::wasm::state::{State, wit_error};
 
 fn unexpected_pg(reply: PgReply) -> types::Error {
     types::Error::Internal(format!("unexpected pg reply {reply:?}"))

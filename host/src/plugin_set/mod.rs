@@ -2,6 +2,12 @@
 //! reload compared with a new configuration — plugins added, removed or changed (file contents,
 //! grants, config, limits) and routes — so that only what changed is replaced. A new
 //! configuration that does not load whole is refused whole: the running plugins keep serving.
+//! [`artifacts`] finds each plugin's file (on disk, or pulled from a registry into the cache).
+//!
+//! A set dropped without [`PluginSet::stop`] (an early return, a panic) still stops its plugins'
+//! background tasks.
+
+pub mod artifacts;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,9 +15,9 @@ use std::time::SystemTime;
 
 use crate::admin::ReloadSummary;
 use crate::config::{ConfigError, LoadedConfig, PluginKind};
-pub use crate::errors::error_chain;
+use crate::errors::error_chain;
 use crate::plugins::{HostContext, KvStore, PluginSource, Running};
-use crate::registry::{Registry, Source};
+use crate::routes::{RoutingTable, Source};
 use crate::sources::MemorySource;
 
 /// Every plugin's `kv` state by plugin name, for the life of the process (it survives reloads).
@@ -24,12 +30,12 @@ impl KvStores {
     }
 }
 
-/// The running plugins and the registry over them.
+/// The running plugins and the routing table over them.
 pub struct PluginSet {
     running: BTreeMap<String, Running>,
-    registry: Arc<Registry>,
+    routing_table: Arc<RoutingTable>,
     kv: KvStores,
-    /// Replaced or removed by the last reload, to be stopped once the new registry is in place.
+    /// Replaced or removed by the last reload, to be stopped once the new routing table is in place.
     retired: Vec<Running>,
 }
 
@@ -58,7 +64,7 @@ async fn load(loaded: &LoadedConfig, name: &str, host: &HostContext, kv: &KvStor
             })
         }
         PluginKind::Component | PluginKind::Native => {
-            let located = super::artifacts::locate(loaded, name).await?;
+            let located = artifacts::locate(loaded, name).await?;
             let failed = |reason: String| loaded.error(&key, format!("{}: {reason}", located.path.display()));
             let file = located.read(plugin.kind).await.map_err(|e| failed(error_chain(&e)))?;
             let digest = located.digest(&file);
@@ -135,7 +141,7 @@ impl PluginSet {
                 }
             }
         }
-        let registry = match registry(loaded, &running) {
+        let routing_table = match routing_table(loaded, &running) {
             Ok(r) => r,
             Err(e) => {
                 stop_all(running.values()).await;
@@ -147,21 +153,21 @@ impl PluginSet {
             stop_all(running.values()).await;
             return Err(e);
         }
-        routed(&registry, &running);
+        routed(&routing_table, &running);
         Ok(Self {
             running,
-            registry: Arc::new(registry),
+            routing_table: Arc::new(routing_table),
             kv,
             retired: Vec::new(),
         })
     }
 
-    pub fn registry(&self) -> Arc<Registry> {
-        Arc::clone(&self.registry)
+    pub fn routing_table(&self) -> Arc<RoutingTable> {
+        Arc::clone(&self.routing_table)
     }
 
     /// Applies `next` (a configuration already read and validated): loads what is new or changed,
-    /// builds the new registry, starts the new plugins, then stops what they replace. Nothing
+    /// builds the new routing table, starts the new plugins, then stops what they replace. Nothing
     /// changes if any step fails.
     pub async fn reload(
         &mut self,
@@ -215,7 +221,7 @@ impl PluginSet {
                 }
             }
         }
-        let registry = match registry(next, &plan) {
+        let routing_table = match routing_table(next, &plan) {
             Ok(r) => r,
             Err(e) => {
                 stop_all(fresh.values()).await;
@@ -227,12 +233,12 @@ impl PluginSet {
             stop_all(fresh.values()).await;
             return Err(e);
         }
-        routed(&registry, &plan);
+        routed(&routing_table, &plan);
         let old = std::mem::replace(&mut self.running, plan);
-        self.registry = Arc::new(registry);
+        self.routing_table = Arc::new(routing_table);
         summary.removed = old.keys().filter(|n| !self.running.contains_key(*n)).cloned().collect();
-        // The new registry must be in place before the old plugins go: the caller swaps it in
-        // through `registry()`, then calls `stop_retired`; calls in flight on the old ones finish.
+        // The new routing table must be in place before the old plugins go: the caller swaps it in
+        // through `routing_table()`, then calls `stop_retired`; calls in flight on the old ones finish.
         self.retired = old
             .into_iter()
             .filter(|(n, _)| !summary.kept.contains(n))
@@ -242,7 +248,7 @@ impl PluginSet {
     }
 
     /// Stops the plugins the last reload replaced or removed (after the caller swapped the
-    /// registry in).
+    /// routing_table in).
     pub async fn stop_retired(&mut self) {
         let retired = std::mem::take(&mut self.retired);
         stop_all(retired.iter()).await;
@@ -251,7 +257,8 @@ impl PluginSet {
     /// Stops every plugin.
     pub async fn stop(&mut self) {
         self.stop_retired().await;
-        stop_all(self.running.values()).await;
+        let running = std::mem::take(&mut self.running);
+        stop_all(running.values()).await;
     }
 
     /// Every running plugin, memory sources included, by name (for the inspector).
@@ -267,18 +274,37 @@ impl PluginSet {
     }
 }
 
-/// The registry over `running` with `loaded`'s routes.
-fn registry(loaded: &LoadedConfig, running: &BTreeMap<String, Running>) -> Result<Registry, ConfigError> {
+impl Drop for PluginSet {
+    /// A backstop for a set not stopped with `stop`: its plugins' background tasks (timers,
+    /// LISTENs, watches) are stopped on the runtime, as `stop` would have.
+    fn drop(&mut self) {
+        let left: Vec<Running> = std::mem::take(&mut self.running)
+            .into_values()
+            .chain(self.retired.drain(..))
+            .filter(|r| r.plugin.is_some())
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        // Without a runtime nothing of theirs runs any more.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { stop_all(left.iter()).await });
+        }
+    }
+}
+
+/// The routing table over `running` with `loaded`'s routes.
+fn routing_table(loaded: &LoadedConfig, running: &BTreeMap<String, Running>) -> Result<RoutingTable, ConfigError> {
     let sources = running.values().map(|r| Arc::clone(&r.source)).collect();
-    Registry::with_routed_only(sources, &loaded.config.routes, &loaded.routed_only)
+    RoutingTable::with_routed_only(sources, &loaded.config.routes, &loaded.routed_only)
         .map_err(|e| loaded.error("routes", e.to_string()))
 }
 
-/// Tells each plugin where the sources of its events route with `registry`, which warns about
+/// Tells each plugin where the sources of its events route with `routing_table`, which warns about
 /// a plugin whose agents' status updates would go to another plugin.
-fn routed(registry: &Registry, running: &BTreeMap<String, Running>) {
-    let owners = Arc::new(registry.owners());
-    let foreign = registry.foreign_declared();
+fn routed(routing_table: &RoutingTable, running: &BTreeMap<String, Running>) {
+    let owners = Arc::new(routing_table.owners());
+    let foreign = routing_table.foreign_declared();
     for (name, r) in running {
         if let Some(plugin) = &r.plugin {
             let mine: Vec<_> = foreign.iter().filter(|f| f.plugin == *name).collect();

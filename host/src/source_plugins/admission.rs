@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::config::{Config, DynamicConfig, KubeResourceGrant, PluginConfig};
+use crate::config::{Config, DynamicConfig, KubeResourceGrant, MaxGrants, PluginConfig, PluginLimits};
 
 /// The spec of a `SourcePlugin`: the keys of a `[plugins.<name>]` table a resource may set.
 #[derive(Debug, Deserialize)]
@@ -182,7 +182,7 @@ pub fn admit(name: &str, spec: &Value, config: &Config) -> Result<Admitted, Refu
             ),
         ));
     }
-    if let Some(over) = max.limits_over(&plugin.limits).first() {
+    if let Some(over) = limits_over(max, &plugin.limits).first() {
         return Err(refused(
             "LimitsExceeded",
             format!(
@@ -201,6 +201,69 @@ pub fn admit(name: &str, spec: &Value, config: &Config) -> Result<Admitted, Refu
 fn within(grant: &KubeResourceGrant, max: &[KubeResourceGrant]) -> bool {
     max.iter()
         .any(|m| m.resource == grant.resource && grant.verbs().iter().all(|v| m.allows(&grant.resource, v)))
+}
+
+/// One limit over its ceiling: the key, the value asked and the ceiling, as people read them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct OverCeiling {
+    key: &'static str,
+    asked: String,
+    ceiling: String,
+}
+
+/// The limits of `limits` above their ceilings in `max` (none: every one is within).
+fn limits_over(max: &MaxGrants, limits: &PluginLimits) -> Vec<OverCeiling> {
+    let mut over = Vec::new();
+    let mut check = |key: &'static str, asked: u128, ceiling: u128, show: &dyn Fn(u128) -> String| {
+        if asked > ceiling {
+            over.push(OverCeiling {
+                key,
+                asked: show(asked),
+                ceiling: show(ceiling),
+            });
+        }
+    };
+    let bytes = |n: u128| format!("{n} bytes");
+    let count = |n: u128| n.to_string();
+    let time = |ms: u128| conductor_plugin_sdk::duration::format(std::time::Duration::from_millis(ms as u64));
+    check("memory", limits.memory.0.into(), max.memory.0.into(), &bytes);
+    check("kv_bytes", limits.kv_bytes.0.into(), max.kv_bytes.0.into(), &bytes);
+    check(
+        "call_timeout",
+        limits.call_timeout.0.as_millis(),
+        max.call_timeout.0.as_millis(),
+        &time,
+    );
+    check(
+        "acquire_timeout",
+        limits.acquire_timeout.0.as_millis(),
+        max.acquire_timeout.0.as_millis(),
+        &time,
+    );
+    for (key, asked, ceiling) in [
+        ("event_queue", limits.event_queue, max.event_queue),
+        ("event_batch", limits.event_batch, max.event_batch),
+        ("kv_keys", limits.kv_keys, max.kv_keys),
+        ("timers", limits.timers, max.timers),
+        ("metric_series", limits.metric_series, max.metric_series),
+    ] {
+        check(key, asked as u128, ceiling as u128, &count);
+    }
+    check(
+        "log_lines_per_second",
+        limits.log_lines_per_second.into(),
+        max.log_lines_per_second.into(),
+        &count,
+    );
+    if let Some(n) = limits.concurrent_notifications {
+        check(
+            "concurrent_notifications",
+            n.into(),
+            max.concurrent_notifications.into(),
+            &count,
+        );
+    }
+    over
 }
 
 #[cfg(test)]

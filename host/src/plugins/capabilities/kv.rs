@@ -1,11 +1,15 @@
-//! A plugin's `kv` state: small values shared by its instances. It belongs to the plugin's name,
-//! not to one loaded copy, so it survives reloads. What it holds is bounded: at most
-//! `limits.kv_keys` keys and `limits.kv_bytes` bytes of keys and values together.
+//! `conductor:plugin/kv`: small values shared by the plugin's instances ([`KvStore`]). The store
+//! belongs to the plugin's name, not to one loaded copy, so it survives reloads. What it holds is
+//! bounded: at most `limits.kv_keys` keys and `limits.kv_bytes` bytes of keys and values together.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use conductor_plugin_sdk::{Capability, Error};
 use parking_lot::Mutex;
+
+use super::guard::Guard;
+use super::guard::KvLimits;
 
 /// The plugin's keys and values, and how many bytes they take.
 #[derive(Clone, Default)]
@@ -16,13 +20,6 @@ struct State {
     values: HashMap<String, Vec<u8>>,
     /// Bytes of every key and value.
     bytes: usize,
-}
-
-/// How much a store may hold.
-#[derive(Debug, Clone, Copy)]
-pub struct KvLimits {
-    pub keys: usize,
-    pub bytes: usize,
 }
 
 /// Why a value was not stored: the limit it would have passed.
@@ -96,6 +93,43 @@ impl KvStore {
             .collect();
         entries.sort();
         entries
+    }
+}
+
+/// The `kv` capability of one plugin: its store, bounded by its limits.
+pub struct KvHost {
+    guard: Arc<Guard>,
+    store: KvStore,
+}
+
+impl KvHost {
+    pub fn new(guard: Arc<Guard>, store: KvStore) -> Self {
+        Self { guard, store }
+    }
+
+    /// The plugin's store (for the inspector and `conductor plugins test`).
+    pub fn store(&self) -> &KvStore {
+        &self.store
+    }
+
+    pub fn get(&self, key: &str) -> Option<Vec<u8>> {
+        self.guard.check(Capability::Kv).ok()?;
+        self.store.get(key)
+    }
+
+    /// Stores `value`, unless the plugin's `kv` limits refuse it.
+    pub fn set(&self, key: &str, value: &[u8]) -> Result<(), Error> {
+        self.guard.check(Capability::Kv)?;
+        self.store
+            .set(key, value, self.guard.grants().limits.kv)
+            .map_err(|refused| {
+                self.guard.refused(refused.limit());
+                Error::Unavailable(format!("kv key {key:?} refused: {refused}"))
+            })
+    }
+
+    pub fn delete(&self, key: &str) -> bool {
+        self.guard.check(Capability::Kv).is_ok() && self.store.delete(key)
     }
 }
 

@@ -1,8 +1,7 @@
-//! `conductor check-config` and `conductor plugins list`: what a configuration would run, read
-//! without changing anything. Plugin files are read and described (a component in a sandbox with
-//! no capability linked), grants and each plugin's own configuration are checked (`check-config`
-//! export), routes are resolved. No database, API server, LISTEN, watch, timer or embedded
-//! server is touched.
+//! `conductor check-config`: what a configuration would run, read without changing anything.
+//! Plugin files are read and described (a component in a sandbox with no capability linked),
+//! grants and each plugin's own configuration are checked (`check-config` export), routes are
+//! resolved. No database, API server, LISTEN, watch, timer or embedded server is touched.
 //!
 //! `--connect` adds an explicit, read-only reach: each plugin's first instance is made (`init`,
 //! which by contract has no side effects) against the configured databases and API server, with
@@ -10,20 +9,32 @@
 //! writes refused; then every connection is closed. Embedded databases are not started.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use conductor_plugin_sdk::ocm::DataType;
 use conductor_plugin_sdk::{CloudEvent, Error, Identity, ListOptions};
 
-use super::backends;
-use super::plugin_set::error_chain;
+use super::{PluginFolder, load, runtime};
+use crate::app::backends;
 use crate::broker::Fanout;
 use crate::config::{AdminAuthorization, Authorization, ConfigError, LoadedConfig, PluginKind};
+use crate::errors::error_chain;
+use crate::plugin_set::artifacts;
 use crate::plugins::{self, HostContext, Mode, PluginFile, PluginSource};
-use crate::registry::{Registry, Source};
+use crate::routes::{RoutingTable, Source};
 use crate::telemetry::Metrics;
 use crate::tls::TlsFiles;
+
+/// `conductor check-config FILE [--connect]`: prints what `file` would run, or fails naming the
+/// file, key and reason of the first error.
+pub fn check_config(file: &Path, connect: bool, plugins: PluginFolder) -> anyhow::Result<()> {
+    let loaded = load(file, plugins)?;
+    let summary = runtime()?.block_on(describe(&loaded, connect))?;
+    print!("{summary}");
+    Ok(())
+}
 
 /// What one plugin entry would run.
 pub struct Checked {
@@ -35,7 +46,7 @@ pub struct Checked {
     pub sources: Vec<String>,
 }
 
-/// A source as the registry needs it to resolve routes, with nothing behind it.
+/// A source as the routing table needs it to resolve routes, with nothing behind it.
 struct Described(String, Vec<DataType>, Vec<String>);
 
 #[async_trait]
@@ -85,7 +96,7 @@ async fn check_plugin(loaded: &LoadedConfig, name: &str) -> Result<Checked, Conf
             })
         }
         PluginKind::Component | PluginKind::Native => {
-            let located = super::artifacts::locate(loaded, name).await?;
+            let located = artifacts::locate(loaded, name).await?;
             let path = &located.path;
             let failed =
                 |e: &dyn std::error::Error| loaded.error(&key, format!("{}: {}", path.display(), error_chain(e)));
@@ -108,8 +119,8 @@ async fn check_plugin(loaded: &LoadedConfig, name: &str) -> Result<Checked, Conf
     }
 }
 
-/// Every plugin entry checked, and the registry their routes make.
-pub async fn check(loaded: &LoadedConfig) -> Result<(Vec<Checked>, Registry), ConfigError> {
+/// Every plugin entry checked, and the routing table their routes make.
+pub async fn check(loaded: &LoadedConfig) -> Result<(Vec<Checked>, RoutingTable), ConfigError> {
     let mut checked = Vec::new();
     for name in loaded.config.plugins.keys() {
         checked.push(check_plugin(loaded, name).await?);
@@ -118,8 +129,8 @@ pub async fn check(loaded: &LoadedConfig) -> Result<(Vec<Checked>, Registry), Co
         .iter()
         .map(|c| Arc::new(Described(c.name.clone(), c.data_types.clone(), c.sources.clone())) as Arc<dyn Source>)
         .collect();
-    let registry = Registry::new(sources, &loaded.config.routes).map_err(|e| loaded.error("routes", e.to_string()))?;
-    Ok((checked, registry))
+    let table = RoutingTable::new(sources, &loaded.config.routes).map_err(|e| loaded.error("routes", e.to_string()))?;
+    Ok((checked, table))
 }
 
 /// Reaches the databases and the API server read-only: each plugin's first instance is made
@@ -154,7 +165,7 @@ pub async fn connect(loaded: &LoadedConfig) -> Result<Vec<String>, ConfigError> 
             ));
             continue;
         }
-        let located = match super::artifacts::locate(loaded, name).await {
+        let located = match artifacts::locate(loaded, name).await {
             Ok(located) => located,
             Err(e) => {
                 result = Err(e);
@@ -188,7 +199,7 @@ pub async fn connect(loaded: &LoadedConfig) -> Result<Vec<String>, ConfigError> 
 
 /// A summary of what a configuration would run, for `check-config`.
 pub async fn describe(loaded: &LoadedConfig, reach: bool) -> Result<String, ConfigError> {
-    let (checked, registry) = check(loaded).await?;
+    let (checked, table) = check(loaded).await?;
     let c = &loaded.config;
     let transport = match &c.server.tls {
         Some(tls) => format!(
@@ -282,10 +293,10 @@ pub async fn describe(loaded: &LoadedConfig, reach: bool) -> Result<String, Conf
             None => out += &format!("  plugin {}: built-in memory source, data types {types:?}\n", p.name),
         }
     }
-    for (source, plugin) in registry.routes() {
+    for (source, plugin) in table.routes() {
         out += &format!("  route {source} -> {plugin}\n");
     }
-    for f in registry.foreign_declared() {
+    for f in table.foreign_declared() {
         out += &format!(
             "  warning: plugin {} declares source {:?}, which routes to plugin {}: the status updates agents send about its events with that source go to {}\n",
             f.plugin, f.source, f.routed_to, f.routed_to

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
+use super::RegistryArgs;
+use crate::commands::runtime;
 use crate::config::PluginKind;
 use crate::oci::{self, ArtifactReference, PublicKey, RegistryOptions, SigningKey, artifact};
 use crate::plugins::PluginFile;
@@ -16,8 +18,32 @@ use crate::plugins::PluginFile;
 pub const PLUGIN_NAME: &str = "io.open-cluster-management.conductor.plugin";
 pub const CONTRACT: &str = "io.open-cluster-management.conductor.contract";
 
-/// Publishes `file` (a component) under `reference`; prints the digest and the reference to load.
-pub async fn push(
+/// `conductor plugins push FILE REFERENCE`.
+pub fn push(file: &Path, reference: &str, sign_key: Option<&Path>, registry: RegistryArgs) -> anyhow::Result<()> {
+    crate::plugins::wasm::set_compile_cache(crate::config::default_compile_cache());
+    let out = runtime()?.block_on(publish(file, reference, &registry.options(), sign_key))?;
+    print!("{out}");
+    Ok(())
+}
+
+/// `conductor plugins pull REFERENCE`.
+pub fn pull(
+    reference: &str,
+    verify_key: Option<&Path>,
+    cache: Option<PathBuf>,
+    registry: RegistryArgs,
+) -> anyhow::Result<()> {
+    crate::plugins::wasm::set_compile_cache(crate::config::default_compile_cache());
+    let cache = cache
+        .or_else(crate::config::default_oci_cache)
+        .ok_or_else(|| anyhow::anyhow!("no cache folder: give --cache (neither XDG_CACHE_HOME nor HOME is set)"))?;
+    let out = runtime()?.block_on(fetch(reference, &cache, &registry.options(), verify_key))?;
+    print!("{out}");
+    Ok(())
+}
+
+/// Publishes `file` (a component) under `reference`; says the digest and the reference to load.
+pub async fn publish(
     file: &Path,
     reference: &str,
     options: &RegistryOptions,
@@ -63,7 +89,7 @@ pub async fn push(
 
 /// Fetches the artifact `reference` pins into `cache` (verifying its signature with the key in
 /// `verify_key`, if given) and describes the plugin it holds.
-pub async fn pull(
+pub async fn fetch(
     reference: &str,
     cache: &Path,
     options: &RegistryOptions,

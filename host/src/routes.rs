@@ -1,4 +1,4 @@
-//! The source registry: which plugin serves a request. Built from the loaded plugins and the
+//! The routing table: which plugin serves a request. Built from the loaded plugins and the
 //! routes of `conductor.toml`; the broker reaches sources only through it.
 
 use std::{collections::BTreeMap, sync::Arc};
@@ -43,9 +43,9 @@ pub enum RouteError {
     Ambiguous { data_type: String, plugins: Vec<String> },
 }
 
-/// A registry that cannot be built.
+/// A routing table that cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RegistryError {
+pub enum RoutingTableError {
     #[error("source {source_name:?} is claimed by plugins {first:?} and {second:?}; route it in [routes]")]
     ClaimedTwice {
         source_name: String,
@@ -58,7 +58,7 @@ pub enum RegistryError {
 
 /// Sources by route, and by the data types they serve.
 #[derive(Default)]
-pub struct Registry {
+pub struct RoutingTable {
     /// Source name → plugin.
     routes: BTreeMap<String, Arc<dyn Source>>,
     plugins: Vec<Arc<dyn Source>>,
@@ -67,7 +67,7 @@ pub struct Registry {
 }
 
 /// Where agents' events go by their `originalsource`: source name → plugin name (no plugin
-/// behind it, so a plugin may keep a copy without keeping the registry's plugins alive).
+/// behind it, so a plugin may keep a copy without keeping the table's plugins alive).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Owners(BTreeMap<String, String>);
 
@@ -98,28 +98,28 @@ pub struct Foreign {
     pub routed_to: String,
 }
 
-impl Registry {
-    /// A registry over `plugins`: the explicit `routes` (source name → plugin name), then every
+impl RoutingTable {
+    /// A routing table over `plugins`: the explicit `routes` (source name → plugin name), then every
     /// source a plugin declares that no route names. Two plugins declaring the same unrouted
     /// source is an error.
-    pub fn new(plugins: Vec<Arc<dyn Source>>, routes: &BTreeMap<String, String>) -> Result<Self, RegistryError> {
+    pub fn new(plugins: Vec<Arc<dyn Source>>, routes: &BTreeMap<String, String>) -> Result<Self, RoutingTableError> {
         Self::with_routed_only(plugins, routes, &std::collections::BTreeSet::new())
     }
 
-    /// As [`Registry::new`], except that the plugins named in `routed_only` serve only the
+    /// As [`RoutingTable::new`], except that the plugins named in `routed_only` serve only the
     /// sources routed to them, not those they declare (plugins registered at runtime serve what
     /// their resource names).
     pub fn with_routed_only(
         plugins: Vec<Arc<dyn Source>>,
         routes: &BTreeMap<String, String>,
         routed_only: &std::collections::BTreeSet<String>,
-    ) -> Result<Self, RegistryError> {
+    ) -> Result<Self, RoutingTableError> {
         let mut table: BTreeMap<String, Arc<dyn Source>> = BTreeMap::new();
         for (source, plugin) in routes {
             let p = plugins
                 .iter()
                 .find(|p| p.name() == plugin)
-                .ok_or_else(|| RegistryError::NoPlugin {
+                .ok_or_else(|| RoutingTableError::NoPlugin {
                     source_name: source.clone(),
                     plugin: plugin.clone(),
                 })?;
@@ -132,7 +132,7 @@ impl Registry {
                     continue;
                 }
                 if let Some(first) = declared.get(source) {
-                    return Err(RegistryError::ClaimedTwice {
+                    return Err(RoutingTableError::ClaimedTwice {
                         source_name: source.clone(),
                         first: first.name().to_owned(),
                         second: p.name().to_owned(),
@@ -265,7 +265,7 @@ mod tests {
         DataType::parse(s).unwrap()
     }
 
-    fn registry() -> Registry {
+    fn table() -> RoutingTable {
         let works = dt("io.open-cluster-management.works.v1alpha1.manifestbundles");
         let leases = dt("coordination.k8s.io.v1.leases");
         let plugins: Vec<Arc<dyn Source>> = vec![
@@ -274,7 +274,7 @@ mod tests {
         ];
         // kube is declared by its plugin; maestro is routed explicitly.
         let routes = [("maestro".to_owned(), "db".to_owned())].into();
-        Registry::new(plugins, &routes).unwrap()
+        RoutingTable::new(plugins, &routes).unwrap()
     }
 
     fn event(original: Option<&str>) -> CloudEvent {
@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn original_source_routes_by_exact_name_or_prefix() {
-        let r = registry();
+        let r = table();
         let works = dt("io.open-cluster-management.works.v1alpha1.manifestbundles");
         assert_eq!(r.route(&event(Some("kube")), &works).unwrap().name(), "kube-plugin");
         assert_eq!(r.route(&event(Some("maestro::abc")), &works).unwrap().name(), "db");
@@ -313,11 +313,11 @@ mod tests {
             Arc::new(Named("b", vec![], vec!["kube".into()])),
         ];
         assert!(matches!(
-            Registry::new(plugins.clone(), &BTreeMap::new()),
-            Err(RegistryError::ClaimedTwice { .. })
+            RoutingTable::new(plugins.clone(), &BTreeMap::new()),
+            Err(RoutingTableError::ClaimedTwice { .. })
         ));
         let routes = [("kube".to_owned(), "b".to_owned())].into();
-        let r = Registry::new(plugins, &routes).unwrap();
+        let r = RoutingTable::new(plugins, &routes).unwrap();
         assert_eq!(r.routes().collect::<Vec<_>>(), [("kube", "b")]);
     }
 
@@ -329,7 +329,7 @@ mod tests {
         // A second copy of a plugin, its source routed to the first: the copy's status updates
         // would go to the first.
         let routes = [("hello".to_owned(), "hello".to_owned())].into();
-        let r = Registry::new(vec![copy("hello"), copy("hello-2")], &routes).unwrap();
+        let r = RoutingTable::new(vec![copy("hello"), copy("hello-2")], &routes).unwrap();
         assert_eq!(
             r.foreign_declared(),
             [Foreign {
@@ -347,16 +347,16 @@ mod tests {
             ("hello-2".to_owned(), "hello-2".to_owned()),
         ]
         .into();
-        let r = Registry::new(vec![copy("hello"), copy("hello-2")], &routes).unwrap();
+        let r = RoutingTable::new(vec![copy("hello"), copy("hello-2")], &routes).unwrap();
         assert_eq!(r.foreign_declared(), []);
         assert_eq!(r.owners().owner("hello-2"), Some(("hello-2", "hello-2")));
         // Sources declared by their own plugin, or routed to it: nothing foreign.
-        assert_eq!(registry().foreign_declared(), []);
+        assert_eq!(table().foreign_declared(), []);
     }
 
     #[test]
     fn without_original_source_the_only_server_of_the_type_answers() {
-        let r = registry();
+        let r = table();
         let leases = dt("coordination.k8s.io.v1.leases");
         assert_eq!(r.route(&event(Some("")), &leases).unwrap().name(), "kube-plugin");
         assert_eq!(r.route(&event(None), &leases).unwrap().name(), "kube-plugin");

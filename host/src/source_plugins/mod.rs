@@ -1,13 +1,23 @@
 //! Source plugins registered at runtime as `SourcePlugin` custom resources
-//! (`sourceplugins.conductor.open-cluster-management.io`, cluster-scoped): each resource's spec is
-//! a `[plugins.<name>]` table and the sources it serves. Every replica watches them ([`watch`]),
-//! admits each within `[dynamic] max_grants` ([`admission`]), loads, reloads or unloads the
-//! plugins as a reload of conductor.toml does, and reports in the resource's status whether it
-//! loaded it ([`status`]).
+//! (`sourceplugins.conductor.open-cluster-management.io`, cluster-scoped), switched on by
+//! `[dynamic] source_plugins`: each resource's spec is a `[plugins.<name>]` table and the sources
+//! it serves. The whole controller is here, as kube-runtime keeps a controller's watch, reconcile
+//! and status together: every replica watches the resources ([`watch`]), admits each within
+//! `[dynamic] max_grants` ([`admission`]), applies them with conductor.toml as one reload of the
+//! plugin set ([`reconfigure`]), and reports in each resource's status whether it loaded it
+//! ([`status`]); [`controller`] runs the watch and the status task beside the reload loop.
+//!
+//! The `[dynamic]` section's type ([`crate::config::DynamicConfig`]) stays in `config/`, which
+//! reads it with the rest of conductor.toml and must not depend on this module.
 
 pub mod admission;
+pub mod controller;
+pub mod reconfigure;
 pub mod status;
 pub mod watch;
+
+pub use controller::Controller;
+pub use reconfigure::Reconfigurer;
 
 pub const GROUP: &str = "conductor.open-cluster-management.io";
 pub const VERSION: &str = "v1alpha1";

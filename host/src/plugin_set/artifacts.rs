@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::config::{ConfigError, LoadedConfig, PluginKind};
+use crate::config::{ConfigError, LoadedConfig, PLUGIN_FOLDER_ENV, PluginKind};
 use crate::oci::{self, ArtifactReference, PublicKey};
 use crate::plugins::{LoadError, PluginFile, PulledArtifact};
 
@@ -53,6 +53,20 @@ pub async fn locate(loaded: &LoadedConfig, name: &str) -> Result<Located, Config
         let path = loaded
             .plugin_file(plugin)
             .ok_or_else(|| loaded.error(format!("{key}.file"), "required for a component or native plugin"))?;
+        // A file missing from the plugin folder: most often conductor run outside its image, where
+        // the bundled plugins are not at the image's path. Say how to point at them.
+        if loaded.in_plugin_folder(plugin)
+            && let Err(e) = std::fs::metadata(&path)
+        {
+            return Err(loaded.error(
+                format!("{key}.file"),
+                format!(
+                    "cannot read {}: {e}; a plugin named by its file name is looked up in the plugin folder, {}, which {PLUGIN_FOLDER_ENV} sets",
+                    path.display(),
+                    loaded.plugin_folder().display()
+                ),
+            ));
+        }
         return Ok(Located {
             path,
             manifest_digest: None,

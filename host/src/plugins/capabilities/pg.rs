@@ -1,16 +1,85 @@
-//! The `pg` capability for one plugin instance: statements with typed parameters, transactions
-//! (each on a pooled connection of its own, rolled back if the call that began it returns with it
-//! still open), advisory locks, and LISTEN registrations. In read-only mode (`check-config
-//! --connect`) every statement runs in a read-only transaction.
+//! `conductor:plugin/pg`: statements with typed parameters, transactions, advisory locks and
+//! LISTEN. What the plugin's instances share ([`PgHost`]: its databases, its LISTENs, one each
+//! however often asked) and what each instance holds ([`PgSession`]: its open transactions, each on
+//! a pooled connection of its own, rolled back if the call that began it returns with it still
+//! open). In read-only mode (`check-config --connect`) every statement runs in a read-only
+//! transaction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use conductor_plugin_sdk::pg::{LockKey, PgReply, PgRequest, TransactionId};
-use conductor_plugin_sdk::{DatabaseError, Error, PgRows, PgValue};
+use conductor_plugin_sdk::{Capability, DatabaseError, Error, PgRows, PgValue};
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{Column, PgPool, Postgres, Row, TypeInfo, ValueRef};
 
-use super::capabilities::{Capabilities, Mode};
+use super::guard::{Guard, Mode};
+use crate::database::Databases;
+use crate::host_events::EventQueue;
+use crate::plugins::tasks::Tasks;
+
+/// The `pg` state the instances of one plugin share: its databases and its LISTENs.
+pub struct PgHost {
+    guard: Arc<Guard>,
+    databases: Arc<Databases>,
+    events: Arc<EventQueue>,
+    tasks: Tasks,
+    /// LISTENs by (database, channel): one each, however often asked.
+    listening: tokio::sync::Mutex<HashSet<(String, String)>>,
+}
+
+impl PgHost {
+    pub fn new(guard: Arc<Guard>, databases: Arc<Databases>, events: Arc<EventQueue>, tasks: Tasks) -> Self {
+        Self {
+            guard,
+            databases,
+            events,
+            tasks,
+            listening: tokio::sync::Mutex::default(),
+        }
+    }
+
+    /// The pool of `database`, if the plugin may use it.
+    pub fn pool(&self, database: &str) -> Result<&PgPool, Error> {
+        self.guard.check(Capability::Pg)?;
+        let databases = &self.guard.grants().databases;
+        if !databases.contains(database) {
+            return Err(Error::Denied(format!(
+                "plugin {:?} may not use database {database:?} (its databases: {databases:?})",
+                self.guard.plugin()
+            )));
+        }
+        self.databases
+            .pool(database)
+            .ok_or_else(|| Error::Invalid(format!("no database {database:?}")))
+    }
+
+    /// LISTENs on `channel` for the plugin, once however often it asks. The first connection is
+    /// made now (an unreachable database or a role that cannot LISTEN is an error here).
+    pub async fn listen(&self, database: &str, channel: &str) -> Result<(), Error> {
+        self.pool(database)?;
+        self.guard.serving("LISTEN")?;
+        let mut listening = self.listening.lock().await;
+        let key = (database.to_owned(), channel.to_owned());
+        if listening.contains(&key) {
+            return Ok(());
+        }
+        let plugin = self.guard.plugin();
+        let task = self
+            .databases
+            .listen(plugin, database, channel, Arc::clone(&self.events), self.tasks.child())
+            .await
+            .map_err(Error::Unavailable)?;
+        self.tasks.spawn(task);
+        listening.insert(key);
+        tracing::info!(plugin = %plugin, database, channel, "listening");
+        Ok(())
+    }
+
+    fn mode(&self) -> Mode {
+        self.guard.mode()
+    }
+}
 
 /// Transactions one instance may hold open at once (each pins a pooled connection).
 const MAX_OPEN_TRANSACTIONS: usize = 8;
@@ -160,7 +229,7 @@ fn statement(request: &PgRequest) -> String {
 impl PgSession {
     /// Answers one `pg` call of the instance; a statement is counted and timed in the plugin's
     /// metrics under its database.
-    pub async fn call(&mut self, caps: &Capabilities, request: PgRequest) -> Result<PgReply, Error> {
+    pub async fn call(&mut self, pg: &PgHost, request: PgRequest) -> Result<PgReply, Error> {
         let database = match &request {
             PgRequest::Query {
                 database,
@@ -185,18 +254,20 @@ impl PgSession {
             target: "conductor::trace",
             tracing::Level::TRACE,
             "pg",
-            plugin = caps.plugin(),
+            plugin = pg.guard.plugin(),
             database = database.as_deref().unwrap_or_default(),
             statement = statement(&request),
         );
-        let reply = tracing::Instrument::instrument(self.dispatch(caps, request), span).await;
+        let reply = tracing::Instrument::instrument(self.dispatch(pg, request), span).await;
         if let Some(database) = database {
-            caps.metrics().statement(&database, reply.is_ok(), started.elapsed());
+            pg.guard
+                .metrics()
+                .statement(&database, reply.is_ok(), started.elapsed());
         }
         reply
     }
 
-    async fn dispatch(&mut self, caps: &Capabilities, request: PgRequest) -> Result<PgReply, Error> {
+    async fn dispatch(&mut self, pg: &PgHost, request: PgRequest) -> Result<PgReply, Error> {
         match request {
             PgRequest::Query {
                 database,
@@ -205,11 +276,11 @@ impl PgSession {
                 params,
             } => {
                 let query = bind(sql, params)?;
-                let result = match (transaction, caps.mode()) {
+                let result = match (transaction, pg.mode()) {
                     (Some(id), _) => query.fetch_all(&mut *self.transaction(id)?.tx).await,
-                    (None, Mode::Serve) => query.fetch_all(caps.pg_pool(&database)?).await,
+                    (None, Mode::Serve) => query.fetch_all(pg.pool(&database)?).await,
                     (None, Mode::ReadOnly) => {
-                        let mut tx = begin(caps.pg_pool(&database)?, Mode::ReadOnly).await?;
+                        let mut tx = begin(pg.pool(&database)?, Mode::ReadOnly).await?;
                         let rows = query.fetch_all(&mut *tx).await;
                         tx.rollback().await.map_err(sql_error)?;
                         rows
@@ -224,11 +295,11 @@ impl PgSession {
                 params,
             } => {
                 let query = bind(sql, params)?;
-                let result = match (transaction, caps.mode()) {
+                let result = match (transaction, pg.mode()) {
                     (Some(id), _) => query.execute(&mut *self.transaction(id)?.tx).await,
-                    (None, Mode::Serve) => query.execute(caps.pg_pool(&database)?).await,
+                    (None, Mode::Serve) => query.execute(pg.pool(&database)?).await,
                     (None, Mode::ReadOnly) => {
-                        let mut tx = begin(caps.pg_pool(&database)?, Mode::ReadOnly).await?;
+                        let mut tx = begin(pg.pool(&database)?, Mode::ReadOnly).await?;
                         let done = query.execute(&mut *tx).await;
                         tx.rollback().await.map_err(sql_error)?;
                         done
@@ -242,7 +313,7 @@ impl PgSession {
                         "too many open transactions (at most {MAX_OPEN_TRANSACTIONS} per instance)"
                     )));
                 }
-                let tx = begin(caps.pg_pool(&database)?, caps.mode()).await?;
+                let tx = begin(pg.pool(&database)?, pg.mode()).await?;
                 self.next += 1;
                 self.open.insert(self.next, OpenTransaction { database, tx });
                 Ok(PgReply::Begun(self.next))
@@ -274,7 +345,7 @@ impl PgSession {
                 Ok(PgReply::Locked(wait || answer.as_deref() == Some("true")))
             }
             PgRequest::Listen { database, channel } => {
-                caps.pg_listen(&database, &channel).await?;
+                pg.listen(&database, &channel).await?;
                 Ok(PgReply::Done)
             }
         }
@@ -320,11 +391,10 @@ mod tests {
     use conductor_plugin_sdk::Capability;
 
     use super::*;
-    use crate::broker::Fanout;
     use crate::config::{DatabaseConfig, EmbeddedDatabase, HumanDuration};
     use crate::database::{Databases, EmbeddedPostgres};
     use crate::host_events::EventQueue;
-    use crate::plugins::capabilities::{Backends, Grants, Tasks};
+    use crate::plugins::capabilities::guard::Grants;
     use crate::telemetry::Metrics;
 
     fn query(sql: &str, params: Vec<PgValue>, transaction: Option<TransactionId>) -> PgRequest {
@@ -343,26 +413,16 @@ mod tests {
         }
     }
 
-    fn capabilities(databases: Arc<Databases>, mode: Mode) -> Arc<Capabilities> {
-        Capabilities::new(
-            "p",
-            Grants {
-                capabilities: [Capability::Pg].into(),
-                databases: ["db".to_owned()].into(),
-                kube_resources: vec![],
-                ..Grants::default()
-            },
-            mode,
-            Fanout::new(Metrics::new(), 1, 0),
-            Default::default(),
-            Arc::new(EventQueue::new(10, Metrics::new().plugin("p"))),
-            Tasks::default(),
-            Backends {
-                databases,
-                kubernetes: Arc::new(crate::kube::Kubernetes::new(None)),
-            },
-            Metrics::new().exported.declare("p", "p", &[], 10).unwrap(),
-        )
+    fn capabilities(databases: Arc<Databases>, mode: Mode) -> PgHost {
+        let grants = Grants {
+            capabilities: [Capability::Pg].into(),
+            databases: ["db".to_owned()].into(),
+            kube_resources: vec![],
+            ..Grants::default()
+        };
+        let events = Arc::new(EventQueue::new(10, Metrics::new().plugin("p")));
+        let guard = Guard::new("p", grants, mode, events.metrics().clone());
+        PgHost::new(Arc::new(guard), databases, events, Tasks::default())
     }
 
     fn message(e: Error) -> String {

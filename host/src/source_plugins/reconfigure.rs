@@ -8,14 +8,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::status::Outcome;
+use super::{SourcePlugin, admission};
 use crate::admin::{ReloadSummary, ReloadTrigger};
 use crate::broker::Broker;
 use crate::config::{ConfigError, LoadedConfig};
-use crate::dynamic::status::Outcome;
-use crate::dynamic::{SourcePlugin, admission};
+use crate::plugin_set::PluginSet;
 use crate::plugins::HostContext;
-
-use super::PluginSet;
 
 /// The running plugin set and what it was made from.
 pub struct Reconfigurer {
@@ -196,7 +195,7 @@ impl Reconfigurer {
             }
             fell_back.insert(name);
         };
-        broker.set_registry(self.plugins.registry());
+        broker.set_routes(self.plugins.routing_table());
         self.plugins.stop_retired().await;
         for name in &summary.removed {
             host.metrics.forget_plugin(name);
