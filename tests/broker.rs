@@ -224,12 +224,11 @@ async fn resync_answers_follow_the_protocol_case_by_case() {
     create(&mut client, &mut sub, "marker").await;
 }
 
-#[tokio::test]
-async fn a_subscriber_that_stops_reading_does_not_delay_the_others() {
-    let c = Conductor::start(&format!("[broker]\nsubscriber_queue_size = 8\n{MEMORY_SOURCE}")).unwrap();
-    let mut client = c.client().await.unwrap();
-    // A separate connection for the stuck agent with grpc-go's default 64 KiB HTTP/2 windows,
-    // so its flow-control window fills on its own.
+/// A client on a connection of its own with grpc-go's default 64 KiB HTTP/2 windows, so that an
+/// agent that does not read fills its flow-control window on its own.
+async fn small_window_client(
+    c: &Conductor,
+) -> conductor_blackbox_tests::CloudEventServiceClient<tonic::transport::Channel> {
     let channel = tonic::transport::Endpoint::from_shared(c.url())
         .unwrap()
         .initial_stream_window_size(Some(65_535))
@@ -237,7 +236,132 @@ async fn a_subscriber_that_stops_reading_does_not_delay_the_others() {
         .connect()
         .await
         .unwrap();
-    let mut stuck_client = conductor_blackbox_tests::CloudEventServiceClient::new(channel);
+    conductor_blackbox_tests::CloudEventServiceClient::new(channel)
+}
+
+/// A metric's value in a scrape (0 when absent).
+fn scraped(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Issue 46: a burst far above `broker.subscriber_queue_size` for one cluster — 500 works
+/// created, updated twice and half of them deleted, 1,750 events, while the agent reads nothing —
+/// ends no stream: every work's final state reaches the agent on its open stream, each work's
+/// states in order.
+#[tokio::test]
+async fn a_burst_for_one_cluster_ends_no_stream_and_every_final_state_arrives() {
+    const WORKS_IN_BURST: usize = 500;
+    let c = Conductor::start(MEMORY_SOURCE).unwrap();
+    let mut agent_client = small_window_client(&c).await;
+    let mut agent = subscribe(&mut agent_client, "cluster1", WORKS).await.unwrap();
+    let pad = "x".repeat(1024);
+    let id = |i: usize| format!("burst-{i}");
+    // Eight publishers, each with its own works in order: every work's changes are sequential,
+    // the works' changes interleaved.
+    let mut publishers = Vec::new();
+    for p in 0..8 {
+        let mut client = c.client().await.unwrap();
+        let ids: Vec<(usize, String)> = (p..WORKS_IN_BURST).step_by(8).map(|i| (i, id(i))).collect();
+        let pad = pad.clone();
+        publishers.push(tokio::spawn(async move {
+            let spec = |name: &str, version: usize| serde_json::json!({"metadata": {"name": name}, "manifests": [], "pad": pad, "v": version});
+            let action = |action: &str| format!("{WORKS}.spec.{action}");
+            for (_, id) in &ids {
+                let create = events::agent_event(&action("create_request"), "cluster1", "", Some(spec(id, 1)));
+                publish(&mut client, events::with_id(create, id)).await.unwrap();
+            }
+            for version in 2..=3 {
+                for (_, id) in &ids {
+                    let update = events::agent_event(&action("update_request"), "cluster1", "memory", Some(spec(id, version)));
+                    publish(&mut client, events::with_id(update, id)).await.unwrap();
+                }
+            }
+            for (i, id) in &ids {
+                if i % 2 == 0 {
+                    let delete = events::agent_event(&action("delete_request"), "cluster1", "memory", None);
+                    publish(&mut client, events::with_id(delete, id)).await.unwrap();
+                }
+            }
+        }));
+    }
+    for publisher in publishers {
+        publisher.await.unwrap();
+    }
+    let metrics = c.admin_get("/metrics").await.unwrap().1;
+    assert!(
+        scraped(
+            &metrics,
+            &format!("conductor_subscriber_events_superseded_total{{data_type=\"{WORKS}\"}}")
+        ) > 0.0,
+        "the burst was folded in the queue:\n{metrics}"
+    );
+
+    // The agent reads now: every work's states in order, up to its last, on the open stream.
+    let mut last: std::collections::BTreeMap<String, (i64, bool)> = std::collections::BTreeMap::new();
+    let done = |last: &std::collections::BTreeMap<String, (i64, bool)>| {
+        (0..WORKS_IN_BURST).all(|i| {
+            let want = if i % 2 == 0 { (4, true) } else { (3, false) };
+            last.get(&id(i)) == Some(&want)
+        })
+    };
+    while !done(&last) {
+        let e = agent
+            .next_event()
+            .await
+            .expect("the stream stays open and brings every final state");
+        let work = attr_str(&e, "ce-resourceid").unwrap().to_owned();
+        let Some(Attr::CeInteger(version)) = attr(&e, "ce-resourceversion") else {
+            panic!("no integer version: {e:?}")
+        };
+        let deleting = attr(&e, "ce-deletiontimestamp").is_some();
+        if let Some((before, _)) = last.get(&work) {
+            assert!(
+                i64::from(*version) > *before,
+                "{work}: version {version} after {before}"
+            );
+        }
+        if !deleting {
+            let data = events::data_json(&e);
+            assert_eq!(data["v"], i64::from(*version), "{work}: the data of its version");
+        }
+        last.insert(work, (i64::from(*version), deleting));
+    }
+    assert_eq!(last.len(), WORKS_IN_BURST, "only the burst's works");
+
+    // Still the same stream: a new work arrives on it, and nobody was cut off.
+    let mut client = c.client().await.unwrap();
+    publish(&mut client, events::create(WORKS, "cluster1", "after", "after"))
+        .await
+        .unwrap();
+    let after = agent.next_event().await.unwrap();
+    assert_eq!(attr_str(&after, "ce-resourceid"), Some("after"));
+    let metrics = c.admin_get("/metrics").await.unwrap().1;
+    assert_eq!(
+        scraped(
+            &metrics,
+            &format!("conductor_subscribers_cut_off_total{{data_type=\"{WORKS}\"}}")
+        ),
+        0.0,
+        "{metrics}"
+    );
+    assert!(!c.logs().contains("stopped reading"), "{}", c.logs());
+}
+
+/// Issue 46: an agent that stops reading is ended once it has taken nothing for
+/// `broker.subscriber_stall_timeout`, with `Unavailable`, a warning naming its cluster and
+/// `conductor_subscribers_cut_off_total`, while another agent on another connection keeps
+/// receiving without delay.
+#[tokio::test]
+async fn a_subscriber_that_stops_reading_does_not_delay_the_others() {
+    let c = Conductor::start(&format!(
+        "[broker]\nsubscriber_queue_size = 8\nsubscriber_stall_timeout = \"1s\"\n{MEMORY_SOURCE}"
+    ))
+    .unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut stuck_client = small_window_client(&c).await;
     let mut stuck = subscribe(&mut stuck_client, "cluster1", WORKS).await.unwrap();
     let mut healthy = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
     let big = "x".repeat(4096);
@@ -253,13 +377,33 @@ async fn a_subscriber_that_stops_reading_does_not_delay_the_others() {
     }
     let elapsed = started.elapsed();
     assert!(elapsed < Duration::from_secs(30), "400 publishes took {elapsed:?}");
-    // The stuck stream was cut off: once it reads, it drains what was queued, then gets an error.
+    // The stuck one is ended for not reading, and said so, naming its cluster.
+    let warning = c.wait_for_log("subscriber stopped reading").await;
+    assert!(warning.contains("\"cluster\":\"cluster1\""), "{warning}");
+    let metrics = c.admin_get("/metrics").await.unwrap().1;
+    assert_eq!(
+        scraped(
+            &metrics,
+            &format!("conductor_subscribers_cut_off_total{{data_type=\"{WORKS}\"}}")
+        ),
+        1.0,
+        "{metrics}"
+    );
+    // The healthy one keeps receiving.
+    publish(&mut client, events::create(WORKS, "cluster1", "after", "after"))
+        .await
+        .unwrap();
+    assert_eq!(
+        attr_str(&healthy.next_event().await.unwrap(), "ce-resourceid"),
+        Some("after")
+    );
+    // Once the stuck one reads, it gets what its connection held, then the error.
     let mut received = 0;
     let status = tokio::time::timeout(Duration::from_secs(30), async {
         loop {
             match stuck.stream.message().await {
                 Ok(Some(_)) => received += 1,
-                Ok(None) => panic!("stream ended cleanly; expected the overflow error"),
+                Ok(None) => panic!("stream ended cleanly; expected the stall error"),
                 Err(status) => break status,
             }
         }
@@ -267,6 +411,7 @@ async fn a_subscriber_that_stops_reading_does_not_delay_the_others() {
     .await
     .expect("the stuck stream ends with an error once read");
     assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(status.message().contains("took no event for 1s"), "{status:?}");
     assert!(
         received < 400,
         "the stuck subscriber was cut off before receiving everything"

@@ -281,6 +281,7 @@ reload_interval = "200ms"
 [broker]
 heartbeat_interval = "100ms"
 subscriber_queue_size = 16
+subscriber_stall_timeout = "1s"
 [admin]
 listen = "127.0.0.1:0"
 [log]
@@ -439,7 +440,8 @@ memory = "memory"
     }
     scrape_until(&c, "coalesced notifications", Duration::from_secs(10), coalesced).await;
 
-    // A subscriber that stops reading while its events pile up is cut off.
+    // A subscriber that stops reading while its events pile up is cut off after the stall
+    // timeout.
     let mut slow = slow_agent(&pki, &c, "agent1").await;
     let stuck = slow
         .subscribe(SubscriptionRequest {

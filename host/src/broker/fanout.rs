@@ -1,10 +1,12 @@
 //! Subscribers and delivery: every hub → agent event goes to every subscriber of its
-//! (cluster name, data type), through a bounded queue per subscriber.
+//! (cluster name, data type), through a queue per subscriber that holds at most one event per
+//! resource, its latest state (`queue.rs`).
 //!
-//! Slow subscribers never block anyone: an event for a subscriber whose queue is full ends that
-//! subscriber's stream (with `Unavailable`), so the agent reconnects and resyncs, while the others
-//! keep receiving. Resync answers, which a Publish call is waiting for anyway, wait up to a bound
-//! for queue space instead, so that a burst of many resources does not cut a healthy stream.
+//! Nobody waits for a subscriber: events are queued without waiting, and a burst only makes the
+//! waiting states newer, never the queue longer than what the cluster holds. A stream ends only
+//! when its agent stops reading: a subscriber that has taken nothing from its non-empty queue
+//! for `broker.subscriber_stall_timeout` is ended (with `Unavailable`), so the agent reconnects
+//! and resyncs, while the others keep receiving.
 
 use std::{
     collections::HashMap,
@@ -16,16 +18,15 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use bytes::Bytes;
 use conductor_plugin_sdk::CloudEvent;
 use conductor_plugin_sdk::ocm::{EventType, OcmExtensions, TypeError};
 use parking_lot::{Mutex, RwLock};
-use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use super::queue::{Outgoing, Progress, Pushed, SubscriberQueue};
 use super::remembered::RememberedMetadata;
+use crate::telemetry::Metrics;
 use crate::telemetry::broker_metrics::QueueDepths;
-use crate::{telemetry::Metrics, wire::WireEvent};
 
 /// Why an event could not be fanned out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,7 +45,7 @@ pub trait EventSink: Send + Sync {
 
 struct Subscriber {
     id: Uuid,
-    tx: mpsc::Sender<Bytes>,
+    queue: Arc<SubscriberQueue>,
     info: Arc<SubscriberInfo>,
 }
 
@@ -82,8 +83,9 @@ pub struct SubscriberSnapshot {
     pub remote: Option<SocketAddr>,
     pub since: SystemTime,
     pub events_sent: u64,
-    /// Events queued for the stream and not yet taken by it.
+    /// Events queued for the stream and not yet taken by it: one per resource at most.
     pub queue_depth: usize,
+    /// `broker.subscriber_queue_size`: a reference depth, not a limit.
     pub queue_capacity: usize,
 }
 
@@ -94,6 +96,7 @@ pub struct Fanout {
     subscribers: RwLock<HashMap<String, ByDataType>>,
     remembered: Mutex<RememberedMetadata>,
     metrics: Metrics,
+    /// `broker.subscriber_queue_size`, shown beside the depths.
     queue_size: usize,
 }
 
@@ -103,7 +106,7 @@ pub struct Registration {
     pub cluster: String,
     pub data_type: String,
     /// Encoded `CloudEvent` messages.
-    pub rx: mpsc::Receiver<Bytes>,
+    pub queue: Arc<SubscriberQueue>,
     pub info: Arc<SubscriberInfo>,
     fanout: Arc<Fanout>,
 }
@@ -129,7 +132,7 @@ impl Fanout {
 
     /// Registers a subscriber for (cluster, data type); it receives events from now on.
     pub fn register(self: &Arc<Self>, cluster: &str, data_type: &str, peer: Peer) -> Registration {
-        let (tx, rx) = mpsc::channel(self.queue_size);
+        let queue = Arc::new(SubscriberQueue::new());
         let id = Uuid::new_v4();
         let info = Arc::new(SubscriberInfo {
             peer,
@@ -144,7 +147,7 @@ impl Fanout {
             .or_default()
             .push(Subscriber {
                 id,
-                tx,
+                queue: Arc::clone(&queue),
                 info: Arc::clone(&info),
             });
         self.metrics.subscriber_added(cluster, data_type);
@@ -152,7 +155,7 @@ impl Fanout {
             id,
             cluster: cluster.to_owned(),
             data_type: data_type.to_owned(),
-            rx,
+            queue,
             info,
             fanout: Arc::clone(self),
         }
@@ -210,8 +213,8 @@ impl Fanout {
                         remote: s.info.peer.remote,
                         since: s.info.since,
                         events_sent: s.info.sent.load(Ordering::Relaxed),
-                        queue_depth: s.tx.max_capacity() - s.tx.capacity(),
-                        queue_capacity: s.tx.max_capacity(),
+                        queue_depth: s.queue.len(),
+                        queue_capacity: self.queue_size,
                     })
                 })
             })
@@ -250,46 +253,66 @@ impl Fanout {
         Ok((cluster.to_owned(), ty.data_type.to_string()))
     }
 
-    /// Delivers to the subscribers of the event's (cluster, data type), waiting up to `wait`
-    /// for queue space; a subscriber still full after that is cut off.
-    pub async fn deliver_waiting(&self, event: &CloudEvent, wait: Duration) -> Result<usize, FanoutError> {
-        let (cluster, data_type) = Self::target(event)?;
-        self.remember(&cluster, &data_type, event);
-        let senders: Vec<(Uuid, mpsc::Sender<Bytes>)> = {
-            let table = self.subscribers.read();
-            match table.get(&cluster).and_then(|m| m.get(&data_type)) {
-                Some(subs) => subs.iter().map(|s| (s.id, s.tx.clone())).collect(),
-                None => return Ok(0),
-            }
-        };
-        let msg = WireEvent::encode(event);
-        let mut delivered = 0;
-        let mut cut = Vec::new();
-        for (id, tx) in senders {
-            match tokio::time::timeout(wait, tx.send(msg.clone())).await {
-                Ok(Ok(())) => delivered += 1,
-                Ok(Err(_closed)) => {}
-                Err(_elapsed) => cut.push(id),
+    /// Watches a subscriber's progress: once it has taken nothing from its non-empty queue for
+    /// `timeout`, its queue is ended and it leaves the table (its stream ends with
+    /// `Unavailable`). Looks every quarter of `timeout`, so a stall is seen within 1¼ of it;
+    /// returns when the subscriber is ended or gone.
+    pub fn watch_stall(
+        self: &Arc<Self>,
+        registration: &Registration,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let fanout = Arc::downgrade(self);
+        let queue = Arc::downgrade(&registration.queue);
+        let (cluster, data_type, id) = (
+            registration.cluster.clone(),
+            registration.data_type.clone(),
+            registration.id,
+        );
+        async move {
+            let mut looks = tokio::time::interval((timeout / 4).max(Duration::from_millis(1)));
+            looks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut previous: Option<(tokio::time::Instant, Progress)> = None;
+            let mut stalled_since = None;
+            loop {
+                let now = looks.tick().await;
+                let Some(progress) = queue.upgrade().map(|q| q.progress()) else {
+                    return;
+                };
+                match previous {
+                    // Nothing taken since the last look, and something waits: stalled since the
+                    // last look if something waited then too (the queue cannot have emptied
+                    // without a take), else counted from now (it filled after the last look).
+                    Some((then, before)) if progress.waiting > 0 && progress.taken == before.taken => {
+                        let since = *stalled_since.get_or_insert(if before.waiting > 0 { then } else { now });
+                        if now.duration_since(since) >= timeout {
+                            if let (Some(fanout), Some(queue)) = (fanout.upgrade(), queue.upgrade()) {
+                                fanout.end_stalled(&cluster, &data_type, id, &queue, timeout);
+                            }
+                            return;
+                        }
+                    }
+                    _ => stalled_since = None,
+                }
+                previous = Some((now, progress));
             }
         }
-        self.cut_off(&cluster, &data_type, &cut);
-        Ok(delivered)
     }
 
-    fn cut_off(&self, cluster: &str, data_type: &str, ids: &[Uuid]) {
-        if ids.is_empty() {
+    fn end_stalled(&self, cluster: &str, data_type: &str, id: Uuid, queue: &SubscriberQueue, timeout: Duration) {
+        let Some(dropped) = queue.end() else { return };
+        if self.remove(cluster, data_type, &[id]) == 0 {
             return;
         }
-        let removed = self.remove(cluster, data_type, ids);
-        for _ in 0..removed {
-            self.metrics.subscriber_removed(cluster, data_type);
-        }
-        self.metrics.broker.cut_off(data_type, removed);
+        self.metrics.subscriber_removed(cluster, data_type);
+        self.metrics.broker.cut_off(data_type, 1);
         tracing::warn!(
             cluster,
             data_type,
-            subscribers = removed,
-            "subscriber queue full: ending the stream so the agent reconnects and resyncs"
+            subscription = %id,
+            waiting = dropped,
+            timeout = %conductor_plugin_sdk::duration::format(timeout),
+            "subscriber stopped reading: ending the stream so the agent reconnects and resyncs"
         );
     }
 }
@@ -302,7 +325,7 @@ impl QueueDepths for Fanout {
             for (data_type, subs) in by_type {
                 let entry = depths.entry(data_type.clone()).or_default();
                 for s in subs {
-                    let depth = s.tx.max_capacity() - s.tx.capacity();
+                    let depth = s.queue.len();
                     entry.0 += depth;
                     entry.1 = entry.1.max(depth);
                 }
@@ -313,26 +336,32 @@ impl QueueDepths for Fanout {
 }
 
 impl EventSink for Fanout {
+    /// Queues the event for every subscriber of its (cluster, data type), folded into the state
+    /// of its resource already waiting there; never waits.
     fn emit(&self, event: &CloudEvent) -> Result<usize, FanoutError> {
         let (cluster, data_type) = Self::target(event)?;
         self.remember(&cluster, &data_type, event);
-        let mut delivered = 0;
-        let mut cut = Vec::new();
+        let (mut delivered, mut superseded) = (0, 0);
         {
             let table = self.subscribers.read();
             let Some(subs) = table.get(&cluster).and_then(|m| m.get(&data_type)) else {
                 return Ok(0);
             };
-            let msg = WireEvent::encode(event);
+            let outgoing = Outgoing::new(event);
             for s in subs {
-                match s.tx.try_send(msg.clone()) {
-                    Ok(()) => delivered += 1,
-                    Err(mpsc::error::TrySendError::Full(_)) => cut.push(s.id),
-                    Err(mpsc::error::TrySendError::Closed(_)) => {}
+                match s.queue.push(&outgoing) {
+                    Pushed::Queued => delivered += 1,
+                    Pushed::Replaced | Pushed::Stale => {
+                        delivered += 1;
+                        superseded += 1;
+                    }
+                    Pushed::Ended => {}
                 }
             }
         }
-        self.cut_off(&cluster, &data_type, &cut);
+        if superseded > 0 {
+            self.metrics.broker.superseded(&data_type, superseded);
+        }
         Ok(delivered)
     }
 }
@@ -340,7 +369,10 @@ impl EventSink for Fanout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use conductor_plugin_sdk::ocm::data_types::LEASES;
+    use conductor_plugin_sdk::ocm::data_types::{LEASES, MANIFEST_BUNDLES};
+    use conductor_plugin_sdk::ocm::{DataType, SubResource, actions};
+    use std::collections::BTreeMap;
+    use std::task::{Context, Poll};
 
     fn lease_event(cluster: &str) -> CloudEvent {
         let mut e = CloudEvent::new("e1", "kube", format!("{LEASES}.spec.update_request"));
@@ -348,32 +380,188 @@ mod tests {
         e
     }
 
-    #[tokio::test]
-    async fn events_reach_exactly_their_cluster_and_type() {
-        let f = Fanout::new(Metrics::new(), 4, 10);
-        let mut a = f.register("c1", LEASES, Peer::default());
-        let mut b = f.register("c2", LEASES, Peer::default());
-        let mut c = f.register("c1", "x.v1.other", Peer::default());
-        assert_eq!(f.emit(&lease_event("c1")).unwrap(), 1);
-        let got: crate::proto::CloudEvent = prost::Message::decode(a.rx.try_recv().unwrap()).unwrap();
-        assert_eq!(got.id, "e1");
-        assert!(b.rx.try_recv().is_err());
-        assert!(c.rx.try_recv().is_err());
+    fn work(id: &str, version: i64, deleting: bool) -> CloudEvent {
+        let dt = DataType::parse(MANIFEST_BUNDLES).unwrap();
+        let mut e = CloudEvent::new(
+            format!("{id}/{version}"),
+            "maestro",
+            dt.event_type(SubResource::Spec, actions::UPDATE_REQUEST),
+        );
+        e.set_extension("clustername", "c1");
+        e.set_extension("resourceid", id);
+        e.set_resource_version(&dt, version);
+        if deleting {
+            e.set_extension("deletiontimestamp", chrono::Utc::now());
+        } else {
+            e.data = Some(br#"{"manifests":[]}"#.to_vec());
+        }
+        e
+    }
+
+    /// (resource id, version, deleting, has data) of an encoded event.
+    fn decoded(bytes: bytes::Bytes) -> (String, i64, bool, bool) {
+        let e = crate::wire::decode(&prost::Message::decode(bytes).unwrap()).unwrap();
+        (
+            e.resource_id().unwrap().to_owned(),
+            e.resource_version().unwrap(),
+            e.deletion_timestamp().is_some(),
+            e.data.is_some(),
+        )
+    }
+
+    fn taken(registration: &Registration) -> Vec<(String, i64, bool, bool)> {
+        std::iter::from_fn(|| registration.queue.try_take())
+            .map(decoded)
+            .collect()
+    }
+
+    fn ended(registration: &Registration) -> bool {
+        let waker = futures::task::noop_waker();
+        registration.queue.poll_take(&mut Context::from_waker(&waker)) == Poll::Ready(None)
     }
 
     #[tokio::test]
-    async fn a_full_subscriber_is_cut_off_and_the_others_still_receive() {
-        let f = Fanout::new(Metrics::new(), 2, 10);
-        let slow = f.register("c1", LEASES, Peer::default());
-        let mut fast = f.register("c1", LEASES, Peer::default());
-        for _ in 0..5 {
-            f.emit(&lease_event("c1")).unwrap();
-            fast.rx.try_recv().unwrap();
+    async fn events_reach_exactly_their_cluster_and_type() {
+        let f = Fanout::new(Metrics::new(), 4, 10);
+        let a = f.register("c1", LEASES, Peer::default());
+        let b = f.register("c2", LEASES, Peer::default());
+        let c = f.register("c1", "x.v1.other", Peer::default());
+        assert_eq!(f.emit(&lease_event("c1")).unwrap(), 1);
+        let got: crate::proto::CloudEvent = prost::Message::decode(a.queue.try_take().unwrap()).unwrap();
+        assert_eq!(got.id, "e1");
+        assert!(b.queue.try_take().is_none());
+        assert!(c.queue.try_take().is_none());
+    }
+
+    /// Issue 46: ten thousand events for a subscriber that is not reading end nothing and lose
+    /// no final state.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_for_a_subscriber_that_is_not_reading_keeps_every_final_state() {
+        let f = Fanout::new(Metrics::new(), 100, 10);
+        let sub = f.register("c1", MANIFEST_BUNDLES, Peer::default());
+        let watch = tokio::spawn(f.watch_stall(&sub, Duration::from_secs(60)));
+        // 2,500 works, four states each, the works' changes interleaved: created (v1), updated
+        // twice (v2, v3), then updated again (v4) or, every third, deleted (v4, no data).
+        let ids: Vec<String> = (0..2_500).map(|i| format!("w{i}")).collect();
+        let mut emitted = 0;
+        for version in 1..=4 {
+            for (i, id) in ids.iter().enumerate() {
+                let deleting = version == 4 && i % 3 == 0;
+                assert_eq!(f.emit(&work(id, version, deleting)).unwrap(), 1);
+                emitted += 1;
+            }
         }
-        assert_eq!(f.subscriber_count(), 1, "the slow subscriber was dropped");
-        drop(slow);
-        drop(fast);
-        assert_eq!(f.subscriber_count(), 0);
+        assert_eq!(emitted, 10_000);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(f.subscriber_count(), 1, "the stream was not ended");
+        assert_eq!(sub.queue.len(), 2_500, "one waiting event per work");
+        assert_eq!(f.snapshot()[0].queue_depth, 2_500);
+        let got = taken(&sub);
+        let want: Vec<_> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.clone(), 4, i % 3 == 0, i % 3 != 0))
+            .collect();
+        assert_eq!(got, want, "the latest state of every work, in the order first seen");
+        assert!(!ended(&sub));
+        assert!(!watch.is_finished());
+        let metrics = f.metrics.render();
+        assert!(
+            metrics.contains(&format!(
+                "conductor_subscriber_events_superseded_total{{data_type=\"{MANIFEST_BUNDLES}\"}} 7500"
+            )),
+            "{metrics}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reader_gets_every_resource_in_order_across_interleavings() {
+        let f = Fanout::new(Metrics::new(), 100, 10);
+        let sub = f.register("c1", MANIFEST_BUNDLES, Peer::default());
+        let mut next = [1_i64; 50];
+        let mut seen: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        let mut rng = 7_u64;
+        while next.iter().any(|v| *v <= 20) {
+            rng = rng
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let r = usize::try_from(rng >> 33).unwrap();
+            let i = r % next.len();
+            if next[i] <= 20 {
+                f.emit(&work(&format!("w{i}"), next[i], false)).unwrap();
+                next[i] += 1;
+            }
+            // The reader takes a varying share of what waits.
+            for _ in 0..(r / 64) % 3 {
+                if let Some(bytes) = sub.queue.try_take() {
+                    let (id, version, ..) = decoded(bytes);
+                    seen.entry(id).or_default().push(version);
+                }
+            }
+        }
+        for (id, version, ..) in taken(&sub) {
+            seen.entry(id).or_default().push(version);
+        }
+        assert_eq!(seen.len(), 50);
+        for (id, versions) in seen {
+            assert!(versions.is_sorted_by(|a, b| a < b), "{id}: {versions:?}");
+            assert_eq!(versions.last(), Some(&20), "{id}: {versions:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_subscriber_that_stops_reading_is_ended_after_the_deadline_and_only_it() {
+        let f = Fanout::new(Metrics::new(), 2, 10);
+        let timeout = Duration::from_secs(1);
+        let stuck = f.register("c1", LEASES, Peer::default());
+        let reader = f.register("c1", LEASES, Peer::default());
+        let slow = f.register("c1", LEASES, Peer::default());
+        let watches: Vec<_> = [&stuck, &reader, &slow]
+            .into_iter()
+            .map(|r| tokio::spawn(f.watch_stall(r, timeout)))
+            .collect();
+        // A backlog for the slow one, which takes one event every 600 ms.
+        for i in 0..20 {
+            f.emit(&work_lease(&format!("backlog{i}"))).unwrap();
+        }
+        assert_eq!(reader.queue.len(), 20);
+        assert_eq!(std::iter::from_fn(|| reader.queue.try_take()).count(), 20);
+        let started = tokio::time::Instant::now();
+        let mut ended_after = None;
+        for step in 0..40 {
+            f.emit(&work_lease(&format!("l{step}"))).unwrap();
+            assert!(reader.queue.try_take().is_some());
+            if step % 6 == 5 {
+                assert!(slow.queue.try_take().is_some());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if ended_after.is_none() && f.subscriber_count() == 2 {
+                ended_after = Some(started.elapsed());
+            }
+        }
+        let ended_after = ended_after.expect("the stuck subscriber was ended");
+        assert!(
+            ended_after >= timeout && ended_after <= timeout * 3 / 2,
+            "ended after {ended_after:?}"
+        );
+        assert!(ended(&stuck) && stuck.queue.is_empty(), "what waited was dropped");
+        assert!(!ended(&reader) && !ended(&slow));
+        let [stuck_watch, reader_watch, slow_watch] = <[_; 3]>::try_from(watches).ok().unwrap();
+        assert!(stuck_watch.is_finished());
+        assert!(!reader_watch.is_finished() && !slow_watch.is_finished());
+        assert!(f.metrics.render().contains(&format!(
+            "conductor_subscribers_cut_off_total{{data_type=\"{LEASES}\"}} 1"
+        )));
+        // Gone subscribers end their watch.
+        drop((reader, slow));
+        tokio::time::sleep(timeout).await;
+        assert!(reader_watch.is_finished() && slow_watch.is_finished());
+    }
+
+    fn work_lease(id: &str) -> CloudEvent {
+        let mut e = lease_event("c1");
+        e.set_extension("resourceid", id);
+        e
     }
 
     #[tokio::test]

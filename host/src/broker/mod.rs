@@ -1,11 +1,12 @@
 //! The broker (`docs/protocol.md` §4–§6): subscriptions, the publish pipeline and spec resync.
 
 pub mod fanout;
+mod queue;
 mod remembered;
 pub mod resync;
 pub mod subscription;
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use conductor_plugin_sdk::ocm::{DataType, EventType, OcmExtensions, actions};
 use conductor_plugin_sdk::{CloudEvent, Error, Identity, ListOptions};
@@ -14,13 +15,11 @@ use tokio_util::sync::CancellationToken;
 pub use fanout::{EventSink, Fanout, FanoutError, Peer, SubscriberSnapshot};
 use resync::{Gone, ResyncError};
 pub use subscription::Subscription;
+use subscription::Timing;
 
 use crate::config::BrokerConfig;
 use crate::routes::{RouteError, RoutingTable};
 use crate::telemetry::Metrics;
-
-/// How long a resync answer waits for room in a subscriber's queue before cutting it off.
-const RESYNC_SEND_WAIT: Duration = Duration::from_secs(10);
 
 /// Why a subscription was refused. The messages are upstream's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,7 +45,7 @@ pub struct Broker {
     fanout: Arc<Fanout>,
     /// Replaced whole when plugins are reloaded; calls in flight keep the one they started with.
     routes: parking_lot::RwLock<Arc<RoutingTable>>,
-    heartbeat: Option<Duration>,
+    timing: Timing,
     shutdown: CancellationToken,
     /// Shared by every subscription (one handle each, not a copy of every metric's).
     metrics: Arc<Metrics>,
@@ -63,7 +62,10 @@ impl Broker {
         Self {
             fanout,
             routes: parking_lot::RwLock::new(routes),
-            heartbeat: config.heartbeat(),
+            timing: Timing {
+                heartbeat: config.heartbeat(),
+                stall_timeout: config.subscriber_stall_timeout.0,
+            },
             shutdown,
             metrics: Arc::new(metrics),
         }
@@ -94,8 +96,9 @@ impl Broker {
         })?;
         let registration = self.fanout.register(cluster_name, &parsed.to_string(), peer);
         Ok(Subscription::new(
+            &self.fanout,
             registration,
-            self.heartbeat,
+            self.timing,
             self.shutdown.clone(),
             Arc::clone(&self.metrics),
         ))
@@ -152,7 +155,7 @@ impl Broker {
         let (answers, gone) = resync::plan(data_type, &cluster, listed, &agent);
         let (sent, deleted) = (answers.len(), gone.len());
         for event in answers {
-            self.deliver(&event).await;
+            self.deliver(&event);
         }
         for id in gone {
             let gone = Gone {
@@ -160,8 +163,7 @@ impl Broker {
                 last_known: self.fanout.remembered(&cluster, &dt, &id),
                 resource_id: id,
             };
-            self.deliver(&resync::synthetic_delete(data_type, &cluster, &gone))
-                .await;
+            self.deliver(&resync::synthetic_delete(data_type, &cluster, &gone));
             self.fanout.forget(&cluster, &dt, &gone.resource_id);
         }
         tracing::debug!(
@@ -175,9 +177,11 @@ impl Broker {
         Ok((sent, deleted))
     }
 
-    async fn deliver(&self, event: &CloudEvent) {
+    /// Queues a resync answer like any emitted event: it folds into what waits for its
+    /// resource, so an answer of many resources never waits for room.
+    fn deliver(&self, event: &CloudEvent) {
         let event = crate::telemetry::traces::stamped(event);
-        if let Err(e) = self.fanout.deliver_waiting(&event, RESYNC_SEND_WAIT).await {
+        if let Err(e) = self.fanout.emit(&event) {
             tracing::warn!(error = %e, "resync answer not delivered");
         }
     }

@@ -1,5 +1,6 @@
 //! One agent's Subscribe stream: its queued events, heartbeats between them, and a clean end on
-//! shutdown. Dropping the stream (the agent went away) unregisters the subscriber.
+//! shutdown. A watch beside it ends it once the agent stops reading. Dropping the stream (the
+//! agent went away) unregisters the subscriber.
 
 use crate::telemetry::series::Series;
 use std::{
@@ -10,10 +11,11 @@ use std::{
 };
 
 use futures::Stream;
+use tokio::task::AbortHandle;
 use tokio::time::{Interval, MissedTickBehavior};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::fanout::Registration;
+use super::fanout::{Fanout, Registration};
 use crate::{telemetry::Metrics, wire, wire::WireEvent};
 
 pub struct Subscription {
@@ -23,20 +25,34 @@ pub struct Subscription {
     sent: Series,
     heartbeats: prometheus::IntCounter,
     metrics: Arc<Metrics>,
+    /// Ends the subscriber once it has taken nothing from its queue for the stall timeout.
+    stall_watch: AbortHandle,
+    stall_timeout: Duration,
     end: Option<tonic::Code>,
 }
 
+/// How a subscription is run: from `[broker]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub heartbeat: Option<Duration>,
+    pub stall_timeout: Duration,
+}
+
 impl Subscription {
+    /// Runs `registration` as a stream; spawns its stall watch (needs a Tokio runtime).
     pub fn new(
+        fanout: &Arc<Fanout>,
         registration: Registration,
-        heartbeat: Option<Duration>,
+        timing: Timing,
         shutdown: CancellationToken,
         metrics: Arc<Metrics>,
     ) -> Self {
         let sent = metrics.subscribe_received(&registration.cluster, &registration.data_type);
         let heartbeats = metrics.broker.heartbeats(&registration.data_type);
         metrics.broker.cut_off(&registration.data_type, 0);
-        let heartbeat = heartbeat.map(|period| {
+        metrics.broker.superseded(&registration.data_type, 0);
+        let stall_watch = tokio::spawn(fanout.watch_stall(&registration, timing.stall_timeout)).abort_handle();
+        let heartbeat = timing.heartbeat.map(|period| {
             // The first heartbeat goes out one period after subscribing.
             let mut i = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
             i.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -49,6 +65,8 @@ impl Subscription {
             sent,
             heartbeats,
             metrics,
+            stall_watch,
+            stall_timeout: timing.stall_timeout,
             end: None,
         }
     }
@@ -74,18 +92,19 @@ impl Stream for Subscription {
             this.finish(tonic::Code::Ok);
             return Poll::Ready(None);
         }
-        match this.registration.rx.poll_recv(cx) {
+        match this.registration.queue.poll_take(cx) {
             Poll::Ready(Some(encoded)) => {
                 this.sent.inc();
                 this.registration.info.sent();
                 return Poll::Ready(Some(Ok(WireEvent::Encoded(encoded))));
             }
             Poll::Ready(None) => {
-                // The broker dropped us: our queue was full.
+                // The broker ended us: we took nothing for the stall timeout.
                 this.finish(tonic::Code::Unavailable);
-                return Poll::Ready(Some(Err(tonic::Status::unavailable(
-                    "subscriber too slow: its event queue overflowed; reconnect and resync",
-                ))));
+                return Poll::Ready(Some(Err(tonic::Status::unavailable(format!(
+                    "subscriber too slow: it took no event for {}; reconnect and resync",
+                    conductor_plugin_sdk::duration::format(this.stall_timeout)
+                )))));
             }
             Poll::Pending => {}
         }
@@ -102,6 +121,7 @@ impl Stream for Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        self.stall_watch.abort();
         // A stream dropped without an end of its own was cancelled by the agent: upstream
         // unregisters and returns OK.
         let code = self.end.unwrap_or(tonic::Code::Ok);

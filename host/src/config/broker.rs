@@ -12,8 +12,12 @@ use super::{HumanDuration, Invalid, invalid};
 pub struct BrokerConfig {
     pub heartbeat_interval: HumanDuration,
     pub heartbeat_disabled: bool,
-    /// Events queued for one subscriber before it counts as too slow and its stream is ended.
+    /// A reference depth for a subscriber's queue, shown beside its depth: no longer a limit (a
+    /// queue holds one event per resource at most, however large a burst).
     pub subscriber_queue_size: usize,
+    /// How long a subscriber may take nothing from its non-empty queue before its stream is
+    /// ended (the agent reconnects and resyncs).
+    pub subscriber_stall_timeout: HumanDuration,
     /// How many resources' last `metadata` the broker remembers for synthetic resync deletes.
     pub remembered_metadata: usize,
 }
@@ -24,6 +28,7 @@ impl Default for BrokerConfig {
             heartbeat_interval: HumanDuration(Duration::from_secs(10)),
             heartbeat_disabled: false,
             subscriber_queue_size: 100,
+            subscriber_stall_timeout: HumanDuration(Duration::from_secs(60)),
             remembered_metadata: 100_000,
         }
     }
@@ -47,9 +52,29 @@ impl BrokerConfig {
                 ),
             );
         }
+        if self.subscriber_stall_timeout.0 < Duration::from_millis(100) {
+            return invalid(
+                "broker.subscriber_stall_timeout",
+                format!("{} is too short: must be at least 100ms", self.subscriber_stall_timeout),
+            );
+        }
         if self.subscriber_queue_size == 0 {
             return invalid("broker.subscriber_queue_size", "must be at least 1");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stalled_subscriber_is_ended_after_a_minute_by_default_and_never_at_once() {
+        let mut broker = BrokerConfig::default();
+        assert_eq!(broker.subscriber_stall_timeout.0, Duration::from_secs(60));
+        assert!(broker.validate().is_ok());
+        broker.subscriber_stall_timeout = HumanDuration(Duration::from_millis(10));
+        assert!(broker.validate().is_err());
     }
 }

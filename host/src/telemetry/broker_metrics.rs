@@ -1,7 +1,7 @@
 //! conductor's own metrics of the broker, beside upstream's `grpc_server_ce_*`: heartbeats,
-//! subscribers cut off for a full queue, spec resyncs and what they sent, and the subscribers'
-//! queues (read when scraped, from whatever registers a [`QueueDepths`] source). Labelled by data
-//! type only: bounded by the data types the hub serves.
+//! subscribers cut off for not reading, events superseded in their queues, spec resyncs and what
+//! they sent, and the subscribers' queues (read when scraped, from whatever registers a
+//! [`QueueDepths`] source). Labelled by data type only: bounded by the data types the hub serves.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -13,7 +13,7 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge};
 use super::vectors::{MetricsRegistry, counters, gauge, register};
 
 /// What a queue source reports at scrape time: per data type, the events waiting in all
-/// subscribers' queues and in the fullest one.
+/// subscribers' queues and in the fullest one (one per resource at most).
 pub trait QueueDepths: Send + Sync {
     fn queue_depths(&self) -> BTreeMap<String, (usize, usize)>;
 }
@@ -22,6 +22,7 @@ pub trait QueueDepths: Send + Sync {
 pub struct BrokerMetrics {
     heartbeats: IntCounterVec,
     cut_off: IntCounterVec,
+    superseded: IntCounterVec,
     resyncs: IntCounterVec,
     resync_events: IntCounterVec,
     queue_capacity: IntGauge,
@@ -39,7 +40,12 @@ impl BrokerMetrics {
             ),
             cut_off: counters(
                 "conductor_subscribers_cut_off_total",
-                "Subscribe streams ended because their queue overflowed (the agent reconnects and resyncs).",
+                "Subscribe streams ended because their agent took nothing from its queue for broker.subscriber_stall_timeout (the agent reconnects and resyncs).",
+                &["data_type"],
+            ),
+            superseded: counters(
+                "conductor_subscriber_events_superseded_total",
+                "Events folded into a state of the same resource already waiting in a subscriber's queue (the newer of the two is sent, in the first one's place).",
                 &["data_type"],
             ),
             resyncs: counters(
@@ -54,7 +60,7 @@ impl BrokerMetrics {
             ),
             queue_capacity: gauge(
                 "conductor_subscriber_queue_capacity",
-                "Events one subscriber's queue holds (broker.subscriber_queue_size).",
+                "broker.subscriber_queue_size: the reference depth of a subscriber's queue, not a limit (a queue holds one event per resource at most).",
             ),
             queues,
         };
@@ -63,6 +69,7 @@ impl BrokerMetrics {
             [
                 Box::new(m.heartbeats.clone()) as Box<dyn Collector>,
                 Box::new(m.cut_off.clone()),
+                Box::new(m.superseded.clone()),
                 Box::new(m.resyncs.clone()),
                 Box::new(m.resync_events.clone()),
                 Box::new(m.queue_capacity.clone()),
@@ -81,6 +88,13 @@ impl BrokerMetrics {
         self.cut_off
             .with_label_values(&[data_type])
             .inc_by(u64::try_from(subscribers).unwrap_or(u64::MAX));
+    }
+
+    /// `events` events of `data_type` folded into a state of their resource already queued.
+    pub fn superseded(&self, data_type: &str, events: usize) {
+        self.superseded
+            .with_label_values(&[data_type])
+            .inc_by(u64::try_from(events).unwrap_or(u64::MAX));
     }
 
     /// A resync of `data_type` answered with `listed` and `deleted` events, or failed.
