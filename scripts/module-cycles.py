@@ -10,7 +10,12 @@ must form an acyclic graph, where a child stands for itself and everything below
 use `telemetry`, but then nothing in `telemetry` may use `app`. A parent may use its children and
 children may use their parent's own items (that is not a cycle between siblings).
 
-Exits 1 and prints each cycle when there is one; prints nothing and exits 0 otherwise.
+With `--no-parent-imports DIR` (a folder of one of the crates, repeatable), the modules inside
+DIR also may not use an item their parent (or any ancestor inside DIR) defines: they depend on
+their siblings and on the rest of the crate, never upward (`host/src/plugins`: `docs/architecture.md`).
+
+Exits 1 and prints each cycle or upward import when there is one; prints nothing and exits 0
+otherwise.
 """
 
 import re
@@ -203,10 +208,63 @@ def strongly_connected(graph: dict) -> list:
     return result
 
 
-def main() -> int:
+def strip_inline_modules(text: str) -> str:
+    """Drops the bodies of inline modules (`mod name { … }`), whose `super` is the file itself."""
+    out, i = [], 0
+    for m in re.finditer(r"\bmod\s+\w+\s*\{", text):
+        if m.start() < i:
+            continue
+        out.append(text[i : m.start()])
+        depth, k = 0, m.end() - 1
+        while k < len(text):
+            if text[k] == "{":
+                depth += 1
+            elif text[k] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            k += 1
+        i = k + 1
+    out.append(text[i:])
+    return "".join(out)
+
+
+def find_parent_imports(src: Path, folder: Path) -> list:
+    """Paths by which a module inside `folder` uses an item one of its ancestors inside it defines."""
+    files = sorted(src.rglob("*.rs"))
+    modules = {module_path(src, f) for f in files}
+    top = module_path(src, folder / "mod.rs") if (folder / "mod.rs").exists() else module_path(src, folder)
     problems = []
-    for arg in sys.argv[1:]:
-        problems.extend(find_cycles(Path(arg)))
+    for f in sorted(folder.rglob("*.rs")):
+        here = module_path(src, f)
+        text = strip_inline_modules(strip_comments_and_tests(f.read_text()))
+        reported = set()
+        for p in sorted(set(paths_in(text))):
+            target = resolve(p, here, modules, {})
+            upward = target is not None and len(target) < len(here) and here[: len(target)] == target
+            if upward and target[: len(top)] == top and target not in reported:
+                reported.add(target)
+                problems.append(f"{f}: `{p}` uses an item of its ancestor module {'::'.join(target)}")
+    return problems
+
+
+def main() -> int:
+    problems, args = [], sys.argv[1:]
+    crates, upward = [], []
+    while args:
+        arg = args.pop(0)
+        if arg == "--no-parent-imports":
+            upward.append(Path(args.pop(0)))
+        else:
+            crates.append(Path(arg))
+    for src in crates:
+        problems.extend(find_cycles(src))
+    for folder in upward:
+        src = next((c for c in crates if folder.is_relative_to(c)), None)
+        if src is None:
+            problems.append(f"--no-parent-imports {folder}: not inside a crate folder given")
+            continue
+        problems.extend(find_parent_imports(src, folder))
     for p in problems:
         print(p)
     return 1 if problems else 0
