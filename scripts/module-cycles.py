@@ -46,19 +46,22 @@ def strip_comments_and_tests(text: str) -> str:
         if j < 0 or (0 <= semi < j):
             i = semi + 1 if semi >= 0 else len(text)
             continue
-        depth = 0
-        k = j
-        while k < len(text):
-            if text[k] == "{":
-                depth += 1
-            elif text[k] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            k += 1
-        i = k + 1
+        i = past_matching_brace(text, j)
     out.append(text[i:])
     return "".join(out)
+
+
+def past_matching_brace(text: str, open_at: int) -> int:
+    """The index just past the `}` that closes the `{` at `open_at` (the end of `text` if none)."""
+    depth = 0
+    for k in range(open_at, len(text)):
+        if text[k] == "{":
+            depth += 1
+        elif text[k] == "}":
+            depth -= 1
+            if depth == 0:
+                return k + 1
+    return len(text)
 
 
 def expand_use_tree(tree: str) -> list:
@@ -215,16 +218,7 @@ def strip_inline_modules(text: str) -> str:
         if m.start() < i:
             continue
         out.append(text[i : m.start()])
-        depth, k = 0, m.end() - 1
-        while k < len(text):
-            if text[k] == "{":
-                depth += 1
-            elif text[k] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            k += 1
-        i = k + 1
+        i = past_matching_brace(text, m.end() - 1)
     out.append(text[i:])
     return "".join(out)
 
