@@ -36,6 +36,8 @@ impl PluginCall {
 #[derive(Clone)]
 pub(super) struct Families {
     queue_depth: IntGaugeVec,
+    lanes_waiting: IntGaugeVec,
+    deepest_lane: IntGaugeVec,
     events_queued: IntCounterVec,
     events_coalesced: IntCounterVec,
     queue_full: IntCounterVec,
@@ -84,6 +86,16 @@ impl Families {
             queue_depth: gauges(
                 "conductor_plugin_event_queue_depth",
                 "Host events (timers, notifications, watched objects) waiting for a plugin.",
+                &["plugin"],
+            ),
+            lanes_waiting: gauges(
+                "conductor_plugin_host_event_lanes_waiting",
+                "Lanes of a plugin's host-event queue with events waiting: each namespace of a watched object (a cluster, for per-cluster kinds) is a lane, the rest share one; batches take the lanes in turn.",
+                &["plugin"],
+            ),
+            deepest_lane: gauges(
+                "conductor_plugin_host_events_deepest_lane",
+                "The most host events waiting in one lane of a plugin's queue (one cluster's backlog, or the shared lane's).",
                 &["plugin"],
             ),
             events_queued: counters(
@@ -209,6 +221,8 @@ impl Families {
             registry,
             [
                 Box::new(f.queue_depth.clone()) as Box<dyn Collector>,
+                Box::new(f.lanes_waiting.clone()),
+                Box::new(f.deepest_lane.clone()),
                 Box::new(f.events_queued.clone()),
                 Box::new(f.events_coalesced.clone()),
                 Box::new(f.queue_full.clone()),
@@ -267,6 +281,8 @@ impl Families {
     /// `/metrics`.
     pub(super) fn forget(&self, name: &str) {
         forget_plugin(&self.queue_depth, name);
+        forget_plugin(&self.lanes_waiting, name);
+        forget_plugin(&self.deepest_lane, name);
         forget_plugin(&self.events_queued, name);
         forget_plugin(&self.events_coalesced, name);
         forget_plugin(&self.queue_full, name);
@@ -313,6 +329,8 @@ impl Families {
         PluginMetrics {
             plugin: name.to_owned(),
             depth: self.queue_depth.with_label_values(&[name]),
+            lanes_waiting: self.lanes_waiting.with_label_values(&[name]),
+            deepest_lane: self.deepest_lane.with_label_values(&[name]),
             full: self.queue_full.with_label_values(&[name]),
             instances: self.instances.with_label_values(&[name]),
             pool_size: self.pool_size.with_label_values(&[name]),
@@ -335,6 +353,8 @@ impl Families {
 pub struct PluginMetrics {
     plugin: String,
     depth: IntGauge,
+    lanes_waiting: IntGauge,
+    deepest_lane: IntGauge,
     full: IntCounter,
     instances: IntGauge,
     pool_size: IntGauge,
@@ -357,6 +377,12 @@ impl PluginMetrics {
 
     pub fn set_depth(&self, depth: usize) {
         self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// The host-event queue's lanes with events waiting, and the most events in one of them.
+    pub fn set_lanes(&self, waiting: usize, deepest: usize) {
+        self.lanes_waiting.set(i64::try_from(waiting).unwrap_or(i64::MAX));
+        self.deepest_lane.set(i64::try_from(deepest).unwrap_or(i64::MAX));
     }
 
     /// An event of `kind` joined the queue.

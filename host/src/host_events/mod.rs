@@ -4,20 +4,26 @@
 //! - A timer that goes off while its last firing is still queued is one firing.
 //! - A notification whose payload is already queued on its channel is one notification.
 //! - A watched object that changes while its last change is still queued is queued once, as its
-//!   latest state, at its first place in line.
-//! - When `capacity` distinct events wait, producers wait for room (a LISTEN stops reading its
-//!   connection, a watch stops reading the API server, which ends a watch that falls too far
-//!   behind; the host then lists again).
+//!   latest state, at its first place in its lane.
+//! - When `capacity` distinct events wait, in all lanes together, producers wait for room (a
+//!   LISTEN stops reading its connection, a watch stops reading the API server, which ends a
+//!   watch that falls too far behind; the host then lists again).
 //!
-//! The plugin's dispatcher takes up to a batch of the oldest events at a time (and, while a call
-//! runs, waits for a backlog first: see `plugins::lanes`).
+//! The plugin's dispatcher takes up to a batch of events at a time (and, while a call runs, waits
+//! for a backlog first: see `plugins::lanes`), fairly across clusters: each event waits in the
+//! lane of its cluster (a watched object's namespace) or in one shared lane, and a batch takes
+//! the lanes in turn ([`round_robin`]), so a burst for some clusters delays another cluster's
+//! event by at most one batch.
 
-use std::collections::{HashMap, VecDeque};
+mod round_robin;
+
+use std::collections::HashMap;
 
 use conductor_plugin_sdk::HostEvent;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use self::round_robin::RoundRobin;
 use crate::telemetry::PluginMetrics;
 
 /// What makes two queued events one.
@@ -100,10 +106,23 @@ impl std::borrow::Borrow<HostEvent> for Taken {
 
 #[derive(Default)]
 struct State {
-    order: VecDeque<EventKey>,
+    /// The keys of the waiting events, in their lanes.
+    order: RoundRobin,
     /// Each waiting event, how many calls carrying it failed, and whether it goes alone.
     pending: HashMap<EventKey, (HostEvent, u32, bool)>,
     closed: bool,
+}
+
+/// The host events waiting for a plugin, by lane (`conductor inspect plugins`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Waiting {
+    /// Events waiting, in all lanes.
+    pub events: usize,
+    /// Lanes with events waiting.
+    pub lanes: usize,
+    /// The deepest lanes, the deepest first: the namespace (`None`: the shared lane of timers,
+    /// notifications, LISTEN events and cluster-scoped objects) and its events.
+    pub deepest: Vec<(Option<String>, usize)>,
 }
 
 /// The queue of one plugin.
@@ -151,7 +170,7 @@ impl EventQueue {
                     self.metrics.queued(key.kind());
                     state.order.push_back(key.clone());
                     state.pending.insert(key, (e, 0, false));
-                    self.metrics.set_depth(state.order.len());
+                    self.gauge(&state);
                     drop(state);
                     self.arrived.notify_one();
                     return true;
@@ -163,12 +182,13 @@ impl EventQueue {
         }
     }
 
-    /// Up to `max` of the oldest events, waiting for one if none is queued; `None` once closed.
+    /// Up to `max` events, the lanes in turn, waiting for one if none is queued; `None` once
+    /// closed.
     pub async fn next_batch(&self, max: usize) -> Option<Vec<Taken>> {
         self.next_batch_of(1, max).await
     }
 
-    /// Puts events a failed call carried back at the front of the queue, in their order, each
+    /// Puts events a failed call carried back at the front of their lanes, in their order, each
     /// unless a newer state of it is already waiting (which supersedes it). Room is not waited
     /// for: they held their places a moment ago.
     pub fn requeue(&self, taken: Vec<Taken>) {
@@ -190,13 +210,13 @@ impl EventQueue {
             state.order.push_front(key.clone());
             state.pending.insert(key, (event, failures, alone));
         }
-        self.metrics.set_depth(state.order.len());
+        self.gauge(&state);
         drop(state);
         self.arrived.notify_one();
     }
 
-    /// Up to `max` of the oldest events once at least `min` are queued (fewer once closed: none).
-    /// Cancel-safe: nothing is taken unless it returns.
+    /// Up to `max` events, the lanes in turn, once at least `min` are queued (fewer once closed:
+    /// none). Cancel-safe: nothing is taken unless it returns.
     pub async fn next_batch_of(&self, min: usize, max: usize) -> Option<Vec<Taken>> {
         loop {
             let arrived = self.arrived.notified();
@@ -211,7 +231,7 @@ impl EventQueue {
                     let n = state.order.len().min(max.max(1));
                     let mut batch = Vec::with_capacity(n);
                     for _ in 0..n {
-                        let key = state.order.pop_front().expect("n <= len");
+                        let key = state.order.pop().expect("n <= len");
                         if let Some((event, failures, alone)) = state.pending.remove(&key) {
                             batch.push(Taken {
                                 key,
@@ -221,13 +241,30 @@ impl EventQueue {
                             });
                         }
                     }
-                    self.metrics.set_depth(state.order.len());
+                    self.gauge(&state);
                     drop(state);
                     self.room.notify_waiters();
                     return Some(batch);
                 }
             }
             arrived.await;
+        }
+    }
+
+    /// The queue's gauges, after a change.
+    fn gauge(&self, state: &State) {
+        self.metrics.set_depth(state.order.len());
+        self.metrics
+            .set_lanes(state.order.lanes_waiting(), state.order.deepest());
+    }
+
+    /// What waits, by lane: at most `lanes` of the deepest.
+    pub fn waiting(&self, lanes: usize) -> Waiting {
+        let state = self.state.lock();
+        Waiting {
+            events: state.order.len(),
+            lanes: state.order.lanes_waiting(),
+            deepest: state.order.deepest_lanes(lanes),
         }
     }
 
@@ -251,7 +288,7 @@ impl EventQueue {
         state.closed = true;
         state.order.clear();
         state.pending.clear();
-        self.metrics.set_depth(0);
+        self.gauge(&state);
         drop(state);
         self.room.notify_waiters();
         self.arrived.notify_waiters();
@@ -432,11 +469,165 @@ mod tests {
             seen,
             [
                 (watch("b", "1", Change::Applied).1, 1),
-                (watch("a", "2", Change::Applied).1, 0),
                 (notification("n"), 0),
+                (watch("a", "2", Change::Applied).1, 0),
             ],
-            "b back first with its failure; a's newer state (in its own place) supersedes the failed one"
+            "b back first with its failure; a's newer state (in its own place, after b in their \
+             lane) supersedes the failed one; the lanes take turns: the shared lane's n between"
         );
+    }
+
+    fn watch_in(namespace: &str, name: &str, version: &str) -> (EventKey, HostEvent) {
+        (
+            EventKey::Object {
+                resource: "things.x".into(),
+                namespace: namespace.into(),
+                name: name.into(),
+            },
+            HostEvent::Watch(WatchEvent {
+                resource: "things.x".into(),
+                change: Change::Applied,
+                object: format!(
+                    r#"{{"metadata":{{"namespace":"{namespace}","name":"{name}","resourceVersion":"{version}"}}}}"#
+                ),
+            }),
+        )
+    }
+
+    fn names(batch: &[Taken]) -> Vec<String> {
+        batch
+            .iter()
+            .map(|t| match &t.key {
+                EventKey::Object { namespace, name, .. } => format!("{namespace}/{name}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// Issue 46: a cluster with 1,000 events waiting does not hold up another cluster's one.
+    #[tokio::test]
+    async fn a_new_clusters_event_is_in_the_next_batch_behind_a_burst() {
+        let q = queue(10_000);
+        for i in 0..1000 {
+            let (k, e) = watch_in("burst", &format!("w{i}"), "1");
+            assert!(q.push(k, e).await);
+        }
+        let first = q.next_batch(100).await.unwrap();
+        assert_eq!(names(&first)[..2], ["burst/w0", "burst/w1"]);
+        let (k, e) = watch_in("quiet", "new", "1");
+        assert!(q.push(k, e).await);
+        let next = q.next_batch(100).await.unwrap();
+        assert_eq!(names(&next)[0], "quiet/new", "first in the next batch");
+        assert_eq!(next.len(), 100);
+        assert_eq!(q.len(), 1000 - 199);
+        let waiting = q.waiting(20);
+        assert_eq!(
+            (waiting.events, waiting.lanes, waiting.deepest),
+            (801, 1, vec![(Some("burst".to_owned()), 801)])
+        );
+    }
+
+    #[tokio::test]
+    async fn each_lane_keeps_its_order_and_the_lanes_take_turns() {
+        let q = queue(100);
+        for (ns, name) in [("a", "1"), ("a", "2"), ("b", "1"), ("a", "3"), ("b", "2")] {
+            let (k, e) = watch_in(ns, name, "1");
+            assert!(q.push(k, e).await);
+        }
+        push(&q, HostEvent::Timer("t".into())).await;
+        let batch = q.next_batch(4).await.unwrap();
+        assert_eq!(names(&batch), ["a/1", "b/1", "Timer(\"t\")", "a/2"]);
+        let batch = q.next_batch(4).await.unwrap();
+        assert_eq!(names(&batch), ["b/2", "a/3"]);
+    }
+
+    /// A newer state of a waiting object replaces it at its place in its lane: one entry per key.
+    #[tokio::test]
+    async fn coalescing_keeps_one_entry_per_key_at_its_first_place_in_its_lane() {
+        let q = queue(100);
+        for (ns, name, version) in [
+            ("a", "x", "1"),
+            ("a", "y", "1"),
+            ("b", "z", "1"),
+            ("a", "x", "2"),
+            ("b", "z", "2"),
+            ("a", "x", "3"),
+        ] {
+            let (k, e) = watch_in(ns, name, version);
+            assert!(q.push(k, e).await);
+        }
+        assert_eq!(q.len(), 3);
+        let batch = q.next_batch(10).await.unwrap();
+        assert_eq!(names(&batch), ["a/x", "b/z", "a/y"]);
+        assert_eq!(batch[0].event, watch_in("a", "x", "3").1, "the latest state");
+        assert_eq!(batch[1].event, watch_in("b", "z", "2").1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_capacity_bounds_the_events_of_all_lanes_together() {
+        let q = Arc::new(queue(6));
+        let producers: Vec<_> = ["a", "b", "c"]
+            .into_iter()
+            .map(|ns| {
+                let q = Arc::clone(&q);
+                tokio::spawn(async move {
+                    for i in 0..20 {
+                        let (k, e) = watch_in(ns, &i.to_string(), "1");
+                        assert!(q.push(k, e).await);
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(q.len(), 6, "bounded in all");
+        assert!(producers.iter().all(|p| !p.is_finished()), "every producer waits");
+        let mut seen: HashMap<String, Vec<usize>> = HashMap::new();
+        while seen.values().map(Vec::len).sum::<usize>() < 60 {
+            for t in q.next_batch(4).await.unwrap() {
+                let EventKey::Object { namespace, name, .. } = t.key else {
+                    panic!("{:?}", t.key)
+                };
+                seen.entry(namespace).or_default().push(name.parse().unwrap());
+            }
+            assert!(q.len() <= 6);
+        }
+        for p in producers {
+            p.await.unwrap();
+        }
+        for (ns, names) in seen {
+            assert_eq!(names, (0..20).collect::<Vec<_>>(), "{ns} in order");
+        }
+    }
+
+    /// A failed batch taken across lanes goes back as it was taken: its events first in their
+    /// lanes, their lanes first, each with its failure counted; what came meanwhile after them.
+    #[tokio::test]
+    async fn a_failed_batch_across_lanes_goes_back_first_in_its_order() {
+        let q = queue(100);
+        for (ns, name) in [("a", "1"), ("b", "1"), ("a", "2")] {
+            let (k, e) = watch_in(ns, name, "1");
+            assert!(q.push(k, e).await);
+        }
+        let failed = q.next_batch(10).await.unwrap();
+        assert_eq!(names(&failed), ["a/1", "b/1", "a/2"]);
+        for (ns, name) in [("c", "1"), ("a", "3")] {
+            let (k, e) = watch_in(ns, name, "1");
+            assert!(q.push(k, e).await);
+        }
+        q.requeue(
+            failed
+                .into_iter()
+                .map(|t| Taken {
+                    failures: t.failures + 1,
+                    ..t
+                })
+                .collect(),
+        );
+        assert_eq!(q.len(), 5);
+        let again = q.next_batch(10).await.unwrap();
+        assert_eq!(names(&again), ["a/1", "b/1", "c/1", "a/2", "a/3"]);
+        let failures: Vec<u32> = again.iter().map(|t| t.failures).collect();
+        assert_eq!(failures, [1, 1, 0, 1, 0]);
     }
 
     #[tokio::test]
