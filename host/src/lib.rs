@@ -19,7 +19,8 @@
 //!   pulled from a registry), loaded and started, and on reload only what changed replaced;
 //! - [`plugins`]: the plugin runtime (WebAssembly components, native libraries) and the host
 //!   side of every capability;
-//! - [`host_events`]: each plugin's queue of host events (watch changes, notifications, timers);
+//! - [`host_events`]: each plugin's queue of host events (watch changes, notifications, timers),
+//!   taken fairly across clusters (a lane per namespace, in turn);
 //! - [`kube`] and [`database`]: the Kubernetes API server and PostgreSQL, as the capabilities and
 //!   the auth layer reach them;
 //! - [`oci`]: plugins kept in OCI registries (pulled by digest, signatures verified, cached on

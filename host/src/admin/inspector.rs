@@ -14,6 +14,9 @@ use crate::plugins::Running;
 
 use super::views::{self as inspect, ReloadSummary};
 
+/// The lanes of a plugin's host-event queue the inspector lists: the deepest this many.
+const DEEPEST_LANES_SHOWN: usize = 20;
+
 pub struct Inspector {
     broker: Arc<Broker>,
     config_file: PathBuf,
@@ -137,6 +140,19 @@ impl Inspector {
             pool_size: if plugin.is_some() { config.pool_size } else { 1 },
             instances: plugin.map_or(1, |p| p.instances()),
             queued_events: plugin.map_or(0, |p| p.queued_events()),
+            host_event_lanes: plugin
+                .map(|p| {
+                    let waiting = p.host_event_lanes(DEEPEST_LANES_SHOWN);
+                    inspect::HostEventLanes {
+                        waiting: waiting.lanes,
+                        deepest: waiting
+                            .deepest
+                            .into_iter()
+                            .map(|(namespace, events)| inspect::LaneDepth { namespace, events })
+                            .collect(),
+                    }
+                })
+                .unwrap_or_default(),
             calls,
             limits_refused: plugin
                 .map(|p| p.limit_refusals())

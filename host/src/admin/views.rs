@@ -72,6 +72,9 @@ pub struct Plugin {
     pub instances: usize,
     /// Host events (timers, notifications, watched objects) waiting for it.
     pub queued_events: usize,
+    /// The same events by the lane they wait in (batches take the lanes in turn).
+    #[serde(default)]
+    pub host_event_lanes: HostEventLanes,
     /// Every call into the plugin: agents' requests, resync lists, host events, start (none for
     /// the built-in memory source, whose calls are not counted).
     pub calls: Option<Calls>,
@@ -81,6 +84,25 @@ pub struct Plugin {
     pub limits_refused: BTreeMap<String, LimitRefusals>,
     /// When it was loaded: at startup, or by the reload that last replaced it.
     pub loaded_at: DateTime<Utc>,
+}
+
+/// A plugin's waiting host events by lane: the namespace of a watched object (the cluster, for
+/// ManifestWorks and the other per-cluster kinds), or the lane everything else shares.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostEventLanes {
+    /// Lanes with events waiting.
+    pub waiting: usize,
+    /// The deepest of them, the deepest first (at most 20).
+    pub deepest: Vec<LaneDepth>,
+}
+
+/// Host events waiting in one lane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneDepth {
+    /// The lane's namespace; none for the shared lane (timers, notifications, LISTEN events,
+    /// cluster-scoped objects).
+    pub namespace: Option<String>,
+    pub events: usize,
 }
 
 /// Where a plugin from a registry came from.

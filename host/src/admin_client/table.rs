@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::admin::views::{Calls, Plugin, PluginDetail, Routes, Subscriber};
+use crate::admin::views::{Calls, LaneDepth, Plugin, PluginDetail, Routes, Subscriber};
 
 /// Columns padded to their widest cell, two spaces apart.
 fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -140,6 +140,22 @@ pub fn plugins(plugins: &[Plugin], now: DateTime<Utc>) -> String {
         if let Some(e) = p.calls.as_ref().and_then(|c| c.last_error.as_ref()) {
             out += &format!("\n{}: last error {} ago: {}\n", p.name, age(e.at, now), e.message);
         }
+        let lanes = &p.host_event_lanes;
+        if lanes.waiting > 0 {
+            let deepest: Vec<String> = lanes
+                .deepest
+                .iter()
+                .take(LANES_IN_SUMMARY)
+                .map(|l| format!("{} {}", lane_name(l), l.events))
+                .collect();
+            let more = if lanes.waiting > deepest.len() { ", …" } else { "" };
+            out += &format!(
+                "\n{}: host events waiting in {} lanes; the deepest: {}{more}\n",
+                p.name,
+                lanes.waiting,
+                deepest.join(", ")
+            );
+        }
         for (limit, refused) in &p.limits_refused {
             out += &format!(
                 "\n{}: limits.{limit} refused {} host calls, the last {} ago\n",
@@ -152,6 +168,14 @@ pub fn plugins(plugins: &[Plugin], now: DateTime<Utc>) -> String {
     out
 }
 
+/// The deepest lanes named in `inspect plugins`; `inspect plugin <name>` lists more.
+const LANES_IN_SUMMARY: usize = 3;
+
+/// A lane of a plugin's host events as a person reads it.
+fn lane_name(lane: &LaneDepth) -> &str {
+    lane.namespace.as_deref().unwrap_or("(shared)")
+}
+
 /// How much of a `kv` value the table shows; `--output json` shows all of it.
 const VALUE_SHOWN: usize = 120;
 
@@ -159,6 +183,21 @@ const VALUE_SHOWN: usize = 120;
 /// (text, shortened; base64 for a value that is not UTF-8).
 pub fn plugin_detail(detail: &PluginDetail, now: DateTime<Utc>) -> String {
     let mut out = plugins(std::slice::from_ref(&detail.plugin), now);
+    let lanes = &detail.plugin.host_event_lanes;
+    if !lanes.deepest.is_empty() {
+        let rows: Vec<Vec<String>> = lanes
+            .deepest
+            .iter()
+            .map(|l| vec![lane_name(l).to_owned(), l.events.to_string()])
+            .collect();
+        out += &format!(
+            "\nhost events: {} waiting in {} lanes, the deepest {}:\n",
+            detail.plugin.queued_events,
+            lanes.waiting,
+            rows.len()
+        );
+        out += &render(&["LANE", "EVENTS"], &rows);
+    }
     let Some(kv) = &detail.kv else {
         return out + "\nkv: none (a built-in source)\n";
     };
@@ -251,5 +290,75 @@ mod tests {
         );
         let (sent_at, _) = lines[0].split_once("SENT").unwrap();
         assert_eq!(&lines[2][sent_at.len()..sent_at.len() + 2], "42", "{text}");
+    }
+
+    #[test]
+    fn a_plugins_waiting_host_events_are_listed_by_lane() {
+        use crate::admin::views::HostEventLanes;
+        let now = Utc::now();
+        let lane = |namespace: Option<&str>, events| LaneDepth {
+            namespace: namespace.map(str::to_owned),
+            events,
+        };
+        let plugin = Plugin {
+            name: "kube".into(),
+            form: "component".into(),
+            file: None,
+            digest: None,
+            oci: None,
+            declared_name: None,
+            version: None,
+            contract: None,
+            grants: vec![],
+            databases: vec![],
+            kube_resources: vec![],
+            capabilities: vec![],
+            sources: vec![],
+            data_types: vec![],
+            pool_size: 8,
+            instances: 1,
+            queued_events: 2003,
+            host_event_lanes: HostEventLanes {
+                waiting: 5,
+                deepest: vec![
+                    lane(Some("burst-1"), 1000),
+                    lane(Some("burst-2"), 999),
+                    lane(Some("steady"), 2),
+                    lane(None, 1),
+                    lane(Some("other"), 1),
+                ],
+            },
+            calls: None,
+            limits_refused: std::collections::BTreeMap::new(),
+            loaded_at: now,
+        };
+        let list = plugins(std::slice::from_ref(&plugin), now);
+        assert!(
+            list.contains("kube: host events waiting in 5 lanes; the deepest: burst-1 1000, burst-2 999, steady 2, …"),
+            "{list}"
+        );
+        let detail = plugin_detail(&PluginDetail { plugin, kv: None }, now);
+        assert!(
+            detail.contains("host events: 2003 waiting in 5 lanes, the deepest 5:"),
+            "{detail}"
+        );
+        let rows: Vec<Vec<&str>> = detail
+            .lines()
+            .skip_while(|l| !l.starts_with("LANE"))
+            .take_while(|l| !l.trim().is_empty())
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                vec!["LANE", "EVENTS"],
+                vec!["burst-1", "1000"],
+                vec!["burst-2", "999"],
+                vec!["steady", "2"],
+                vec!["(shared)", "1"],
+                vec!["other", "1"],
+            ],
+            "{detail}"
+        );
     }
 }

@@ -16,7 +16,7 @@ pub enum InspectWhat {
     /// latency, last error, when loaded; for one pulled from a registry, its `oci://…@sha256:…`
     /// reference and its component's digest.
     Plugins,
-    /// One plugin: its row of `inspect plugins`, then every key it keeps in `kv` with its value.
+    /// One plugin: its row of `inspect plugins`, its waiting host events by lane (the deepest 20), then every key it keeps in `kv` with its value.
     Plugin {
         /// The plugin's name in `conductor.toml`.
         name: String,

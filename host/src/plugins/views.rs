@@ -11,6 +11,7 @@ use super::file::PluginFile;
 use super::source::PluginSource;
 use super::stats::CallStatsSnapshot;
 use crate::config::PluginConfig;
+use crate::host_events::Waiting;
 
 impl PluginSource {
     pub fn description(&self) -> &Description {
@@ -37,6 +38,11 @@ impl PluginSource {
 
     pub fn queued_events(&self) -> usize {
         self.events.len()
+    }
+
+    /// Its waiting host events by lane, with at most `lanes` of the deepest lanes.
+    pub fn host_event_lanes(&self, lanes: usize) -> Waiting {
+        self.events.waiting(lanes)
     }
 
     /// The limits that refused the plugin's host calls: by limit, how many times and when last.
