@@ -4,6 +4,7 @@
 //! - [`payload`], [`spec`], [`status`], [`sequence`]: the contract logic (how rows become spec
 //!   events, how an agent's status is judged), pure functions unit-tested without a database;
 //! - [`sql`] and [`store`]: the statements, and running them through the host;
+//! - [`waiting`]: the events waiting to be sent, one line per consumer, taken in turns;
 //! - [`plugin`]: the flows (LISTEN on `events`, catch-up, status writes, resync).
 //!
 //! Built as a WebAssembly component (the shipped form) or a native library.
@@ -15,6 +16,7 @@ pub mod spec;
 pub mod sql;
 pub mod status;
 pub mod store;
+pub mod waiting;
 
 conductor_plugin_sdk::export_plugin!(plugin::Maestro);
 

@@ -8,6 +8,13 @@
 //! delivered the event (or found the resource gone). An event no connected agent received stays
 //! unreconciled, and is sent again by the periodic catch-up once its agent is connected (the
 //! agent's resync at connect already brings it up to date).
+//!
+//! Notified and caught-up events wait in one line per consumer ([`crate::waiting`]) and are sent
+//! in batches taken fairly across consumers, so a burst of some clusters (a mass delete, a
+//! backlog replayed after downtime) delays another cluster's event by one batch at most. Every
+//! `on-events` call files what it brought and sends one batch; while events wait, a timer brings
+//! the next call. The catch-up reads its next page only once fewer than a page's worth wait, so
+//! a backlog of any size is drained a batch at a time, in turns with what arrives meanwhile.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -26,20 +33,23 @@ use crate::SOURCE;
 use crate::spec::{Read, spec_event};
 use crate::status::{Decision, decide};
 use crate::store::{self, EVENTS_CHANNEL, LAST_MIGRATION, RESOURCE_STATUS_LOCK, lock_key};
+use crate::waiting;
 
 /// The periodic catch-up (unreconciled events, in case a NOTIFY was missed).
 const CATCH_UP_TIMER: &str = "catch-up";
 /// The next page of a catch-up under way.
 const NEXT_PAGE_TIMER: &str = "catch-up-next-page";
+/// The next batch of the events waiting ([`waiting`]).
+const SEND_TIMER: &str = "send-waiting";
+/// The most events one batch (one transaction) handles.
+const SEND_BATCH: usize = 20;
 /// After a lost LISTEN, events written since this long before the last sign of life are handled
 /// again (another replica may have reconciled them meanwhile; clocks may differ).
 const RECONNECT_MARGIN_SECONDS: i64 = 30;
 
 /// Events that failed (or were delivered while another replica held their lock), tried again
-/// with backoff. Read and written only by calls that overlap no other (timers, `listening`).
+/// with backoff.
 const RETRY: Retry<Queued> = Retry::new("retry", Duration::from_millis(100), Duration::from_secs(60));
-/// How many notification calls may run at once (each on an instance of its own).
-const CONCURRENT_NOTIFICATIONS: u32 = 4;
 /// A random number for this replica (drawn at its first `start`, kept across reloads), which
 /// makes its send locks its own.
 const REPLICA: KvKey<u64> = KvKey::new("replica");
@@ -53,6 +63,10 @@ const UNRECONCILED_EVENTS: &str = "maestro_unreconciled_events";
 const OLDEST_RETRIED_AGE: &str = "maestro_oldest_unreconciled_event_age_seconds";
 const CATCH_UP_INTERVAL: &str = "maestro_catch_up_interval_seconds";
 const CATCH_UP_RUNS: &str = "maestro_catch_up_runs_total";
+const WAITING_EVENTS: &str = "maestro_waiting_events";
+const WAITING_CONSUMERS: &str = "maestro_waiting_consumers";
+const DEEPEST_WAITING: &str = "maestro_deepest_consumer_waiting_events";
+const EVENTS_HANDLED: &str = "maestro_events_handled_total";
 
 /// `[plugins.maestro.config]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -79,8 +93,8 @@ fn default_catch_up() -> String {
 struct CatchUp {
     /// Also the events written since then (after a lost LISTEN), not only the unreconciled.
     since: Option<Timestamp>,
-    /// Where the last page ended.
-    after: Option<(Timestamp, String)>,
+    /// The id the last page ended with (pages follow the ids' order).
+    after: Option<String>,
 }
 
 /// A queued event: its id, and whether a notification for it arrived (then it is sent to this
@@ -270,14 +284,7 @@ impl Maestro {
         Ok(replica)
     }
 
-    /// Handles notified events, possibly while other calls do too (`concurrent_notifications`):
-    /// what must be tried again is handed off ([`Retry::hand_off`]), because the retry queue is
-    /// read and written only by calls that overlap no other.
-    fn handle_notified(&self, host: &Host, queued: Vec<Queued>) -> Result<(), Error> {
-        RETRY.hand_off(host, self.handle_all(host, queued))
-    }
-
-    /// Handles new events; what must be tried again joins the retry queue.
+    /// Handles `queued` now; what must be tried again joins the retry queue.
     fn handle_new(&self, host: &Host, queued: Vec<Queued>) -> Result<(), Error> {
         let again = self.handle_all(host, queued);
         if again.is_empty() {
@@ -286,9 +293,64 @@ impl Maestro {
         RETRY.schedule(host, again)
     }
 
+    /// Files `queued` in the lines of their consumers ([`waiting`]), to be sent in turns. If
+    /// their consumers cannot be read, they are handled now instead.
+    fn file(&self, host: &Host, queued: Vec<Queued>) -> Result<(), Error> {
+        if queued.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = queued.iter().map(|q| q.id.as_str()).collect();
+        match store::consumers_of(&host.pg(&self.database), &ids) {
+            Ok(consumers) => waiting::add(
+                host,
+                consumers
+                    .into_iter()
+                    .map(|c| c.unwrap_or_else(|| waiting::NO_CONSUMER.to_owned()))
+                    .zip(queued)
+                    .collect(),
+            ),
+            Err(e) => {
+                host.warn(&format!(
+                    "cannot read the consumers of {} events, sending them now: {e}",
+                    ids.len()
+                ));
+                self.handle_new(host, queued)
+            }
+        }
+    }
+
+    /// Sends the next batch of what waits, taken fairly across consumers.
+    fn send_waiting(&self, host: &Host) -> Result<(), Error> {
+        let batch: Vec<Queued> = waiting::take(host, SEND_BATCH)?;
+        if !batch.is_empty() {
+            observed(host, host.counter_add(EVENTS_HANDLED, &[], batch.len() as f64));
+        }
+        self.handle_new(host, batch)
+    }
+
+    /// After a call: while events wait, the send timer brings the next batch (behind whatever
+    /// host events already wait, so they are filed first); a catch-up under way reads its next
+    /// page once fewer than a page's worth wait. The gauges of what waits are refreshed.
+    fn pace(&self, host: &Host) -> Result<(), Error> {
+        let depth = waiting::depth(host);
+        observed(host, host.gauge_set(WAITING_EVENTS, &[], depth.events as f64));
+        observed(host, host.gauge_set(WAITING_CONSUMERS, &[], depth.consumers as f64));
+        observed(host, host.gauge_set(DEEPEST_WAITING, &[], depth.deepest as f64));
+        if depth.events > 0 {
+            host.set_timer(SEND_TIMER, Duration::ZERO, false)?;
+        }
+        if depth.events < store::CATCH_UP_PAGE as u64 && CATCH_UP.get(host).is_some_and(|c| c.after.is_some()) {
+            host.set_timer(NEXT_PAGE_TIMER, Duration::from_millis(1), false)?;
+        }
+        Ok(())
+    }
+
     /// Starts a catch-up: the unreconciled events, and with `since` those written since then.
+    /// The gauges of what waits unreconciled are measured at its start and at its end.
     fn catch_up(&self, host: &Host, since: Option<Timestamp>) -> Result<(), Error> {
         CATCH_UP.set(host, &CatchUp { since, after: None })?;
+        // What this catch-up starts from (a backlog after downtime shows here at once).
+        self.measure_unreconciled(host);
         self.next_page(host)
     }
 
@@ -331,13 +393,14 @@ impl Maestro {
         let Some(state) = CATCH_UP.get(host) else {
             return Ok(false);
         };
-        let page = store::pending_events(&host.pg(&self.database), state.since, state.after.as_ref())?;
+        let page = store::pending_events(&host.pg(&self.database), state.since, state.after.as_deref())?;
         if !page.ids.is_empty() {
             host.debug(&format!("catching up on {} events", page.ids.len()));
         }
         let full = page.ids.len() as i64 >= store::CATCH_UP_PAGE;
+        let last = page.last().cloned();
         let notified = state.since.is_some();
-        self.handle_new(
+        self.file(
             host,
             page.ids
                 .into_iter()
@@ -353,10 +416,10 @@ impl Maestro {
                 host,
                 &CatchUp {
                     since: state.since,
-                    after: page.last,
+                    after: last,
                 },
             )?;
-            host.set_timer(NEXT_PAGE_TIMER, Duration::from_millis(1), false)?;
+            // The next page once what waits falls below a page ([`Self::send_waiting`]).
             Ok(false)
         } else {
             CATCH_UP.take(host);
@@ -442,7 +505,6 @@ impl Plugin for Maestro {
                 Capability::Pg,
                 Capability::Metrics,
             ])
-            .concurrent_notifications(CONCURRENT_NOTIFICATIONS)
             .metric(
                 UNRECONCILED_EVENTS,
                 MetricKind::Gauge,
@@ -466,6 +528,30 @@ impl Plugin for Maestro {
                 MetricKind::Counter,
                 "Catch-ups run (periodic, and after a lost LISTEN), by outcome.",
                 &["outcome"],
+            )
+            .metric(
+                WAITING_EVENTS,
+                MetricKind::Gauge,
+                "Events notified or caught up and waiting to be sent, all consumers together.",
+                &[],
+            )
+            .metric(
+                WAITING_CONSUMERS,
+                MetricKind::Gauge,
+                "Consumers with events waiting to be sent.",
+                &[],
+            )
+            .metric(
+                DEEPEST_WAITING,
+                MetricKind::Gauge,
+                "The most events waiting to be sent for one consumer.",
+                &[],
+            )
+            .metric(
+                EVENTS_HANDLED,
+                MetricKind::Counter,
+                "Events taken from the waiting lines and handled (sent, or skipped as gone or reconciled elsewhere): its rate is the drain rate.",
+                &[],
             )
     }
 
@@ -544,11 +630,16 @@ impl Plugin for Maestro {
         self.update_status(host, event)
     }
 
-    /// A burst of host events: the notifications' events are handled together, in order. Calls
-    /// with only notifications may overlap (up to [`CONCURRENT_NOTIFICATIONS`]); a call with
-    /// anything else overlaps none, and only such calls touch the retry queue and the catch-up
-    /// state.
+    /// A burst of host events: the notifications' events are filed in their consumers' lines
+    /// with what the timers bring (a catch-up's page). One batch of what waits is sent when the
+    /// send timer brought the call, or when nothing waited before it and it filed no more than a
+    /// batch (an event at rest goes out in the call that brought it); otherwise the send timer
+    /// is set, and goes off behind the host events already waiting, which are filed first. The
+    /// plugin's `on-events` calls never overlap: only they touch the lines, the retry queue and
+    /// the catch-up state.
     fn on_events(&mut self, host: &Host, events: Vec<HostEvent>) -> Result<(), Error> {
+        let was_idle = waiting::depth(host).events == 0;
+        let mut send_timer = false;
         let mut notified = Vec::new();
         let mut result = Ok(());
         for event in events {
@@ -564,6 +655,10 @@ impl Plugin for Maestro {
                 HostEvent::Listening(l) if l.channel == EVENTS_CHANNEL => self.listening(host, l.reconnected),
                 HostEvent::Timer(name) if name == CATCH_UP_TIMER => self.catch_up(host, None),
                 HostEvent::Timer(name) if name == NEXT_PAGE_TIMER => self.next_page(host),
+                HostEvent::Timer(name) if name == SEND_TIMER => {
+                    send_timer = true;
+                    Ok(())
+                }
                 e if RETRY.is_due(&e) => {
                     let again = self.handle_all(host, RETRY.take(host));
                     if again.is_empty() {
@@ -573,6 +668,7 @@ impl Plugin for Maestro {
                         RETRY.schedule(host, again)
                     }
                 }
+                // Handed off by an earlier version, whose notification calls overlapped.
                 e => match RETRY.take_handed_off(host, &e) {
                     Some(items) => self.handle_new(host, items),
                     None => Ok(()),
@@ -585,9 +681,12 @@ impl Plugin for Maestro {
         }
         if !notified.is_empty() {
             result = result.and(LAST_HEARD.set(host, &Utc::now()));
-            result = result.and(self.handle_notified(host, notified));
+            result = result.and(self.file(host, notified));
         }
-        result
+        if send_timer || (was_idle && waiting::depth(host).events <= SEND_BATCH as u64) {
+            result = result.and(self.send_waiting(host));
+        }
+        result.and(self.pace(host))
     }
 }
 

@@ -31,18 +31,27 @@ pub const LOCK_AND_READ_EVENTS: &str = "WITH ev AS MATERIALIZED (\
      SELECT DISTINCT hashtextextended(source_id, $2::int8) AS k FROM ev \
      WHERE s AND event_source = 'Resources' ORDER BY k) keys) \
      SELECT ev.*, sends.held FROM ev CROSS JOIN sends";
+/// The consumer of each event of `$1` (a JSON array of ids), as one JSON array in their order
+/// (`null` where the event or its resource is gone): one row however many ids, each looked up by
+/// primary key.
+pub const CONSUMERS_OF_EVENTS: &str = "SELECT json_agg(r.consumer_name ORDER BY q.n)::text AS consumers \
+     FROM json_array_elements_text($1::json) WITH ORDINALITY AS q(id, n) \
+     LEFT JOIN LATERAL (SELECT source_id FROM events WHERE id = q.id OFFSET 0) e ON true \
+     LEFT JOIN LATERAL (SELECT consumer_name FROM resources WHERE id = e.source_id OFFSET 0) r ON true";
 /// Marks the events of `$2` (a JSON array of ids) reconciled at `$1`, found by primary key
 /// (`= ANY(ARRAY(…))`, not `IN (SELECT …)`, which scans the table).
 pub const MARK_RECONCILED: &str = "UPDATE events SET reconciled_date = $1, updated_at = $1 \
      WHERE id = ANY(ARRAY(SELECT json_array_elements_text($2::json)))";
 pub const PURGE_RECONCILED: &str = "DELETE FROM events WHERE reconciled_date IS NOT NULL";
-/// A page of the events to (re-)handle, oldest first, after (`$2`, `$3`): the unreconciled ones,
-/// and, with `$1` set (after a lost LISTEN), those written since `$1` (another replica may have
-/// reconciled them for its own agents while this one was not listening). `$4` rows at most.
-pub const PENDING_PAGE: &str = "SELECT id, created_at FROM events WHERE deleted_at IS NULL \
+/// A page of the events to (re-)handle, in the order of their ids, after id `$2`: the
+/// unreconciled ones, and, with `$1` set (after a lost LISTEN), those written since `$1` (another
+/// replica may have reconciled them for its own agents while this one was not listening). `$3`
+/// rows at most. In id order, the primary key: a backlog of any size is paged through its index,
+/// each page stopping at its last row, where an order by `created_at` (no index) would sort every
+/// waiting event for each page.
+pub const PENDING_PAGE: &str = "SELECT id FROM events WHERE deleted_at IS NULL \
      AND (reconciled_date IS NULL OR created_at >= $1::timestamptz) \
-     AND (created_at, id) > ($2::timestamptz, $3::text) \
-     ORDER BY created_at, id LIMIT $4";
+     AND id > $2::text ORDER BY id LIMIT $3";
 /// How many events wait unreconciled, and the age in seconds of the oldest of those among `$1`
 /// (a JSON list of ids: the ones this replica is trying again), 0 without one.
 pub const UNRECONCILED: &str = "SELECT \

@@ -75,11 +75,16 @@ fn resources(rows: PgRows) -> Result<Vec<ResourceRow>, Error> {
     rows.iter().map(resource).collect()
 }
 
-/// A page of event ids, oldest first, and where the page ended.
+/// A page of event ids, in id order.
 pub struct Page {
     pub ids: Vec<String>,
-    /// `(created_at, id)` of the last event, to continue after it.
-    pub last: Option<(Timestamp, String)>,
+}
+
+impl Page {
+    /// The last id, to continue after it.
+    pub fn last(&self) -> Option<&String> {
+        self.ids.last()
+    }
 }
 
 /// Checks that the database has Maestro's schema (its last migration).
@@ -202,6 +207,25 @@ pub fn mark_reconciled(tx: &Transaction<'_>, ids: &[&str], now: Timestamp) -> Re
         .map(drop)
 }
 
+/// The consumer of each event of `ids`, in their order (`None`: the event or its resource is
+/// gone), in one statement.
+pub fn consumers_of(db: &Database<'_>, ids: &[&str]) -> Result<Vec<Option<String>>, Error> {
+    let rows = db.query(sql::CONSUMERS_OF_EVENTS, &[(&json!(ids)).into()])?;
+    let consumers: Vec<Option<String>> = match rows.first().map(|r| r.text("consumers")).transpose()?.flatten() {
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| Error::Internal(format!("the consumers of {} events: {e}", ids.len())))?,
+        None => Vec::new(),
+    };
+    if consumers.len() != ids.len() {
+        return Err(Error::Internal(format!(
+            "asked the consumers of {} events, read {}",
+            ids.len(),
+            consumers.len()
+        )));
+    }
+    Ok(consumers)
+}
+
 /// Deletes the reconciled events (startup); returns how many.
 pub fn purge_reconciled(db: &Database<'_>) -> Result<u64, Error> {
     db.execute(sql::PURGE_RECONCILED, &[])
@@ -222,37 +246,22 @@ pub fn unreconciled(db: &Database<'_>, retrying: &[&str]) -> Result<(i64, f64), 
     Ok((waiting, oldest))
 }
 
-/// A page of the events to (re-)handle, oldest first, after `after`: the unreconciled ones, plus
+/// A page of the events to (re-)handle, in id order after `after`: the unreconciled ones, plus
 /// (with `since`) those written since then.
-pub fn pending_events(
-    db: &Database<'_>,
-    since: Option<Timestamp>,
-    after: Option<&(Timestamp, String)>,
-) -> Result<Page, Error> {
-    let epoch = Timestamp::UNIX_EPOCH;
+pub fn pending_events(db: &Database<'_>, since: Option<Timestamp>, after: Option<&str>) -> Result<Page, Error> {
     // Without `since`, a time no event has (parameters keep one type from call to call).
     let never = Timestamp::from_timestamp(253_402_300_799, 0).unwrap_or(Timestamp::MAX_UTC);
-    let (after_time, after_id) = after.map_or((epoch, String::new()), |(t, id)| (*t, id.clone()));
     let rows = db.query(
         sql::PENDING_PAGE,
         &[
             since.unwrap_or(never).into(),
-            after_time.into(),
-            after_id.into(),
+            after.unwrap_or("").into(),
             CATCH_UP_PAGE.into(),
         ],
     )?;
-    let mut page = Page {
-        ids: Vec::with_capacity(rows.len()),
-        last: None,
-    };
-    for row in rows.iter() {
-        let id = text(&row, "id")?;
-        let created = row.timestamp("created_at")?.unwrap_or(epoch);
-        page.last = Some((created, id.clone()));
-        page.ids.push(id);
-    }
-    Ok(page)
+    Ok(Page {
+        ids: rows.iter().map(|row| text(&row, "id")).collect::<Result<_, _>>()?,
+    })
 }
 
 /// Replaces the status and rings Maestro's doorbell (`StatusUpdate` + NOTIFY, at commit), in one
