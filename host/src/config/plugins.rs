@@ -72,6 +72,10 @@ pub struct PluginLimits {
     pub event_queue: usize,
     /// Host events handed to one `on-events` call at most.
     pub event_batch: usize,
+    /// Notifications handed to one `on-events` call at most when it carries nothing else (a
+    /// notification is a few bytes, and a plugin that files them, as the maestro plugin does,
+    /// should see a burst in a few calls rather than one per `event_batch`).
+    pub notification_batch: usize,
     /// At most this many `on-events` calls with only notifications at once, for a plugin that
     /// declares `concurrent-notifications` (which, and `pool_size`, bound it too); `1`, one call
     /// at a time. Unset: what the plugin declares.
@@ -116,6 +120,7 @@ impl Default for PluginLimits {
             acquire_timeout: HumanDuration(Duration::from_secs(10)),
             event_queue: 10_000,
             event_batch: 100,
+            notification_batch: 10_000,
             concurrent_notifications: None,
             kv_keys: 10_000,
             kv_bytes: ByteSize(16 << 20),
@@ -313,6 +318,9 @@ impl PluginLimits {
         }
         if self.event_batch == 0 {
             return invalid(at("event_batch"), "must be at least 1");
+        }
+        if self.notification_batch == 0 {
+            return invalid(at("notification_batch"), "must be at least 1");
         }
         if self.concurrent_notifications == Some(0) {
             return invalid(at("concurrent_notifications"), "must be at least 1");

@@ -86,6 +86,23 @@ fn coalesce(older: &mut HostEvent, newer: HostEvent) {
     }
 }
 
+/// How many events one call may carry: `events`, or, when it carries only notifications, up to
+/// `notifications` (`limits.event_batch`, `limits.notification_batch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchSize {
+    pub events: usize,
+    pub notifications: usize,
+}
+
+impl From<usize> for BatchSize {
+    fn from(n: usize) -> Self {
+        Self {
+            events: n,
+            notifications: n,
+        }
+    }
+}
+
 /// An event taken from the queue, with what it takes to put it back after a failed call.
 #[derive(Debug, Clone)]
 pub struct Taken {
@@ -184,7 +201,7 @@ impl EventQueue {
 
     /// Up to `max` events, the lanes in turn, waiting for one if none is queued; `None` once
     /// closed.
-    pub async fn next_batch(&self, max: usize) -> Option<Vec<Taken>> {
+    pub async fn next_batch(&self, max: impl Into<BatchSize>) -> Option<Vec<Taken>> {
         self.next_batch_of(1, max).await
     }
 
@@ -215,9 +232,11 @@ impl EventQueue {
         self.arrived.notify_one();
     }
 
-    /// Up to `max` events, the lanes in turn, once at least `min` are queued (fewer once closed:
-    /// none). Cancel-safe: nothing is taken unless it returns.
-    pub async fn next_batch_of(&self, min: usize, max: usize) -> Option<Vec<Taken>> {
+    /// Up to `max.events` events, the lanes in turn, once at least `min` are queued (fewer once
+    /// closed: none); a batch of notifications only goes on with the notifications next in line,
+    /// up to `max.notifications`. Cancel-safe: nothing is taken unless it returns.
+    pub async fn next_batch_of(&self, min: usize, max: impl Into<BatchSize>) -> Option<Vec<Taken>> {
+        let max = max.into();
         loop {
             let arrived = self.arrived.notified();
             tokio::pin!(arrived);
@@ -228,10 +247,9 @@ impl EventQueue {
                     return None;
                 }
                 if !state.order.is_empty() && state.order.len() >= min {
-                    let n = state.order.len().min(max.max(1));
+                    let n = state.order.len().min(max.events.max(1));
                     let mut batch = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        let key = state.order.pop().expect("n <= len");
+                    let take = |state: &mut State, key: EventKey, batch: &mut Vec<Taken>| {
                         if let Some((event, failures, alone)) = state.pending.remove(&key) {
                             batch.push(Taken {
                                 key,
@@ -239,6 +257,23 @@ impl EventQueue {
                                 failures,
                                 alone,
                             });
+                        }
+                    };
+                    for _ in 0..n {
+                        let key = state.order.pop().expect("n <= len");
+                        take(&mut state, key, &mut batch);
+                    }
+                    let notification = |key: &EventKey| matches!(key, EventKey::Notification { .. });
+                    if batch.iter().all(|t| notification(&t.key)) {
+                        while batch.len() < max.notifications {
+                            match state.order.pop() {
+                                Some(key) if notification(&key) => take(&mut state, key, &mut batch),
+                                Some(key) => {
+                                    state.order.push_front(key);
+                                    break;
+                                }
+                                None => break,
+                            }
                         }
                     }
                     self.gauge(&state);
@@ -505,6 +540,26 @@ mod tests {
     }
 
     /// Issue 46: a cluster with 1,000 events waiting does not hold up another cluster's one.
+    #[tokio::test]
+    async fn a_batch_of_notifications_goes_on_to_the_notification_size() {
+        let q = queue(10_000);
+        for i in 0..500 {
+            push(&q, notification(&format!("n{i}"))).await;
+        }
+        let size = BatchSize {
+            events: 100,
+            notifications: 300,
+        };
+        assert_eq!(q.next_batch(size).await.unwrap().len(), 300, "notifications only: 300");
+        push(&q, HostEvent::Timer("t".into())).await;
+        push(&q, notification("after-the-timer")).await;
+        let rest = q.next_batch(size).await.unwrap();
+        assert_eq!(rest.len(), 200, "the 200 notifications up to the timer");
+        let next = events(q.next_batch(size).await);
+        assert_eq!(next.len(), 2, "the timer, then at most `events`: {next:?}");
+        assert!(matches!(next[0], HostEvent::Timer(_)));
+    }
+
     #[tokio::test]
     async fn a_new_clusters_event_is_in_the_next_batch_behind_a_burst() {
         let q = queue(10_000);

@@ -15,7 +15,7 @@ use super::capabilities::Capabilities;
 use super::lanes::Lanes;
 use super::runtime::Wait;
 use super::tasks::Tasks;
-use crate::host_events::{EventKey, EventQueue, Taken};
+use crate::host_events::{BatchSize, EventKey, EventQueue, Taken};
 
 /// While a plugin's `on-events` call runs, how long the dispatcher waits for a backlog before it
 /// starts another call (with `concurrent-notifications`): long enough for a call that keeps up
@@ -57,8 +57,8 @@ pub struct Dispatcher {
     capabilities: Arc<Capabilities>,
     /// `on-events` calls with only notifications that may run at once.
     lanes: u32,
-    /// The most events in one call (`limits.event_batch`).
-    batch: usize,
+    /// The most events in one call (`limits.event_batch`, `limits.notification_batch`).
+    batch: BatchSize,
     /// Watched objects given up once (their watch was listed again); given up again, they are
     /// dropped rather than listed in a loop.
     abandoned: Mutex<HashSet<EventKey>>,
@@ -71,7 +71,7 @@ impl Dispatcher {
         tasks: Tasks,
         capabilities: Arc<Capabilities>,
         lanes: u32,
-        batch: usize,
+        batch: BatchSize,
     ) -> Self {
         Self {
             plugin: capabilities.plugin().to_owned(),
@@ -91,7 +91,7 @@ impl Dispatcher {
     pub async fn run(self: Arc<Self>) {
         let lanes = Lanes::new(self.lanes);
         let max = self.batch;
-        let backlog = (max / 4).max(1);
+        let backlog = (max.events / 4).max(1);
         loop {
             let lane = lanes.free().await;
             let min = if lanes.others_in_flight() { backlog } else { 1 };

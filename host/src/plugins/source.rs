@@ -19,7 +19,7 @@ use super::runtime::{LoadError, Wait};
 use super::tasks::Tasks;
 use crate::broker::EventSink;
 use crate::config::PluginConfig;
-use crate::host_events::EventQueue;
+use crate::host_events::{BatchSize, EventQueue};
 use crate::routes::Source;
 use crate::telemetry::{Metrics, PluginMetrics};
 
@@ -106,7 +106,10 @@ impl PluginSource {
             tasks.clone(),
             Arc::clone(&capabilities),
             lanes::allowed(&file.description, config),
-            config.limits.event_batch,
+            BatchSize {
+                events: config.limits.event_batch,
+                notifications: config.limits.notification_batch,
+            },
         ));
         Ok(Arc::new(Self {
             name: name.to_owned(),
