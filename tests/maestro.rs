@@ -650,10 +650,11 @@ async fn a_burst_of_updates_keeps_each_resources_order_and_reconciles_what_was_d
     );
 }
 
-/// Batches run side by side (the plugin's `concurrent-notifications`, at most its pool size): a
-/// batch held up holds up only itself. The test holds the row of one resource's event locked, so
-/// the batch that sends it waits when it marks the event reconciled; an update of another
-/// resource is still delivered meanwhile, and the held event is reconciled once the row is free.
+/// A batch held up by a locked row gives way: the plugin's batches run one at a time, and a
+/// batch waits for a lock at most `lock_timeout` (250 ms), then fails and is tried again with
+/// backoff. The test holds the row of one resource's event locked, so the batch that sends it
+/// waits when it marks the event reconciled; an update of another resource is still delivered
+/// meanwhile, and the held event is reconciled once the row is free.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_batch_held_up_holds_up_only_itself() {
     let db = MaestroDb::start().await;
@@ -686,16 +687,21 @@ async fn a_batch_held_up_holds_up_only_itself() {
     .await;
 
     db.update(&free, 3).await;
-    // The other resource moves while the held batch waits (well before the held call's 5 s
-    // timeout would end it: one batch at a time, it would wait for that).
+    // The other resource moves while the row stays locked (well before the held call's 5 s
+    // timeout would end it: were a batch's lock waits not bounded, it would wait for that).
     tokio::time::timeout(
         Duration::from_secs(2),
         next_where(&mut sub, "the free resource's update", |e| is_spec_of(e, &free, 2)),
     )
     .await
-    .expect("the free resource's update arrives while the held batch waits");
-    assert!(!db.reconciled(&held_event).await, "the held batch is still waiting");
-    assert!(db.count("SELECT count(*) FROM pg_locks WHERE NOT granted").await > 0);
+    .expect("the free resource's update arrives while the held row stays locked");
+    assert!(!db.reconciled(&held_event).await, "the held event waits for its row");
+    eventually(
+        WAIT,
+        "the held batch tried again, waiting for the row again",
+        async || db.count("SELECT count(*) FROM pg_locks WHERE NOT granted").await > 0,
+    )
+    .await;
 
     row.commit().await.unwrap();
     eventually(WAIT, "both updates reconciled", async || {
@@ -712,7 +718,7 @@ async fn a_batch_held_up_holds_up_only_itself() {
 /// with the table, until the next restart purged it.)
 #[tokio::test(flavor = "multi_thread")]
 async fn batch_statements_look_events_up_by_key_however_large_the_table() {
-    use maestro_plugin::sql::{LOCK_AND_READ_EVENTS, MARK_RECONCILED, READ_RESOURCES};
+    use maestro_plugin::sql::{CONSUMERS_OF_EVENTS, LOCK_AND_READ_EVENTS, MARK_RECONCILED, READ_RESOURCES};
     let db = MaestroDb::start().await;
     for sql in [
         "INSERT INTO consumers (id, created_at, updated_at, name) VALUES ('c1', now(), now(), 'cluster1')",
@@ -745,6 +751,14 @@ async fn batch_statements_look_events_up_by_key_however_large_the_table() {
             "READ_RESOURCES",
             sqlx::query_scalar(sqlx::AssertSqlSafe(explain(READ_RESOURCES)))
                 .bind(sqlx::types::Json(json!(["r5", "r17"])))
+                .fetch_one(&db.pool)
+                .await
+                .unwrap(),
+        ),
+        (
+            "CONSUMERS_OF_EVENTS",
+            sqlx::query_scalar(sqlx::AssertSqlSafe(explain(CONSUMERS_OF_EVENTS)))
+                .bind(sqlx::types::Json(json!(["e5", "e17"])))
                 .fetch_one(&db.pool)
                 .await
                 .unwrap(),

@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use conductor_blackbox_tests::{Conductor, WORKS, proto, publish, subscribe};
-use support::{MaestroDb, config, eventually, next_where, spec_of, status_update};
+use support::{MaestroDb, config, eventually, is_spec_of, next_where, spec_of, status_update};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -100,8 +100,17 @@ async fn postgres_outages_lose_and_duplicate_nothing() {
         .execute(&db.pool)
         .await
         .unwrap();
-    next_where(&mut sub, "the spec written during the outage", spec_of(&third, 1)).await;
-    next_where(&mut sub, "the update written during the outage", spec_of(&first, 2)).await;
+    // The catch-up sends what was missed in the order of the events' ids: each resource's
+    // current state, whichever comes first.
+    let (mut third_seen, mut first_seen) = (false, false);
+    while !(third_seen && first_seen) {
+        let e = next_where(&mut sub, "the spec and the update written during the outage", |e| {
+            is_spec_of(e, &third, 1) || is_spec_of(e, &first, 2)
+        })
+        .await;
+        third_seen |= is_spec_of(&e, &third, 1);
+        first_seen |= is_spec_of(&e, &first, 2);
+    }
     publish_until_accepted(&c, status_update("cluster1", &second, 1, 20, "Applied")).await;
     // Logged before the catch-up; read from conductor's stderr by another thread, so waited for.
     c.wait_for_log("LISTEN on events re-established; catching up").await;

@@ -2,6 +2,14 @@
 //! once here. Column-targeted writes only on `resources`; nothing ever touches `server_instances`
 //! or `event_instances`; no migrations.
 
+/// How long a batch waits for a lock ([`LOCK_AND_READ_EVENTS`]).
+macro_rules! batch_lock_timeout {
+    () => {
+        "250ms"
+    };
+}
+pub const BATCH_LOCK_TIMEOUT: &str = batch_lock_timeout!();
+
 /// A batch of events, each try-locked with Maestro's `events` lock and read, and this replica's
 /// send lock of each resource the batch may send waited for, in one statement. `$1` is a JSON
 /// array of `{"n": position, "id": event id, "a": key, "b": key, "s": whether it may be sent}`;
@@ -16,21 +24,31 @@
 /// taken after the locks, and sends them before it commits, so a batch that follows sends the
 /// same or a newer row, never an older one.
 ///
+/// The batch's waits for a lock are bounded (`lock_timeout`, set for the transaction before any
+/// lock is taken): the plugin's calls run one at a time, so a batch held up by a row another
+/// session keeps locked (Maestro marking the same event, say) would hold up every cluster's
+/// events. After [`BATCH_LOCK_TIMEOUT`] the batch fails and is tried again with backoff, its
+/// events sent again (harmless), and the batches behind it go on.
+///
 /// The statement's snapshot is taken before its locks: an event another replica reconciled and
 /// unlocked meanwhile may read as unreconciled, and is then delivered and marked once more
 /// (harmless: `docs/maestro-database.md` §4.2, §7.3). Each row is looked up by its primary key (`LATERAL`):
 /// a plain join lets the planner, which cannot see how few ids the JSON holds, scan all of
 /// `events`, and a batch would cost more as the table grows.
-pub const LOCK_AND_READ_EVENTS: &str = "WITH ev AS MATERIALIZED (\
+pub const LOCK_AND_READ_EVENTS: &str = concat!(
+    "WITH bounded AS MATERIALIZED (SELECT set_config('lock_timeout', '",
+    batch_lock_timeout!(),
+    "', true)), ev AS MATERIALIZED (\
      SELECT q.n, q.s, pg_try_advisory_xact_lock(q.a, q.b) AS locked, \
      e.id IS NOT NULL AS found, e.source AS event_source, e.source_id, e.event_type, \
      e.reconciled_date IS NOT NULL AS reconciled \
-     FROM json_to_recordset($1::json) AS q(n int, id text, a int, b int, s boolean) \
+     FROM bounded, json_to_recordset($1::json) AS q(n int, id text, a int, b int, s boolean) \
      LEFT JOIN LATERAL (SELECT * FROM events WHERE id = q.id AND deleted_at IS NULL OFFSET 0) e ON true), \
      sends AS MATERIALIZED (SELECT count(pg_advisory_xact_lock(k)) AS held FROM (\
      SELECT DISTINCT hashtextextended(source_id, $2::int8) AS k FROM ev \
      WHERE s AND event_source = 'Resources' ORDER BY k) keys) \
-     SELECT ev.*, sends.held FROM ev CROSS JOIN sends";
+     SELECT ev.*, sends.held FROM ev CROSS JOIN sends"
+);
 /// The consumer of each event of `$1` (a JSON array of ids), as one JSON array in their order
 /// (`null` where the event or its resource is gone): one row however many ids, each looked up by
 /// primary key.
