@@ -43,7 +43,7 @@ pub fn plugin_config(toml: &str, name: &str) -> PluginConfig {
 /// What a plugin is loaded with: a fan-out with no subscriber, no database, no API server.
 pub fn host_context() -> HostContext {
     HostContext {
-        sink: Fanout::new(Metrics::new(), 16, 0),
+        sink: Fanout::new(Metrics::new(), 16, 0, std::time::Duration::MAX),
         backends: conductor::plugins::Backends::none(),
         metrics: Metrics::new(),
         mode: conductor::plugins::Mode::Serve,

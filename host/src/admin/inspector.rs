@@ -1,5 +1,6 @@
-//! What the inspector reads in a running conductor: the broker's subscribers, the plugin set as
-//! the last start or reload left it, the routes, and the last reload's outcome.
+//! What the inspector reads in a running conductor: the broker's subscribers and the work its
+//! agents never answered, the plugin set as the last start or reload left it, the routes, and the
+//! last reload's outcome.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -66,6 +67,24 @@ impl Inspector {
                 events_sent: s.events_sent,
                 queue_depth: s.queue_depth,
                 queue_capacity: s.queue_capacity,
+            })
+            .collect()
+    }
+
+    /// Work sent and unanswered past `broker.undelivered_after`.
+    pub fn undelivered(&self) -> Vec<inspect::Undelivered> {
+        self.broker
+            .fanout()
+            .undelivered()
+            .into_iter()
+            .map(|u| inspect::Undelivered {
+                plugin: u.plugin,
+                cluster: u.cluster,
+                data_type: u.data_type,
+                resource_id: u.resource_id,
+                resource_version: u.resource_version,
+                sent_at: DateTime::<Utc>::from(u.sent_at),
+                resent_at: u.resent_at.map(DateTime::<Utc>::from),
             })
             .collect()
     }

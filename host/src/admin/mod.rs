@@ -3,7 +3,8 @@
 //! is down) and `POST /reload` (re-read `conductor.toml` and apply what changed, as SIGHUP does;
 //! answers with what changed, or why the new configuration was refused); and the inspector's
 //! JSON views, `/inspect/subscribers`, `/inspect/plugins`, `/inspect/plugins/<name>` (one plugin
-//! and what it keeps in `kv`) and `/inspect/routes`. Over HTTP or
+//! and what it keeps in `kv`), `/inspect/routes` and `/inspect/undelivered` (work its agents did
+//! not answer in time). Over HTTP or
 //! HTTPS ([`https`]), open or guarded by token and SubjectAccessReview ([`authorize`]).
 
 pub mod authorize;
@@ -115,6 +116,10 @@ fn routes(state: AdminState) -> Router {
         .route(
             "/inspect/routes",
             get(|State(s): State<AdminState>| async move { Json(s.inspector.routes()) }),
+        )
+        .route(
+            "/inspect/undelivered",
+            get(|State(s): State<AdminState>| async move { Json(s.inspector.undelivered()) }),
         )
         .with_state(state)
 }

@@ -1,5 +1,6 @@
 //! What the admin endpoint answers, as JSON: the inspector's views of a running conductor
-//! (`/inspect/subscribers`, `/inspect/plugins`, `/inspect/plugins/<name>`, `/inspect/routes`) and a reload's outcome
+//! (`/inspect/subscribers`, `/inspect/plugins`, `/inspect/plugins/<name>`, `/inspect/routes`,
+//! `/inspect/undelivered`) and a reload's outcome
 //! (`POST /reload`). `conductor inspect` reads the same types back.
 
 use std::collections::BTreeMap;
@@ -35,6 +36,22 @@ pub struct Subscriber {
     /// Events waiting in the subscriber's queue, and the queue's size.
     pub queue_depth: usize,
     pub queue_capacity: usize,
+}
+
+/// A work spec an agent did not answer with a status within `broker.undelivered_after`, while
+/// connected (`/inspect/undelivered`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Undelivered {
+    /// The plugin that sent it.
+    pub plugin: String,
+    pub cluster: String,
+    pub data_type: String,
+    pub resource_id: String,
+    /// The `resourceversion` awaited (none when the event has none).
+    pub resource_version: Option<i64>,
+    /// When it was sent, and when it was sent again (once, at the deadline).
+    pub sent_at: DateTime<Utc>,
+    pub resent_at: Option<DateTime<Utc>>,
 }
 
 /// One configured plugin.

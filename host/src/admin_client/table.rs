@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::admin::views::{Calls, LaneDepth, Plugin, PluginDetail, Routes, Subscriber};
+use crate::admin::views::{Calls, LaneDepth, Plugin, PluginDetail, Routes, Subscriber, Undelivered};
 
 /// Columns padded to their widest cell, two spaces apart.
 fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -250,6 +250,38 @@ pub fn routes(routes: &Routes, now: DateTime<Utc>) -> String {
     out
 }
 
+/// Work unanswered past the deadline: who sent it, where, which version, how long ago it was
+/// sent and sent again.
+pub fn undelivered(works: &[Undelivered], now: DateTime<Utc>) -> String {
+    let rows: Vec<Vec<String>> = works
+        .iter()
+        .map(|u| {
+            vec![
+                u.plugin.clone(),
+                u.cluster.clone(),
+                u.resource_id.clone(),
+                u.resource_version.map_or_else(|| "-".to_owned(), |v| v.to_string()),
+                age(u.sent_at, now),
+                u.resent_at
+                    .map_or_else(|| "no".to_owned(), |at| format!("{} ago", age(at, now))),
+                u.data_type.clone(),
+            ]
+        })
+        .collect();
+    render(
+        &[
+            "PLUGIN",
+            "CLUSTER",
+            "RESOURCE",
+            "VERSION",
+            "SENT",
+            "SENT AGAIN",
+            "DATA TYPE",
+        ],
+        &rows,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,6 +391,40 @@ mod tests {
                 vec!["other", "1"],
             ],
             "{detail}"
+        );
+    }
+
+    #[test]
+    fn undelivered_work_reads_as_sent_and_sent_again_ago() {
+        let now = Utc::now();
+        let text = undelivered(
+            &[Undelivered {
+                plugin: "maestro".into(),
+                cluster: "cluster1".into(),
+                data_type: "io.open-cluster-management.works.v1alpha1.manifestbundles".into(),
+                resource_id: "4a1f".into(),
+                resource_version: Some(3),
+                sent_at: now - chrono::Duration::seconds(700),
+                resent_at: Some(now - chrono::Duration::seconds(100)),
+            }],
+            now,
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        let cells: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(
+            cells,
+            [
+                "maestro",
+                "cluster1",
+                "4a1f",
+                "3",
+                "11m40s",
+                "1m40s",
+                "ago",
+                "io.open-cluster-management.works.v1alpha1.manifestbundles"
+            ],
+            "{text}"
         );
     }
 }

@@ -104,6 +104,7 @@ impl Server {
             metrics.clone(),
             config.broker.subscriber_queue_size,
             config.broker.remembered_metadata,
+            config.broker.undelivered_after.0,
         );
         let databases = backends::open_databases(
             &loaded,

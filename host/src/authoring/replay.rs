@@ -79,7 +79,7 @@ pub struct StepResult {
 struct Recorder(Mutex<Vec<CloudEvent>>);
 
 impl EventSink for Recorder {
-    fn emit(&self, event: &CloudEvent) -> Result<usize, FanoutError> {
+    fn emit(&self, _from: &str, event: &CloudEvent) -> Result<usize, FanoutError> {
         EventType::parse(&event.ty).map_err(|source| FanoutError::Type {
             id: event.id.clone(),
             source,

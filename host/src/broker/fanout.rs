@@ -7,6 +7,11 @@
 //! when its agent stops reading: a subscriber that has taken nothing from its non-empty queue
 //! for `broker.subscriber_stall_timeout` is ended (with `Unavailable`), so the agent reconnects
 //! and resyncs, while the others keep receiving.
+//!
+//! The spec events of work data types a plugin sent to a connected agent are recorded until the
+//! agent answers with a status; what is still unanswered after `broker.undelivered_after` is
+//! counted, listed and queued again, once (`undelivered.rs`). The records have a lock of their
+//! own, taken after the subscriber table's and never around a queue.
 
 use std::{
     collections::HashMap,
@@ -25,6 +30,7 @@ use uuid::Uuid;
 
 use super::queue::{Outgoing, Progress, Pushed, SubscriberQueue};
 use super::remembered::RememberedMetadata;
+use super::undelivered::{self, Overdue, Undelivered};
 use crate::telemetry::Metrics;
 use crate::telemetry::broker_metrics::QueueDepths;
 
@@ -39,8 +45,9 @@ pub enum FanoutError {
 
 /// Where sources hand the hub → agent events they produce.
 pub trait EventSink: Send + Sync {
-    /// Delivers `event` to its subscribers now; returns how many received it.
-    fn emit(&self, event: &CloudEvent) -> Result<usize, FanoutError>;
+    /// Delivers `event`, sent by the plugin named `from`, to its subscribers now; returns how
+    /// many received it.
+    fn emit(&self, from: &str, event: &CloudEvent) -> Result<usize, FanoutError>;
 }
 
 struct Subscriber {
@@ -95,6 +102,9 @@ type ByDataType = HashMap<String, Vec<Subscriber>>;
 pub struct Fanout {
     subscribers: RwLock<HashMap<String, ByDataType>>,
     remembered: Mutex<RememberedMetadata>,
+    /// Work sent and not answered yet. Locked inside the subscriber table's lock, never the
+    /// other way round.
+    undelivered: Mutex<Undelivered>,
     metrics: Metrics,
     /// `broker.subscriber_queue_size`, shown beside the depths.
     queue_size: usize,
@@ -118,10 +128,18 @@ impl Drop for Registration {
 }
 
 impl Fanout {
-    pub fn new(metrics: Metrics, queue_size: usize, remembered_metadata: usize) -> Arc<Self> {
+    /// The fan-out with `broker.subscriber_queue_size`, `broker.remembered_metadata` and
+    /// `broker.undelivered_after`; [`Self::watch_undelivered`] looks at the deadline.
+    pub fn new(
+        metrics: Metrics,
+        queue_size: usize,
+        remembered_metadata: usize,
+        undelivered_after: Duration,
+    ) -> Arc<Self> {
         let fanout = Arc::new(Self {
             subscribers: RwLock::default(),
             remembered: Mutex::new(RememberedMetadata::new(remembered_metadata)),
+            undelivered: Mutex::new(Undelivered::new(undelivered_after)),
             metrics,
             queue_size,
         });
@@ -180,6 +198,9 @@ impl Fanout {
         subs.retain(|s| !ids.contains(&s.id));
         let removed = before - subs.len();
         if subs.is_empty() {
+            // Its agent resyncs when it connects again: what it has not answered is not awaited.
+            self.undelivered.lock().disconnected(cluster, data_type);
+            self.sync_undelivered_gauges();
             by_type.remove(data_type);
             if by_type.is_empty() {
                 table.remove(cluster);
@@ -239,6 +260,135 @@ impl Fanout {
         if let (Ok(id), Some(meta)) = (event.resource_id(), event.metadata_json()) {
             self.remembered.lock().put(cluster, data_type, id, &event.source, meta);
         }
+    }
+
+    /// An agent of `cluster` reported the status of a resource of `data_type` (a work data
+    /// type) at `version`: it is no longer awaited.
+    pub fn answered(&self, cluster: &str, data_type: &str, resource_id: &str, version: Option<i64>) {
+        if self
+            .undelivered
+            .lock()
+            .answered(cluster, data_type, resource_id, version)
+        {
+            self.sync_undelivered_gauges();
+        }
+    }
+
+    /// The work sent and still unanswered past `broker.undelivered_after`, for the inspector.
+    pub fn undelivered(&self) -> Vec<Overdue> {
+        self.undelivered.lock().overdue()
+    }
+
+    /// Makes the undelivered series of `plugins` exist (at 0 until something is overdue).
+    pub fn undelivered_series<'a>(&self, plugins: impl IntoIterator<Item = &'a str>) {
+        for plugin in plugins {
+            self.metrics.broker.undelivered_series(plugin);
+        }
+    }
+
+    /// Looks at the undelivered records every eighth of `broker.undelivered_after` (at most
+    /// every 30 s), queuing what became overdue again; returns once the fan-out is gone.
+    pub fn watch_undelivered(self: &Arc<Self>) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let fanout = Arc::downgrade(self);
+        let every = undelivered::look_every(self.undelivered.lock().after());
+        async move {
+            let mut looks = tokio::time::interval(every);
+            looks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                looks.tick().await;
+                let Some(fanout) = fanout.upgrade() else { return };
+                fanout.resend_overdue();
+            }
+        }
+    }
+
+    /// Marks the records past the deadline overdue and queues those never re-sent again for the
+    /// subscribers of their cluster and data type.
+    fn resend_overdue(&self) {
+        let table = self.subscribers.read();
+        let connected = |cluster: &str, data_type: &str| {
+            table
+                .get(cluster)
+                .and_then(|m| m.get(data_type))
+                .is_some_and(|subs| !subs.is_empty())
+        };
+        let resend = self
+            .undelivered
+            .lock()
+            .look((tokio::time::Instant::now(), SystemTime::now()), connected);
+        self.sync_undelivered_gauges();
+        for r in resend {
+            let Some(subs) = table.get(&r.cluster).and_then(|m| m.get(&r.data_type)) else {
+                continue;
+            };
+            let queued = subs.iter().filter(|s| s.queue.push(&r.event) != Pushed::Ended).count();
+            self.metrics.broker.resent(&r.plugin);
+            tracing::warn!(
+                plugin = %r.plugin,
+                cluster = %r.cluster,
+                data_type = %r.data_type,
+                resource = r.event.resource().map(|id| &**id),
+                resource_version = r.event.version(),
+                subscribers = queued,
+                after = %conductor_plugin_sdk::duration::format(self.undelivered.lock().after()),
+                "work unanswered by its agent (no status): sent again, once"
+            );
+        }
+    }
+
+    /// Sets the undelivered gauges to the records' counts, when they changed.
+    fn sync_undelivered_gauges(&self) {
+        if let Some(counts) = self.undelivered.lock().take_changed() {
+            for (plugin, n) in counts {
+                self.metrics.broker.undelivered(&plugin, n);
+            }
+        }
+    }
+
+    /// Queues a resync answer for every subscriber of its (cluster, data type), like an emitted
+    /// event; not awaited (the agent asked for it, and resyncs again when it reconnects).
+    pub fn resync_answer(&self, event: &CloudEvent) -> Result<usize, FanoutError> {
+        self.queue(event, None)
+    }
+
+    /// Queues the event for every subscriber of its (cluster, data type), folded into the state
+    /// of its resource already waiting there; never waits. A work event sent `from` a plugin to
+    /// at least one subscriber is awaited.
+    fn queue(&self, event: &CloudEvent, from: Option<&str>) -> Result<usize, FanoutError> {
+        let (cluster, data_type) = Self::target(event)?;
+        self.remember(&cluster, &data_type, event);
+        let (mut delivered, mut superseded) = (0, 0);
+        {
+            let table = self.subscribers.read();
+            let Some(subs) = table.get(&cluster).and_then(|m| m.get(&data_type)) else {
+                return Ok(0);
+            };
+            let outgoing = Outgoing::new(event);
+            for s in subs {
+                match s.queue.push(&outgoing) {
+                    Pushed::Queued => delivered += 1,
+                    Pushed::Replaced | Pushed::Stale => {
+                        delivered += 1;
+                        superseded += 1;
+                    }
+                    Pushed::Ended => {}
+                }
+            }
+            if let Some(from) = from
+                && delivered > 0
+                && undelivered::is_work(&data_type)
+            {
+                // Under the table's lock: its subscribers cannot all leave (and drop its
+                // records) before it is recorded.
+                let now = (tokio::time::Instant::now(), SystemTime::now());
+                self.undelivered.lock().sent(&cluster, &data_type, from, outgoing, now);
+                self.sync_undelivered_gauges();
+            }
+        }
+        if superseded > 0 {
+            self.metrics.broker.superseded(&data_type, superseded);
+        }
+        Ok(delivered)
     }
 
     fn target(event: &CloudEvent) -> Result<(String, String), FanoutError> {
@@ -337,32 +487,10 @@ impl QueueDepths for Fanout {
 
 impl EventSink for Fanout {
     /// Queues the event for every subscriber of its (cluster, data type), folded into the state
-    /// of its resource already waiting there; never waits.
-    fn emit(&self, event: &CloudEvent) -> Result<usize, FanoutError> {
-        let (cluster, data_type) = Self::target(event)?;
-        self.remember(&cluster, &data_type, event);
-        let (mut delivered, mut superseded) = (0, 0);
-        {
-            let table = self.subscribers.read();
-            let Some(subs) = table.get(&cluster).and_then(|m| m.get(&data_type)) else {
-                return Ok(0);
-            };
-            let outgoing = Outgoing::new(event);
-            for s in subs {
-                match s.queue.push(&outgoing) {
-                    Pushed::Queued => delivered += 1,
-                    Pushed::Replaced | Pushed::Stale => {
-                        delivered += 1;
-                        superseded += 1;
-                    }
-                    Pushed::Ended => {}
-                }
-            }
-        }
-        if superseded > 0 {
-            self.metrics.broker.superseded(&data_type, superseded);
-        }
-        Ok(delivered)
+    /// of its resource already waiting there; never waits. A work event is awaited until its
+    /// agent answers.
+    fn emit(&self, from: &str, event: &CloudEvent) -> Result<usize, FanoutError> {
+        self.queue(event, Some(from))
     }
 }
 
@@ -373,6 +501,8 @@ mod tests {
     use conductor_plugin_sdk::ocm::{DataType, SubResource, actions};
     use std::collections::BTreeMap;
     use std::task::{Context, Poll};
+
+    const AFTER: Duration = Duration::from_secs(600);
 
     fn lease_event(cluster: &str) -> CloudEvent {
         let mut e = CloudEvent::new("e1", "kube", format!("{LEASES}.spec.update_request"));
@@ -422,11 +552,11 @@ mod tests {
 
     #[tokio::test]
     async fn events_reach_exactly_their_cluster_and_type() {
-        let f = Fanout::new(Metrics::new(), 4, 10);
+        let f = Fanout::new(Metrics::new(), 4, 10, AFTER);
         let a = f.register("c1", LEASES, Peer::default());
         let b = f.register("c2", LEASES, Peer::default());
         let c = f.register("c1", "x.v1.other", Peer::default());
-        assert_eq!(f.emit(&lease_event("c1")).unwrap(), 1);
+        assert_eq!(f.emit("maestro", &lease_event("c1")).unwrap(), 1);
         let got: crate::proto::CloudEvent = prost::Message::decode(a.queue.try_take().unwrap()).unwrap();
         assert_eq!(got.id, "e1");
         assert!(b.queue.try_take().is_none());
@@ -437,7 +567,7 @@ mod tests {
     /// no final state.
     #[tokio::test(start_paused = true)]
     async fn a_burst_for_a_subscriber_that_is_not_reading_keeps_every_final_state() {
-        let f = Fanout::new(Metrics::new(), 100, 10);
+        let f = Fanout::new(Metrics::new(), 100, 10, AFTER);
         let sub = f.register("c1", MANIFEST_BUNDLES, Peer::default());
         let watch = tokio::spawn(f.watch_stall(&sub, Duration::from_secs(60)));
         // 2,500 works, four states each, the works' changes interleaved: created (v1), updated
@@ -447,7 +577,7 @@ mod tests {
         for version in 1..=4 {
             for (i, id) in ids.iter().enumerate() {
                 let deleting = version == 4 && i % 3 == 0;
-                assert_eq!(f.emit(&work(id, version, deleting)).unwrap(), 1);
+                assert_eq!(f.emit("maestro", &work(id, version, deleting)).unwrap(), 1);
                 emitted += 1;
             }
         }
@@ -476,7 +606,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_reader_gets_every_resource_in_order_across_interleavings() {
-        let f = Fanout::new(Metrics::new(), 100, 10);
+        let f = Fanout::new(Metrics::new(), 100, 10, AFTER);
         let sub = f.register("c1", MANIFEST_BUNDLES, Peer::default());
         let mut next = [1_i64; 50];
         let mut seen: BTreeMap<String, Vec<i64>> = BTreeMap::new();
@@ -488,7 +618,7 @@ mod tests {
             let r = usize::try_from(rng >> 33).unwrap();
             let i = r % next.len();
             if next[i] <= 20 {
-                f.emit(&work(&format!("w{i}"), next[i], false)).unwrap();
+                f.emit("maestro", &work(&format!("w{i}"), next[i], false)).unwrap();
                 next[i] += 1;
             }
             // The reader takes a varying share of what waits.
@@ -511,7 +641,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_subscriber_that_stops_reading_is_ended_after_the_deadline_and_only_it() {
-        let f = Fanout::new(Metrics::new(), 2, 10);
+        let f = Fanout::new(Metrics::new(), 2, 10, AFTER);
         let timeout = Duration::from_secs(1);
         let stuck = f.register("c1", LEASES, Peer::default());
         let reader = f.register("c1", LEASES, Peer::default());
@@ -522,14 +652,14 @@ mod tests {
             .collect();
         // A backlog for the slow one, which takes one event every 600 ms.
         for i in 0..20 {
-            f.emit(&work_lease(&format!("backlog{i}"))).unwrap();
+            f.emit("maestro", &work_lease(&format!("backlog{i}"))).unwrap();
         }
         assert_eq!(reader.queue.len(), 20);
         assert_eq!(std::iter::from_fn(|| reader.queue.try_take()).count(), 20);
         let started = tokio::time::Instant::now();
         let mut ended_after = None;
         for step in 0..40 {
-            f.emit(&work_lease(&format!("l{step}"))).unwrap();
+            f.emit("maestro", &work_lease(&format!("l{step}"))).unwrap();
             assert!(reader.queue.try_take().is_some());
             if step % 6 == 5 {
                 assert!(slow.queue.try_take().is_some());
@@ -564,10 +694,105 @@ mod tests {
         e
     }
 
+    fn gauge_reads(f: &Fanout, plugin: &str) -> String {
+        let metrics = f.metrics.render();
+        let line = |name: &str| {
+            metrics
+                .lines()
+                .find(|l| l.starts_with(&format!("{name}{{plugin=\"{plugin}\"}} ")))
+                .map(|l| l.rsplit(' ').next().unwrap_or_default().to_owned())
+                .unwrap_or_else(|| "absent".to_owned())
+        };
+        format!(
+            "{} {}",
+            line("conductor_undelivered_resources"),
+            line("conductor_undelivered_resent_total")
+        )
+    }
+
+    /// Issue 46: a work the agent never answered is counted, listed and sent again once, after
+    /// the deadline; one it answered is not.
+    #[tokio::test(start_paused = true)]
+    async fn unanswered_work_is_sent_again_once_after_the_deadline() {
+        let after = Duration::from_secs(2);
+        let f = Fanout::new(Metrics::new(), 100, 10, after);
+        let watch = tokio::spawn(f.watch_undelivered());
+        let sub = f.register("c1", MANIFEST_BUNDLES, Peer::default());
+        f.emit("maestro", &work("lost", 1, false)).unwrap();
+        f.emit("maestro", &work("answered", 1, false)).unwrap();
+        // Neither a lease (no status is awaited) nor a resync answer is awaited.
+        f.register("c1", LEASES, Peer::default());
+        f.emit("kube", &work_lease("l1")).unwrap();
+        f.resync_answer(&work("asked", 1, false)).unwrap();
+        assert_eq!(taken(&sub).len(), 3);
+        f.answered("c1", MANIFEST_BUNDLES, "answered", Some(1));
+        assert_eq!(gauge_reads(&f, "maestro"), "0 absent");
+
+        tokio::time::sleep(after - Duration::from_millis(300)).await;
+        assert!(taken(&sub).is_empty(), "not before the deadline");
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(
+            taken(&sub),
+            [("lost".to_owned(), 1, false, true)],
+            "the same version, again"
+        );
+        assert_eq!(gauge_reads(&f, "maestro"), "1 1");
+        assert_eq!(gauge_reads(&f, "kube"), "absent absent");
+        let listed = f.undelivered();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(
+            (
+                listed[0].plugin.as_str(),
+                listed[0].cluster.as_str(),
+                listed[0].resource_id.as_str()
+            ),
+            ("maestro", "c1", "lost")
+        );
+        assert!(listed[0].resent_at.is_some());
+
+        // Never a third copy; counted until answered.
+        tokio::time::sleep(after * 5).await;
+        assert!(taken(&sub).is_empty(), "sent again once only");
+        assert_eq!(gauge_reads(&f, "maestro"), "1 1");
+        f.answered("c1", MANIFEST_BUNDLES, "lost", Some(1));
+        assert_eq!(gauge_reads(&f, "maestro"), "0 1");
+        assert!(f.undelivered().is_empty());
+        assert!(!watch.is_finished());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_of_a_cluster_whose_agent_left_is_not_awaited() {
+        let after = Duration::from_secs(2);
+        let f = Fanout::new(Metrics::new(), 100, 10, after);
+        let _watch = tokio::spawn(f.watch_undelivered());
+        // Sent to nobody: not awaited.
+        f.emit("maestro", &work("nobody", 1, false)).unwrap();
+        let first = f.register("c1", MANIFEST_BUNDLES, Peer::default());
+        f.emit("maestro", &work("a", 1, false)).unwrap();
+        // The agent reconnects: the old stream goes after the new one came, so it is awaited.
+        let second = f.register("c1", MANIFEST_BUNDLES, Peer::default());
+        drop(first);
+        tokio::time::sleep(after * 2).await;
+        assert_eq!(
+            taken(&second),
+            [("a".to_owned(), 1, false, true)],
+            "re-sent to the stream connected"
+        );
+        assert_eq!(gauge_reads(&f, "maestro"), "1 1");
+        // The last stream goes: no longer counted, and the agent's resync covers it.
+        drop(second);
+        assert_eq!(gauge_reads(&f, "maestro"), "0 1");
+        assert!(f.undelivered().is_empty());
+        let back = f.register("c1", MANIFEST_BUNDLES, Peer::default());
+        tokio::time::sleep(after * 2).await;
+        assert!(taken(&back).is_empty());
+        assert_eq!(gauge_reads(&f, "maestro"), "0 1");
+    }
+
     #[tokio::test]
     async fn events_without_cluster_name_are_refused() {
-        let f = Fanout::new(Metrics::new(), 2, 10);
+        let f = Fanout::new(Metrics::new(), 2, 10, AFTER);
         let e = CloudEvent::new("e1", "kube", format!("{LEASES}.spec.update_request"));
-        assert!(matches!(f.emit(&e), Err(FanoutError::ClusterName { .. })));
+        assert!(matches!(f.emit("maestro", &e), Err(FanoutError::ClusterName { .. })));
     }
 }

@@ -1,14 +1,16 @@
-//! The broker (`docs/protocol.md` §4–§6): subscriptions, the publish pipeline and spec resync.
+//! The broker (`docs/protocol.md` §4–§6): subscriptions, the publish pipeline, spec resync, and
+//! work that never reached its agent, sent again.
 
 pub mod fanout;
 mod queue;
 mod remembered;
 pub mod resync;
 pub mod subscription;
+mod undelivered;
 
 use std::sync::Arc;
 
-use conductor_plugin_sdk::ocm::{DataType, EventType, OcmExtensions, actions};
+use conductor_plugin_sdk::ocm::{DataType, EventType, OcmExtensions, SubResource, actions};
 use conductor_plugin_sdk::{CloudEvent, Error, Identity, ListOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -16,6 +18,7 @@ pub use fanout::{EventSink, Fanout, FanoutError, Peer, SubscriberSnapshot};
 use resync::{Gone, ResyncError};
 pub use subscription::Subscription;
 use subscription::Timing;
+pub use undelivered::Overdue;
 
 use crate::config::BrokerConfig;
 use crate::routes::{RouteError, RoutingTable};
@@ -59,6 +62,16 @@ impl Broker {
         metrics: Metrics,
         shutdown: CancellationToken,
     ) -> Self {
+        // Spawned here, in the runtime that serves; it ends with the broker's streams.
+        let watch = fanout.watch_undelivered();
+        let ended = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = watch => {}
+                () = ended.cancelled() => {}
+            }
+        });
+        undelivered_series(&fanout, &routes);
         Self {
             fanout,
             routes: parking_lot::RwLock::new(routes),
@@ -82,6 +95,7 @@ impl Broker {
 
     /// Swaps in a new routing table (plugin reload). Subscriptions are untouched.
     pub fn set_routes(&self, routes: Arc<RoutingTable>) {
+        undelivered_series(&self.fanout, &routes);
         *self.routes.write() = routes;
     }
 
@@ -110,9 +124,25 @@ impl Broker {
         if ty.action == actions::RESYNC_REQUEST {
             return Ok(self.resync(&event, &ty.data_type).await?);
         }
+        if ty.subresource == SubResource::Status {
+            self.status_received(&event, &ty.data_type);
+        }
         let source = Arc::clone(self.routes().route(&event, &ty.data_type)?);
         source.handle(identity, event).await?;
         Ok(())
+    }
+
+    /// An agent's status update (authenticated and authorized, whatever its plugin answers):
+    /// the agent holds the spec it reports on, which is no longer awaited.
+    fn status_received(&self, event: &CloudEvent, data_type: &DataType) {
+        let data_type = data_type.to_string();
+        if !undelivered::is_work(&data_type) {
+            return;
+        }
+        if let (Ok(cluster), Ok(id)) = (event.cluster_name(), event.resource_id()) {
+            let version = event.resource_version().ok();
+            self.fanout.answered(cluster, &data_type, id, version);
+        }
     }
 
     async fn resync(&self, event: &CloudEvent, data_type: &DataType) -> Result<(), ResyncError> {
@@ -181,8 +211,17 @@ impl Broker {
     /// resource, so an answer of many resources never waits for room.
     fn deliver(&self, event: &CloudEvent) {
         let event = crate::telemetry::traces::stamped(event);
-        if let Err(e) = self.fanout.emit(&event) {
+        if let Err(e) = self.fanout.resync_answer(&event) {
             tracing::warn!(error = %e, "resync answer not delivered");
+        }
+    }
+}
+
+/// The undelivered series of every plugin serving a work data type, at 0 from the start.
+fn undelivered_series(fanout: &Fanout, routes: &RoutingTable) {
+    for data_type in undelivered::WORK_DATA_TYPES {
+        if let Ok(parsed) = DataType::parse(data_type) {
+            fanout.undelivered_series(routes.serving(&parsed).map(|s| s.name()));
         }
     }
 }

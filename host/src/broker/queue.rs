@@ -66,6 +66,22 @@ impl Outgoing {
             },
         }
     }
+
+    /// Its `resourceid`, when it has one.
+    pub fn resource(&self) -> Option<&Arc<str>> {
+        self.resource.as_ref()
+    }
+
+    /// Its positive `resourceversion`, when it has one.
+    pub fn version(&self) -> Option<i64> {
+        self.state.version
+    }
+
+    /// Whether `self`, sent later, supersedes `earlier` of the same resource (the rule queues
+    /// fold by: a stale state never replaces a newer one).
+    pub fn supersedes(&self, earlier: &Self) -> bool {
+        self.state.replaces(earlier.state)
+    }
 }
 
 /// A place in line.

@@ -84,7 +84,7 @@ async fn check_plugin(loaded: &LoadedConfig, name: &str) -> Result<Checked, Conf
                 &sources,
                 &plugin.config,
                 &|p| loaded.resolve(p),
-                Fanout::new(Metrics::new(), 1, 0),
+                Fanout::new(Metrics::new(), 1, 0, std::time::Duration::MAX),
             )
             .map_err(|(k, reason)| loaded.error(format!("{key}.config.{k}"), reason))?;
             Ok(Checked {
@@ -145,7 +145,7 @@ pub async fn connect(loaded: &LoadedConfig) -> Result<Vec<String>, ConfigError> 
         .collect();
     let databases = backends::open_databases(loaded, &BTreeMap::new(), Metrics::new(), Arc::default(), true)?;
     let host = HostContext {
-        sink: Fanout::new(Metrics::new(), 1, 0),
+        sink: Fanout::new(Metrics::new(), 1, 0, std::time::Duration::MAX),
         backends: plugins::Backends {
             databases: Arc::clone(&databases),
             kubernetes: backends::kubernetes(loaded),

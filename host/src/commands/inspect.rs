@@ -1,5 +1,5 @@
 //! `conductor inspect …`: what a running conductor's admin endpoint says of its subscribers,
-//! plugins and routes, as tables for people or JSON for scripts.
+//! plugins, routes and undelivered work, as tables for people or JSON for scripts.
 
 use clap::{Subcommand, ValueEnum};
 
@@ -23,6 +23,9 @@ pub enum InspectWhat {
     },
     /// Source → plugin routes, and the last reload's outcome.
     Routes,
+    /// Work its agent did not answer with a status within `broker.undelivered_after` while
+    /// connected: plugin, cluster, resource id and version, when sent, and when sent again (once).
+    Undelivered,
 }
 
 // How `conductor inspect` prints what it read.
@@ -40,6 +43,7 @@ pub fn inspect(what: InspectWhat, admin: &Admin, output: Output) -> anyhow::Resu
         InspectWhat::Plugins => "/inspect/plugins".to_owned(),
         InspectWhat::Plugin { name } => format!("/inspect/plugins/{}", client::path_segment(name)),
         InspectWhat::Routes => "/inspect/routes".to_owned(),
+        InspectWhat::Undelivered => "/inspect/undelivered".to_owned(),
     };
     let path = path.as_str();
     let body = runtime()?.block_on(client::request(&admin, hyper::Method::GET, path))?;
@@ -62,6 +66,10 @@ pub fn inspect(what: InspectWhat, admin: &Admin, output: Output) -> anyhow::Resu
             table::plugin_detail(&serde_json::from_str(&body).map_err(bad)?, now)
         }
         (Output::Table, InspectWhat::Routes) => table::routes(&serde_json::from_str(&body).map_err(bad)?, now),
+        (Output::Table, InspectWhat::Undelivered) => {
+            let works: Vec<views::Undelivered> = serde_json::from_str(&body).map_err(bad)?;
+            table::undelivered(&works, now)
+        }
     };
     print!("{text}");
     Ok(())

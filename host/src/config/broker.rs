@@ -20,6 +20,9 @@ pub struct BrokerConfig {
     pub subscriber_stall_timeout: HumanDuration,
     /// How many resources' last `metadata` the broker remembers for synthetic resync deletes.
     pub remembered_metadata: usize,
+    /// How long a work spec sent to a connected agent may go without the agent's status before
+    /// it is counted as undelivered and sent again, once.
+    pub undelivered_after: HumanDuration,
 }
 
 impl Default for BrokerConfig {
@@ -30,6 +33,7 @@ impl Default for BrokerConfig {
             subscriber_queue_size: 100,
             subscriber_stall_timeout: HumanDuration(Duration::from_secs(60)),
             remembered_metadata: 100_000,
+            undelivered_after: HumanDuration(Duration::from_secs(600)),
         }
     }
 }
@@ -58,6 +62,12 @@ impl BrokerConfig {
                 format!("{} is too short: must be at least 100ms", self.subscriber_stall_timeout),
             );
         }
+        if self.undelivered_after.0 < Duration::from_millis(100) {
+            return invalid(
+                "broker.undelivered_after",
+                format!("{} is too short: must be at least 100ms", self.undelivered_after),
+            );
+        }
         if self.subscriber_queue_size == 0 {
             return invalid("broker.subscriber_queue_size", "must be at least 1");
         }
@@ -76,5 +86,16 @@ mod tests {
         assert!(broker.validate().is_ok());
         broker.subscriber_stall_timeout = HumanDuration(Duration::from_millis(10));
         assert!(broker.validate().is_err());
+    }
+
+    #[test]
+    fn unanswered_work_is_sent_again_after_ten_minutes_by_default_and_never_at_once() {
+        let mut broker = BrokerConfig::default();
+        assert_eq!(broker.undelivered_after.0, Duration::from_secs(600));
+        assert!(broker.validate().is_ok());
+        broker.undelivered_after = HumanDuration(Duration::ZERO);
+        assert!(broker.validate().is_err());
+        broker.undelivered_after = HumanDuration(Duration::from_secs(2));
+        assert!(broker.validate().is_ok());
     }
 }

@@ -132,7 +132,7 @@ impl MemorySource {
     }
 
     fn emit(&self, event: &CloudEvent) {
-        if let Err(e) = self.sink.emit(event) {
+        if let Err(e) = self.sink.emit(&self.name, event) {
             tracing::warn!(plugin = %self.name, error = %e, "event not delivered");
         }
     }
@@ -297,7 +297,7 @@ mod tests {
     #[derive(Default)]
     struct Recorder(Mutex<Vec<CloudEvent>>);
     impl EventSink for Recorder {
-        fn emit(&self, event: &CloudEvent) -> Result<usize, crate::broker::FanoutError> {
+        fn emit(&self, _from: &str, event: &CloudEvent) -> Result<usize, crate::broker::FanoutError> {
             self.0.lock().push(event.clone());
             Ok(1)
         }

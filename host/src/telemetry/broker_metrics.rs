@@ -1,16 +1,17 @@
 //! conductor's own metrics of the broker, beside upstream's `grpc_server_ce_*`: heartbeats,
 //! subscribers cut off for not reading, events superseded in their queues, spec resyncs and what
 //! they sent, and the subscribers' queues (read when scraped, from whatever registers a
-//! [`QueueDepths`] source). Labelled by data type only: bounded by the data types the hub serves.
+//! [`QueueDepths`] source). Labelled by data type only: bounded by the data types the hub serves;
+//! the work sent and never answered, by the plugin that sent it (bounded by the configuration).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
-use prometheus::{IntCounter, IntCounterVec, IntGauge};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 
-use super::vectors::{MetricsRegistry, counters, gauge, register};
+use super::vectors::{MetricsRegistry, counters, gauge, gauges, register};
 
 /// What a queue source reports at scrape time: per data type, the events waiting in all
 /// subscribers' queues and in the fullest one (one per resource at most).
@@ -27,6 +28,8 @@ pub struct BrokerMetrics {
     resync_events: IntCounterVec,
     queue_capacity: IntGauge,
     queues: QueueCollector,
+    undelivered: IntGaugeVec,
+    resent: IntCounterVec,
 }
 
 impl BrokerMetrics {
@@ -63,6 +66,16 @@ impl BrokerMetrics {
                 "broker.subscriber_queue_size: the reference depth of a subscriber's queue, not a limit (a queue holds one event per resource at most).",
             ),
             queues,
+            undelivered: gauges(
+                "conductor_undelivered_resources",
+                "Work spec events sent to a connected agent and not answered with a status within broker.undelivered_after (each is sent again once), by the plugin that sent them.",
+                &["plugin"],
+            ),
+            resent: counters(
+                "conductor_undelivered_resent_total",
+                "Work spec events sent again because their agent did not answer them with a status within broker.undelivered_after (once per event).",
+                &["plugin"],
+            ),
         };
         register(
             registry,
@@ -74,6 +87,8 @@ impl BrokerMetrics {
                 Box::new(m.resync_events.clone()),
                 Box::new(m.queue_capacity.clone()),
                 Box::new(m.queues.clone()),
+                Box::new(m.undelivered.clone()),
+                Box::new(m.resent.clone()),
             ],
         );
         m
@@ -110,6 +125,24 @@ impl BrokerMetrics {
                     .inc_by(u64::try_from(n).unwrap_or(u64::MAX));
             }
         }
+    }
+
+    /// `plugin`'s work sent and unanswered past the deadline.
+    pub fn undelivered(&self, plugin: &str, resources: usize) {
+        self.undelivered
+            .with_label_values(&[plugin])
+            .set(i64::try_from(resources).unwrap_or(i64::MAX));
+    }
+
+    /// Makes `plugin`'s undelivered series exist, leaving their values as they are.
+    pub fn undelivered_series(&self, plugin: &str) {
+        self.undelivered.with_label_values(&[plugin]);
+        self.resent.with_label_values(&[plugin]);
+    }
+
+    /// One of `plugin`'s work events sent again.
+    pub fn resent(&self, plugin: &str) {
+        self.resent.with_label_values(&[plugin]).inc();
     }
 
     /// The subscribers' queues: their size, and where their depths are read when scraped.

@@ -9,6 +9,9 @@ pub const HEARTBEAT_TYPE: &str = "io.open-cluster-management.cloudevents.heartbe
 /// The data types OCM agents speak.
 pub mod data_types {
     pub const MANIFEST_BUNDLES: &str = "io.open-cluster-management.works.v1alpha1.manifestbundles";
+    /// Single manifests (sdk-go's `ManifestEventDataType`); work agents answer them with status
+    /// updates, as they answer manifest bundles.
+    pub const MANIFESTS: &str = "io.open-cluster-management.works.v1alpha1.manifests";
     pub const MANAGED_CLUSTERS: &str = "cluster.open-cluster-management.io.v1.managedclusters";
     pub const CSRS: &str = "certificates.k8s.io.v1.certificatesigningrequests";
     pub const LEASES: &str = "coordination.k8s.io.v1.leases";

@@ -35,7 +35,7 @@ impl EmitHost {
         // With traces on, the event carries the trace of the call that emits it.
         let delivered = self
             .sink
-            .emit(&crate::telemetry::traces::stamped(event))
+            .emit(self.guard.plugin(), &crate::telemetry::traces::stamped(event))
             .map_err(|e| Error::Invalid(e.to_string()))?;
         self.sources.sent(event);
         Ok(u32::try_from(delivered).unwrap_or(u32::MAX))
