@@ -790,3 +790,155 @@ async fn batch_statements_look_events_up_by_key_however_large_the_table() {
         );
     }
 }
+
+/// Every event on `sub` (heartbeats skipped) until `until` passes or `stop` holds for one.
+async fn events_until(
+    sub: &mut conductor_blackbox_tests::Sub,
+    until: std::time::Instant,
+    stop: impl Fn(&proto::CloudEvent) -> bool,
+) -> Vec<proto::CloudEvent> {
+    let mut got = Vec::new();
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        match tokio::time::timeout(left, sub.stream.message()).await {
+            Err(_) => return got,
+            Ok(Ok(Some(e))) if e.r#type == conductor_blackbox_tests::HEARTBEAT => {}
+            Ok(Ok(Some(e))) => {
+                let done = stop(&e);
+                got.push(e);
+                if done {
+                    return got;
+                }
+            }
+            Ok(other) => panic!("the agent's stream ended: {other:?}"),
+        }
+    }
+}
+
+/// `conductor inspect undelivered [--output json]` against `c`: (success, stdout, stderr).
+fn inspect_undelivered(c: &Conductor, json: bool) -> (bool, String, String) {
+    let admin = format!("http://{}", c.admin_addr.as_deref().expect("admin endpoint on"));
+    let mut command = std::process::Command::new(conductor_bin());
+    command.args(["inspect", "undelivered", "--admin", &admin]);
+    if json {
+        command.args(["--output", "json"]);
+    }
+    let out = command.output().expect("conductor runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 46, point 3: a resource whose first delivery the agent dropped (it sent no status) is
+/// sent again on its open stream after `broker.undelivered_after` — once, the same event at the
+/// same version — counted and listed until the agent answers it; a resource the agent answered at
+/// once is never sent again.
+#[tokio::test(flavor = "multi_thread")]
+async fn work_the_agent_never_answered_is_sent_again_once_and_counted_until_answered() {
+    const AFTER: Duration = Duration::from_secs(3);
+    let undelivered = "conductor_undelivered_resources{plugin=\"maestro\"} ";
+    let resent = "conductor_undelivered_resent_total{plugin=\"maestro\"} ";
+    let db = MaestroDb::start().await;
+    let c = Conductor::start(&format!(
+        "{}\n[broker]\nundelivered_after = \"3s\"\n",
+        config(&db.url(), "1h")
+    ))
+    .unwrap();
+    let metrics = async || c.admin_get("/metrics").await.unwrap().1;
+    let text = metrics().await;
+    assert!(
+        text.contains(&format!("{undelivered}0")) && text.contains(&format!("{resent}0")),
+        "the series exist at 0 from the start:\n{text}"
+    );
+
+    // The agent, on its own connection, subscribes and resyncs as the work agent does.
+    let mut agent = c.client().await.unwrap();
+    let mut sub = subscribe(&mut agent, "cluster1", WORKS).await.unwrap();
+    publish(&mut agent, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    // One work it answers at once, one whose spec it drops.
+    let (answered, _) = db.create("cluster1", "answered", true).await;
+    next_where(&mut sub, "the answered work's spec", |e| is_spec_of(e, &answered, 1)).await;
+    publish(&mut agent, status_update("cluster1", &answered, 1, 1, "Applied"))
+        .await
+        .unwrap();
+    let (lost, _) = db.create("cluster1", "lost", true).await;
+    let first = next_where(&mut sub, "the lost work's spec", |e| is_spec_of(e, &lost, 1)).await;
+    let dropped_at = std::time::Instant::now();
+
+    // After the deadline, the same event again, on the open stream.
+    let got = events_until(&mut sub, dropped_at + Duration::from_secs(30), |e| {
+        is_spec_of(e, &lost, 1)
+    })
+    .await;
+    let again = got
+        .last()
+        .filter(|e| is_spec_of(e, &lost, 1))
+        .unwrap_or_else(|| panic!("the dropped spec was not sent again within 30 s; the agent got {got:?}"));
+    let waited = dropped_at.elapsed();
+    assert_eq!(got.len(), 1, "nothing else was sent: {got:?}");
+    assert!(
+        waited >= AFTER - Duration::from_millis(500),
+        "sent again after {waited:?}, before the deadline"
+    );
+    assert_eq!(again, &first, "the same event, the same version");
+    eventually(WAIT, "the undelivered work counted", async || {
+        let text = metrics().await;
+        gauge(&text, undelivered) == 1 && gauge(&text, resent) == 1
+    })
+    .await;
+    let (ok, listed, err) = inspect_undelivered(&c, true);
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let rows = listed.as_array().expect("a list");
+    assert_eq!(rows.len(), 1, "{listed:#}");
+    let row = &rows[0];
+    assert_eq!(
+        (
+            &row["plugin"],
+            &row["cluster"],
+            &row["data_type"],
+            &row["resource_id"],
+            &row["resource_version"]
+        ),
+        (
+            &json!("maestro"),
+            &json!("cluster1"),
+            &json!(WORKS),
+            &json!(lost),
+            &json!(1)
+        ),
+        "{listed:#}"
+    );
+    assert!(row["sent_at"].is_string() && row["resent_at"].is_string(), "{listed:#}");
+    let (ok, table, err) = inspect_undelivered(&c, false);
+    assert!(ok, "{err}");
+    let line = table.lines().nth(1).unwrap_or_default();
+    assert!(
+        table.starts_with("PLUGIN") && line.starts_with("maestro") && line.contains(&lost) && line.contains(" ago"),
+        "{table}"
+    );
+
+    // Never a third copy, and nothing of the answered work, over three more deadlines.
+    let more = events_until(&mut sub, std::time::Instant::now() + AFTER * 3, |_| false).await;
+    assert!(more.is_empty(), "sent again more than once: {more:?}");
+    assert_eq!(gauge(&metrics().await, undelivered), 1, "counted until answered");
+
+    // The agent answers: no longer counted or listed.
+    publish(&mut agent, status_update("cluster1", &lost, 1, 2, "Applied"))
+        .await
+        .unwrap();
+    eventually(WAIT, "the answered work no longer counted", async || {
+        gauge(&metrics().await, undelivered) == 0
+    })
+    .await;
+    let (ok, listed, err) = inspect_undelivered(&c, true);
+    assert!(ok, "{err}");
+    assert_eq!(serde_json::from_str::<Value>(&listed).unwrap(), json!([]));
+    assert_eq!(gauge(&metrics().await, resent), 1);
+    let after = events_until(&mut sub, std::time::Instant::now() + AFTER * 2, |_| false).await;
+    assert!(after.is_empty(), "{after:?}");
+}
