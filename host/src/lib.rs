@@ -13,7 +13,8 @@
 //! - [`wire`]: the OCM binding of CloudEvents, decoded and encoded;
 //! - [`proto`]: the generated types;
 //! - [`attributes`]: the attributes' names, and the misspellings of them a refusal names;
-//! - [`broker`]: subscriptions, fan-out and spec resync;
+//! - [`broker`]: subscriptions, fan-out, spec resync, and work its agent never answered, sent
+//!   again;
 //! - [`routes`]: the routing table: the source plugin for a request;
 //! - [`plugin_set`]: the plugins a configuration runs, as a set: each one's file found (on disk or
 //!   pulled from a registry), loaded and started, and on reload only what changed replaced;
