@@ -479,3 +479,64 @@ async fn a_real_agents_deletion_finishes() {
         "no resource left"
     );
 }
+
+/// Issue 46, point 3, on the memory source: a work spec the agent dropped (no status) comes again
+/// on its open stream after `broker.undelivered_after`, once, the same event, and counts until
+/// the agent answers; the work it answered at once is never sent again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_work_spec_the_agent_dropped_is_sent_again_once() {
+    const AFTER: Duration = Duration::from_secs(2);
+    let c = Conductor::start(&format!("[broker]\nundelivered_after = \"2s\"\n{MEMORY_SOURCE}")).unwrap();
+    let series = "conductor_undelivered_resources{plugin=\"memory\"}";
+    // The agent on its own connection; the works created through another.
+    let mut agent = c.client().await.unwrap();
+    let mut sub = subscribe(&mut agent, "cluster1", WORKS).await.unwrap();
+    publish(&mut agent, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    let mut hub = c.client().await.unwrap();
+    create(&mut hub, &mut sub, "answered").await;
+    let status = |id: &str| {
+        let mut e = events::work_status("cluster1", id, 1, events::condition("Applied"));
+        e.attributes
+            .insert("ce-originalsource".into(), events::string("memory"));
+        e
+    };
+    publish(&mut agent, status("answered")).await.unwrap();
+    publish(&mut hub, events::create(WORKS, "cluster1", "lost", "name-lost"))
+        .await
+        .unwrap();
+    let first = sub.next_event().await.unwrap();
+    assert_eq!(attr_str(&first, "ce-resourceid"), Some("lost"));
+    let dropped_at = Instant::now();
+
+    let again = sub.next_event().await.unwrap();
+    let waited = dropped_at.elapsed();
+    assert_eq!(again, first, "the same event again");
+    assert!(
+        waited >= AFTER - Duration::from_millis(500),
+        "sent again after {waited:?}"
+    );
+    let metrics = c.admin_get("/metrics").await.unwrap().1;
+    assert_eq!(scraped(&metrics, series), 1.0, "{metrics}");
+    let (code, listed) = c.admin_get("/inspect/undelivered").await.unwrap();
+    assert_eq!(code, 200);
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed[0]["resource_id"], "lost", "{listed:#}");
+    assert_eq!(listed[0]["plugin"], "memory", "{listed:#}");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed:#}");
+
+    // No third copy, nothing of the answered work, over three more deadlines.
+    let quiet_until = Instant::now() + AFTER * 3;
+    while let Some(left) = quiet_until.checked_duration_since(Instant::now()) {
+        match tokio::time::timeout(left, sub.stream.message()).await {
+            Err(_) => break,
+            Ok(Ok(Some(e))) if e.r#type == HEARTBEAT => {}
+            Ok(other) => panic!("sent again more than once: {other:?}"),
+        }
+    }
+    publish(&mut agent, status("lost")).await.unwrap();
+    let metrics = c.admin_get("/metrics").await.unwrap().1;
+    assert_eq!(scraped(&metrics, series), 0.0, "{metrics}");
+    assert_eq!(c.admin_get("/inspect/undelivered").await.unwrap().1.trim(), "[]");
+}
