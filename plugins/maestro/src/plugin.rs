@@ -632,13 +632,14 @@ impl Plugin for Maestro {
 
     /// A burst of host events: the notifications' events are filed in their consumers' lines
     /// with what the timers bring (a catch-up's page). One batch of what waits is sent when the
-    /// send timer brought the call, or when nothing waited before it and it filed no more than a
-    /// batch (an event at rest goes out in the call that brought it); otherwise the send timer
-    /// is set, and goes off behind the host events already waiting, which are filed first. The
+    /// send timer brought the call, or when the call filed no more than a batch (an event at rest,
+    /// or a cluster's first behind another's burst, goes out in the call that brought it);
+    /// otherwise — a burst arriving — the send timer is set, and goes off behind the host events
+    /// already waiting, so every one of them is filed before a batch is chosen. The
     /// plugin's `on-events` calls never overlap: only they touch the lines, the retry queue and
     /// the catch-up state.
     fn on_events(&mut self, host: &Host, events: Vec<HostEvent>) -> Result<(), Error> {
-        let was_idle = waiting::depth(host).events == 0;
+        let waiting_before = waiting::depth(host).events;
         let mut send_timer = false;
         let mut notified = Vec::new();
         let mut result = Ok(());
@@ -683,7 +684,8 @@ impl Plugin for Maestro {
             result = result.and(LAST_HEARD.set(host, &Utc::now()));
             result = result.and(self.file(host, notified));
         }
-        if send_timer || (was_idle && waiting::depth(host).events <= SEND_BATCH as u64) {
+        let filed = waiting::depth(host).events.saturating_sub(waiting_before);
+        if send_timer || filed <= SEND_BATCH as u64 {
             result = result.and(self.send_waiting(host));
         }
         result.and(self.pace(host))
