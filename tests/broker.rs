@@ -4,7 +4,9 @@ use std::time::{Duration, Instant};
 
 use conductor_blackbox_tests::events::{self, attr, attr_str};
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
-use conductor_blackbox_tests::{CLUSTERS, Conductor, HEARTBEAT, MEMORY_SOURCE, WORKS, publish, subscribe};
+use conductor_blackbox_tests::{
+    CLUSTERS, Conductor, HEARTBEAT, MEMORY_SOURCE, WORKS, assert_no_work_agent_cut_off, publish, scraped, subscribe,
+};
 
 #[tokio::test]
 async fn subscribe_answers_with_one_subscription_id_header_before_any_event() {
@@ -239,14 +241,6 @@ async fn small_window_client(
     conductor_blackbox_tests::CloudEventServiceClient::new(channel)
 }
 
-/// A metric's value in a scrape (0 when absent).
-fn scraped(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// Issue 46: a burst far above `broker.subscriber_queue_size` for one cluster — 500 works
 /// created, updated twice and half of them deleted, 1,750 events, while the agent reads nothing —
 /// ends no stream: every work's final state reaches the agent on its open stream, each work's
@@ -339,14 +333,7 @@ async fn a_burst_for_one_cluster_ends_no_stream_and_every_final_state_arrives() 
     let after = agent.next_event().await.unwrap();
     assert_eq!(attr_str(&after, "ce-resourceid"), Some("after"));
     let metrics = c.admin_get("/metrics").await.unwrap().1;
-    assert_eq!(
-        scraped(
-            &metrics,
-            &format!("conductor_subscribers_cut_off_total{{data_type=\"{WORKS}\"}}")
-        ),
-        0.0,
-        "{metrics}"
-    );
+    assert_no_work_agent_cut_off(&metrics);
     assert!(!c.logs().contains("stopped reading"), "{}", c.logs());
 }
 

@@ -575,12 +575,9 @@ async fn a_notification_flood_stays_within_the_queue_and_loses_no_final_state() 
     .await;
 }
 
-/// The value of a metric line in Prometheus text (0 when absent).
+/// The value of a metric line in Prometheus text, whole (0 when absent).
 fn gauge(text: &str, series: &str) -> i64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map_or(0, |v| v as i64)
+    conductor_blackbox_tests::scraped(text, series) as i64
 }
 
 /// A resource updated 100 times in a burst while others change beside it: the agent never gets

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use conductor_blackbox_tests::events::{attr, attr_str};
-use conductor_blackbox_tests::{Conductor, Sub, WORKS, subscribe};
+use conductor_blackbox_tests::{Conductor, Sub, WORKS, assert_no_work_agent_cut_off, scraped, subscribe};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use support::{MaestroDb, config, eventually, maestro_create};
@@ -34,14 +34,6 @@ const QUIET_FLOOR: Duration = if cfg!(debug_assertions) {
 } else {
     Duration::from_millis(20)
 };
-
-/// The value of a series in a Prometheus scrape (0 when absent).
-fn scraped(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
 
 fn p99(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -291,14 +283,7 @@ async fn a_mass_delete_ends_no_stream_and_delays_no_other_cluster() {
     })
     .await;
     let metrics = c.admin_get("/metrics").await.unwrap().1;
-    assert_eq!(
-        scraped(
-            &metrics,
-            &format!("conductor_subscribers_cut_off_total{{data_type=\"{WORKS}\"}}")
-        ),
-        0.0,
-        "{metrics}"
-    );
+    assert_no_work_agent_cut_off(&metrics);
     let resyncs: f64 = metrics
         .lines()
         .filter(|l| l.starts_with("conductor_resyncs_total"))

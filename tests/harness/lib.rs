@@ -531,6 +531,28 @@ pub fn python_agent(args: &[&str]) -> Result<Vec<Value>> {
         .collect()
 }
 
+/// The value of a series in a Prometheus scrape (0 when absent): `series` is the name with its
+/// labels as they are exported, e.g. `conductor_plugin_event_queue_depth{plugin="maestro"}`.
+pub fn scraped(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Fails unless no subscriber of the works data type was cut off for not reading
+/// (`conductor_subscribers_cut_off_total`).
+pub fn assert_no_work_agent_cut_off(metrics: &str) {
+    assert_eq!(
+        scraped(
+            metrics,
+            &format!("conductor_subscribers_cut_off_total{{data_type=\"{WORKS}\"}}")
+        ),
+        0.0,
+        "{metrics}"
+    );
+}
+
 /// Polls `check` every 50 ms until it holds; fails the test naming `what` after `within`.
 pub async fn eventually<F: AsyncFn() -> bool>(within: Duration, what: &str, check: F) {
     let deadline = std::time::Instant::now() + within;

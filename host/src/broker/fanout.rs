@@ -286,6 +286,16 @@ impl Fanout {
         }
     }
 
+    /// `plugins` are gone (a reload removed them): their records are dropped and their
+    /// undelivered series leave the scrape.
+    pub fn forget_plugins<'a>(&self, plugins: impl IntoIterator<Item = &'a str>) {
+        let mut undelivered = self.undelivered.lock();
+        for plugin in plugins {
+            undelivered.forget(plugin);
+            self.metrics.broker.remove_undelivered_series(plugin);
+        }
+    }
+
     /// Looks at the undelivered records every eighth of `broker.undelivered_after` (at most
     /// every 30 s), queuing what became overdue again; returns once the fan-out is gone.
     pub fn watch_undelivered(self: &Arc<Self>) -> impl std::future::Future<Output = ()> + Send + 'static {

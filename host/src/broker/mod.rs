@@ -93,8 +93,12 @@ impl Broker {
         Arc::clone(&self.routes.read())
     }
 
-    /// Swaps in a new routing table (plugin reload). Subscriptions are untouched.
+    /// Swaps in a new routing table (plugin reload). Subscriptions are untouched; the work a
+    /// removed plugin sent is awaited no more.
     pub fn set_routes(&self, routes: Arc<RoutingTable>) {
+        let (before, after) = (work_plugins(&self.routes()), work_plugins(&routes));
+        self.fanout
+            .forget_plugins(before.difference(&after).map(String::as_str));
         undelivered_series(&self.fanout, &routes);
         *self.routes.write() = routes;
     }
@@ -219,9 +223,15 @@ impl Broker {
 
 /// The undelivered series of every plugin serving a work data type, at 0 from the start.
 fn undelivered_series(fanout: &Fanout, routes: &RoutingTable) {
-    for data_type in undelivered::WORK_DATA_TYPES {
-        if let Ok(parsed) = DataType::parse(data_type) {
-            fanout.undelivered_series(routes.serving(&parsed).map(|s| s.name()));
-        }
-    }
+    let plugins = work_plugins(routes);
+    fanout.undelivered_series(plugins.iter().map(String::as_str));
+}
+
+/// The plugins serving a work data type.
+fn work_plugins(routes: &RoutingTable) -> std::collections::BTreeSet<String> {
+    undelivered::WORK_DATA_TYPES
+        .iter()
+        .filter_map(|data_type| DataType::parse(data_type).ok())
+        .flat_map(|parsed| routes.serving(&parsed).map(|s| s.name().to_owned()).collect::<Vec<_>>())
+        .collect()
 }

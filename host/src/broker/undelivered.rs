@@ -226,6 +226,18 @@ impl Undelivered {
         resend
     }
 
+    /// `plugin` is gone (a reload removed it): its records are dropped and it is counted no more.
+    pub fn forget(&mut self, plugin: &str) {
+        self.clusters.retain(|_, by_type| {
+            by_type.retain(|_, resources| {
+                resources.retain(|_, record| &*record.plugin != plugin);
+                !resources.is_empty()
+            });
+            !by_type.is_empty()
+        });
+        self.overdue.remove(plugin);
+    }
+
     /// Overdue records per plugin, when they changed since the last call.
     pub fn take_changed(&mut self) -> Option<Vec<(Arc<str>, usize)>> {
         if !std::mem::take(&mut self.changed) {
@@ -354,6 +366,26 @@ mod tests {
         assert!(is_work(MANIFEST_BUNDLES));
         assert!(is_work(MANIFESTS));
         assert!(!is_work(conductor_plugin_sdk::ocm::data_types::LEASES));
+    }
+
+    #[test]
+    fn a_plugin_removed_is_awaited_and_counted_no_more() {
+        let t0 = Instant::now();
+        let mut u = Undelivered::new(AFTER);
+        u.sent("c1", MANIFEST_BUNDLES, "maestro", work("a", 1), at(t0, Duration::ZERO));
+        u.sent("c1", MANIFEST_BUNDLES, "works", work("b", 1), at(t0, Duration::ZERO));
+        assert_eq!(u.look(at(t0, AFTER), connected).len(), 2);
+        u.forget("works");
+        assert_eq!(u.len(), 1);
+        assert_eq!(
+            u.overdue().iter().map(|o| o.plugin.as_str()).collect::<Vec<_>>(),
+            ["maestro"]
+        );
+        assert_eq!(
+            counts(&mut u),
+            [("maestro".to_owned(), 1)],
+            "works is no longer counted"
+        );
     }
 
     #[test]

@@ -140,6 +140,12 @@ impl BrokerMetrics {
         self.resent.with_label_values(&[plugin]);
     }
 
+    /// `plugin`'s undelivered series leave the scrape (it was removed).
+    pub fn remove_undelivered_series(&self, plugin: &str) {
+        let _ = self.undelivered.remove_label_values(&[plugin]);
+        let _ = self.resent.remove_label_values(&[plugin]);
+    }
+
     /// One of `plugin`'s work events sent again.
     pub fn resent(&self, plugin: &str) {
         self.resent.with_label_values(&[plugin]).inc();
