@@ -64,7 +64,7 @@ mod support;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -172,10 +172,12 @@ struct Writer {
     live: Vec<Vec<Resource>>,
     mix: Mix,
     done: Writes,
+    /// Where each write's time is told.
+    ledger: Arc<Ledger>,
 }
 
 impl Writer {
-    async fn connect(url: &str, clusters: Vec<String>, seed: u64) -> Result<Self> {
+    async fn connect(url: &str, clusters: Vec<String>, seed: u64, ledger: Arc<Ledger>) -> Result<Self> {
         let hub = MaestroHub::connect(url, 2).await?;
         hub.prepare(&clusters).await?;
         let pool = sqlx::postgres::PgPoolOptions::new()
@@ -190,6 +192,7 @@ impl Writer {
             clusters,
             mix: Mix(seed),
             done: Writes::default(),
+            ledger,
         })
     }
 
@@ -197,6 +200,7 @@ impl Writer {
     /// the next ones).
     async fn run(mut self, seconds: u64, rate: f64) -> Result<Writes> {
         let started = tokio::time::Instant::now();
+        let _ = self.ledger.timeline.start.set(started.into_std());
         let total = (seconds as f64 * rate).round() as u64;
         for i in 0..total {
             tokio::time::sleep_until(started + Duration::from_secs_f64(i as f64 / rate)).await;
@@ -210,9 +214,12 @@ impl Writer {
     async fn write_one(&mut self) -> Result<()> {
         let c = self.mix.below(self.clusters.len());
         let roll = self.mix.below(100);
+        let began = Instant::now();
+        let written = |id: &str, version: i32| self.ledger.timeline.written((id.to_owned(), version), began);
         if self.live[c].is_empty() || roll < 30 {
             let (cluster, name) = (self.clusters[c].clone(), format!("work-{}", self.done.creates));
             let (id, version) = self.hub.create(&cluster, &name).await?;
+            written(&id, version as i32);
             self.live[c].push(Resource {
                 cluster,
                 name,
@@ -223,12 +230,14 @@ impl Writer {
         } else if roll < 80 {
             let i = self.mix.below(self.live[c].len());
             let (version, _) = self.hub.update_announced(&self.live[c][i]).await?;
+            written(&self.live[c][i].id, version as i32);
             self.live[c][i].version = version;
             self.done.updates += 1;
         } else {
             let i = self.mix.below(self.live[c].len());
             let resource = self.live[c].swap_remove(i);
             self.soft_delete(&resource.id).await?;
+            written(&resource.id, DELETE);
             self.done.deleted.insert(resource.id);
             self.done.deletes += 1;
         }
@@ -405,12 +414,77 @@ struct Counts {
     slowest_resync_ms: AtomicU64,
 }
 
+/// A write and the first delivery of what it wrote, by resource id and version (the version a
+/// delete wrote is [`DELETE`]).
+type WriteKey = (String, i32);
+
+/// The version of a delete in a [`WriteKey`].
+const DELETE: i32 = -1;
+
+/// Whichever of a write and its first delivery was seen first.
+enum Mark {
+    Written(Instant),
+    Arrived(Instant),
+}
+
+/// When things happened: each write's latency to its agent, and when duplicates came.
+#[derive(Default)]
+struct Timeline {
+    /// When the writes started.
+    start: OnceLock<Instant>,
+    marks: Mutex<HashMap<WriteKey, Mark>>,
+    /// Seconds since the start and latency in ms of each write's first delivery.
+    latencies: Mutex<Vec<(f64, f64)>>,
+    /// Seconds since the start of each duplicate delivery.
+    duplicates: Mutex<Vec<f64>>,
+}
+
+impl Timeline {
+    fn since_start(&self, at: Instant) -> f64 {
+        self.start
+            .get()
+            .map_or(0.0, |s| at.saturating_duration_since(*s).as_secs_f64())
+    }
+
+    /// The write of `key` began at `began` (told once it returned: its delivery may come first).
+    fn written(&self, key: WriteKey, began: Instant) {
+        self.meet(key, Mark::Written(began));
+    }
+
+    /// The first delivery of `key` arrived now.
+    fn arrived(&self, key: WriteKey) {
+        self.meet(key, Mark::Arrived(Instant::now()));
+    }
+
+    fn meet(&self, key: WriteKey, mark: Mark) {
+        let mut marks = self.marks.lock().expect("the timeline");
+        let (began, arrived) = match (marks.remove(&key), mark) {
+            (Some(Mark::Written(began)), Mark::Arrived(arrived))
+            | (Some(Mark::Arrived(arrived)), Mark::Written(began)) => (began, arrived),
+            (_, mark) => {
+                marks.insert(key, mark);
+                return;
+            }
+        };
+        drop(marks);
+        let latency = arrived.saturating_duration_since(began).as_secs_f64() * 1e3;
+        let at = self.since_start(arrived);
+        self.latencies.lock().expect("the timeline").push((at, latency));
+    }
+
+    fn duplicate(&self) {
+        let at = self.since_start(Instant::now());
+        self.duplicates.lock().expect("the timeline").push(at);
+    }
+}
+
 /// Everything the agents received and sent, shared by them and read at the end.
 #[derive(Default)]
 struct Ledger {
     received: Mutex<HashMap<String, Received>>,
     sent: Mutex<HashMap<String, Sent>>,
     counts: Counts,
+    timeline: Timeline,
     /// The next status's sequence tick: increasing across all agents, so per resource too.
     ticks: AtomicI64,
 }
@@ -437,13 +511,18 @@ impl Ledger {
             false
         };
         r.highest = r.highest.max(version);
+        drop(received);
         if duplicate {
+            self.timeline.duplicate();
             let counter = if via_resync {
                 &c.duplicates_resync
             } else {
                 &c.duplicates_live
             };
             counter.fetch_add(1, Ordering::Relaxed);
+        } else {
+            let key = (id.to_owned(), if deleting { DELETE } else { version });
+            self.timeline.arrived(key);
         }
     }
 
@@ -880,6 +959,14 @@ async fn settle(pool: &PgPool, ledger: &Ledger, writes: &Writes, settle: Duratio
 // ---------------------------------------------------------------------------------------------
 // The report.
 
+/// `/proc/loadavg`'s three averages, as text.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" / "))
+        .unwrap_or_default()
+}
+
+/// `n` with a comma every three digits.
 fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
@@ -890,6 +977,54 @@ fn thousands(n: u64) -> String {
         out.push(d);
     }
     out
+}
+
+/// The `q` quantile of sorted `values` (NaN when empty).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+/// Prints the latency of the writes to their agents, overall and by tenth of the run, and the
+/// duplicates by tenth: a backlog that grows, or duplicates bunched after the kill, show here.
+fn print_timeline(timeline: &Timeline, seconds: f64) {
+    let latencies = timeline.latencies.lock().expect("the timeline").clone();
+    let duplicates = timeline.duplicates.lock().expect("the timeline").clone();
+    let mut all: Vec<f64> = latencies.iter().map(|(_, ms)| *ms).collect();
+    all.sort_by(f64::total_cmp);
+    println!(
+        "  | write → agent, first delivery of each write: p50 / p99 / max | {:.1} / {:.1} / {:.0} ms ({} writes) |",
+        quantile(&all, 0.5),
+        quantile(&all, 0.99),
+        all.last().copied().unwrap_or(f64::NAN),
+        all.len()
+    );
+    let tenth = |at: f64| ((at / seconds * 10.0) as usize).min(9);
+    let mut p99s = Vec::new();
+    for t in 0..10 {
+        let mut in_tenth: Vec<f64> = latencies
+            .iter()
+            .filter(|(at, _)| tenth(*at) == t)
+            .map(|(_, ms)| *ms)
+            .collect();
+        in_tenth.sort_by(f64::total_cmp);
+        p99s.push(format!("{:.1}", quantile(&in_tenth, 0.99)));
+    }
+    let mut dups = [0usize; 10];
+    for at in duplicates {
+        dups[tenth(at)] += 1;
+    }
+    println!(
+        "  | write → agent p99 by tenth of the run (ms; the kill in the 6th) | {} |",
+        p99s.join(" ")
+    );
+    let dups: Vec<String> = dups.iter().map(usize::to_string).collect();
+    println!(
+        "  | duplicate deliveries by tenth of the run (the last holds the settling too) | {} |",
+        dups.join(" ")
+    );
 }
 
 /// Prints the memory rows: one per life of each replica.
@@ -967,6 +1102,7 @@ fn print_report(run: &Run, ledger: &Ledger) {
         thousands(load(&c.duplicates_resync)),
         100.0 * (load(&c.duplicates_live) + load(&c.duplicates_resync)) as f64 / deliveries.max(1) as f64
     );
+    print_timeline(&ledger.timeline, s.seconds as f64);
     println!(
         "  | deliveries older than a version the agent had | {} |",
         load(&c.older)
@@ -1003,6 +1139,10 @@ fn print_report(run: &Run, ledger: &Ledger) {
         run.cpu_seconds
     );
     println!("  | settled after the writes | {:.1} s |", run.settled.as_secs_f64());
+    println!(
+        "  | the machine's load average at the end (1 / 5 / 15 min) | {} |",
+        load_average()
+    );
     for example in &o.examples {
         println!("  lost: {example}");
     }
@@ -1016,10 +1156,10 @@ async fn soak(settings: Settings) -> Result<(Run, Arc<Ledger>)> {
     conductor_load::fd_limit::check(settings.clusters, 1, limit)?;
     let db = MaestroDb::start().await;
     let clusters: Vec<String> = (0..settings.clusters).map(Settings::cluster).collect();
-    let writer = Writer::connect(&db.url(), clusters.clone(), settings.seed).await?;
+    let ledger = Arc::new(Ledger::default());
+    let writer = Writer::connect(&db.url(), clusters.clone(), settings.seed, Arc::clone(&ledger)).await?;
     let config = support::config(&db.url(), &settings.catch_up);
     let replicas = Arc::new(tokio::task::block_in_place(|| Replicas::start(config))?);
-    let ledger = Arc::new(Ledger::default());
     let connecting = Instant::now();
     let agents = start_agents(&clusters, &replicas, &ledger).await?;
     println!(
