@@ -773,6 +773,23 @@ async fn sample_memory(replicas: Arc<Replicas>, start: Instant, every: Duration,
     }
 }
 
+/// Counts, every `every` until aborted, the `events` rows no replica has marked reconciled yet
+/// (seconds since `start`, count): events the periodic catch-up would send again.
+async fn sample_unreconciled(pool: PgPool, start: Instant, every: Duration, out: Arc<Mutex<Vec<(f64, i64)>>>) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let counted = sqlx::query_scalar::<_, i64>("SELECT count(*) FROM events WHERE reconciled_date IS NULL")
+            .fetch_one(&pool)
+            .await;
+        if let Ok(n) = counted {
+            out.lock()
+                .expect("the samples")
+                .push((start.elapsed().as_secs_f64(), n));
+        }
+    }
+}
+
 /// The memory figures of one life of a replica.
 #[derive(Debug, Clone, Copy)]
 struct MemoryFigures {
@@ -1065,6 +1082,8 @@ struct Run {
     cpu_seconds: f64,
     restarted_at: Option<f64>,
     samples: Vec<MemorySample>,
+    /// (seconds since the writes started, events not reconciled), every sample period.
+    unreconciled: Vec<(f64, i64)>,
 }
 
 fn print_report(run: &Run, ledger: &Ledger) {
@@ -1131,6 +1150,13 @@ fn print_report(run: &Run, ledger: &Ledger) {
         o.vanished,
         if o.lost() == 0 { "nothing lost" } else { "LOST" }
     );
+    let most = run.unreconciled.iter().max_by_key(|(_, n)| *n);
+    println!(
+        "  | events not reconciled (`reconciled_date IS NULL`): the most seen (when) / at the end | {} ({:.0} s) / {} |",
+        most.map_or(0, |(_, n)| *n),
+        most.map_or(f64::NAN, |(at, _)| *at),
+        run.unreconciled.last().map_or(0, |(_, n)| *n)
+    );
     print_memory(&run.samples, s, run.restarted_at);
     println!(
         "  | conductor CPU (both replicas, every life): per write / per delivery | {:.0} / {:.0} µs ({:.1} CPU s) |",
@@ -1176,6 +1202,13 @@ async fn soak(settings: Settings) -> Result<(Run, Arc<Ledger>)> {
         settings.sample_every,
         Arc::clone(&samples),
     ));
+    let unreconciled = Arc::new(Mutex::new(Vec::new()));
+    let counter = tokio::spawn(sample_unreconciled(
+        db.pool.clone(),
+        started,
+        settings.sample_every,
+        Arc::clone(&unreconciled),
+    ));
     let cpu_before = replicas.cpu();
     let kill_at = tokio::time::Instant::now() + Duration::from_secs(settings.seconds) / 2;
     let fault = tokio::spawn(kill_and_restart(Arc::clone(&replicas), kill_at, settings.down));
@@ -1186,8 +1219,10 @@ async fn soak(settings: Settings) -> Result<(Run, Arc<Ledger>)> {
     let (outcome, settled) = settle(&db.pool, &ledger, &writes, settings.settle).await?;
     let cpu_seconds = replicas.cpu() - cpu_before;
     sampler.abort();
+    counter.abort();
     drop(agents);
     let samples = samples.lock().expect("the samples").clone();
+    let unreconciled = unreconciled.lock().expect("the samples").clone();
     let run = Run {
         settings,
         writes,
@@ -1196,6 +1231,7 @@ async fn soak(settings: Settings) -> Result<(Run, Arc<Ledger>)> {
         cpu_seconds,
         restarted_at,
         samples,
+        unreconciled,
     };
     Ok((run, ledger))
 }
