@@ -50,6 +50,9 @@
 //!   `/proc/<pid>/status`: at the end of the warm-up (the first tenth of the run, counted for
 //!   B's second life from its restart), at the end, and the least-squares slope in MiB per hour
 //!   after the warm-up; B's figures restart with it;
+//! - each write's latency to its agent's first delivery (p50, p99, max, p99 by tenth of the run),
+//!   the duplicates by tenth, and the `events` rows not yet reconciled, sampled with the memory:
+//!   the events a catch-up would send again;
 //! - conductor's CPU (both replicas, user + system, B's killed life up to its kill and its
 //!   second life from its start) per write and per delivery.
 //!
