@@ -614,7 +614,9 @@ impl Agent {
                 self.ledger.resynced_after(at);
             }
             backoff = MIN_BACKOFF;
-            let _why = self.serve(client, stream).await;
+            // However the stream ended (replica killed, stream cut, a status not taken), the
+            // agent reconnects and resyncs.
+            let _ended_because = self.serve(client, stream).await;
             ended = Some(Instant::now());
             replica = 1 - replica;
         }
