@@ -70,9 +70,11 @@ impl<T: Serialize + DeserializeOwned + PartialEq> Retry<T> {
         self.queued(host)
     }
 
-    /// Queues `items` (each once) and arms the timer with the current delay, which then doubles.
-    /// An error (`kv` or the timer refused by the plugin's limits) leaves the queued items as they
-    /// were.
+    /// Queues `items` (each once). With nothing queued before, arms the timer with the current
+    /// delay, which then doubles; items queued while a round is armed join it, and neither its
+    /// timer nor the delay moves (re-arming it for each arrival would put the round off for as
+    /// long as failures keep coming). An error (`kv` or the timer refused by the plugin's limits)
+    /// leaves the queued items as they were.
     pub fn schedule(&self, host: &Host, items: impl IntoIterator<Item = T>) -> Result<(), Error> {
         let mut queued = self.queued(host);
         let before = queued.len();
@@ -81,8 +83,13 @@ impl<T: Serialize + DeserializeOwned + PartialEq> Retry<T> {
                 queued.push(item);
             }
         }
-        if queued.len() == before && before > 0 {
-            return Ok(()); // nothing new, and the timer is armed already
+        if before > 0 {
+            // A round is armed already: the new items (if any) join it.
+            return if queued.len() > before {
+                host.kv_set(&self.items_key(), &encode(&queued)?)
+            } else {
+                Ok(())
+            };
         }
         let first = u64::try_from(self.first.as_millis()).unwrap_or(u64::MAX).max(1);
         let max = u64::try_from(self.max.as_millis()).unwrap_or(u64::MAX).max(first);
@@ -216,6 +223,26 @@ mod tests {
         assert_eq!(fake.recorded().timers.get("r"), Some(&(100, false)), "starts over");
         assert!(RETRY.is_due(&HostEvent::Timer("r".into())));
         assert!(!RETRY.is_due(&HostEvent::Timer("other".into())));
+    }
+
+    #[test]
+    fn items_scheduled_while_a_round_is_armed_join_it_without_putting_it_off() {
+        let fake = FakeHost::new();
+        let host = fake.host();
+        RETRY.schedule(&host, ["a".to_owned()]).unwrap();
+        assert_eq!(fake.recorded().timers.get("r"), Some(&(100, false)));
+        fake.recorded().timers.clear();
+        for item in ["b", "c", "d", "e"] {
+            RETRY.schedule(&host, [item.to_owned()]).unwrap();
+        }
+        assert_eq!(RETRY.pending(&host), ["a", "b", "c", "d", "e"]);
+        assert!(
+            fake.recorded().timers.is_empty(),
+            "the armed round's timer is left where it is"
+        );
+        // The round goes off: a failure arms the next with the doubled delay, once.
+        RETRY.run(&host, |_| Err(Error::Unavailable("down".into()))).unwrap();
+        assert_eq!(fake.recorded().timers.get("r"), Some(&(200, false)));
     }
 
     #[test]
