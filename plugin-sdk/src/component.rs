@@ -8,7 +8,7 @@ use crate::bindings::conductor::plugin as wit;
 use crate::bindings::convert::*;
 use crate::bindings::exports::conductor::plugin::plugin as exported;
 use crate::host::Host;
-use crate::plugin::{Plugin, parse_config};
+use crate::plugin::{Plugin, Request, parse_config};
 
 thread_local! {
     static INSTANCE: RefCell<Option<Box<dyn std::any::Any>>> = const { RefCell::new(None) };
@@ -62,6 +62,21 @@ impl Adapter {
     ) -> Result<(), wit::types::Error> {
         let identity = from_wit_identity(identity);
         with_instance::<P, _>(|p, host| p.handle(host, identity, from_wit_event(event)))
+    }
+
+    pub fn handle_batch<P: Plugin>(requests: Vec<exported::Request>) -> Vec<Result<(), wit::types::Error>> {
+        let requests: Vec<Request> = requests
+            .into_iter()
+            .map(|r| Request {
+                identity: from_wit_identity(r.identity),
+                event: from_wit_event(r.event),
+            })
+            .collect();
+        let count = requests.len();
+        match with_instance::<P, _>(|p, host| Ok(p.handle_batch(host, requests))) {
+            Ok(results) => results.into_iter().map(|r| r.map_err(to_wit_error)).collect(),
+            Err(e) => vec![Err(e); count],
+        }
     }
 
     pub fn on_events<P: Plugin>(events: Vec<exported::HostEvent>) -> Result<(), wit::types::Error> {

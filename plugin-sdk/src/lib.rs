@@ -53,7 +53,8 @@ pub use host::{Database, Host, Kube, KvKey, Transaction};
 pub use identity::Identity;
 pub use pg::{PgRow, PgRows, PgValue};
 pub use plugin::{
-    Capability, Description, HostEvent, ListOptions, MetricDescription, MetricKind, NoConfig, Plugin, SDK_VERSION,
+    Capability, Description, HostEvent, ListOptions, MetricDescription, MetricKind, NoConfig, Plugin, Request,
+    SDK_VERSION,
 };
 pub use retry::Retry;
 
@@ -113,6 +114,9 @@ macro_rules! export_plugin {
                 }
                 fn handle(identity: t::Identity, event: t::CloudEvent) -> Result<(), t::Error> {
                     Adapter::handle::<__ConductorPlugin>(identity, event)
+                }
+                fn handle_batch(requests: Vec<p::Request>) -> Vec<Result<(), t::Error>> {
+                    Adapter::handle_batch::<__ConductorPlugin>(requests)
                 }
                 fn on_events(events: Vec<p::HostEvent>) -> Result<(), t::Error> {
                     Adapter::on_events::<__ConductorPlugin>(events)

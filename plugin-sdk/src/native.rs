@@ -20,15 +20,15 @@ use crate::host::Host;
 use crate::kube::{KubeReply, KubeRequest};
 use crate::metric::MetricKind;
 use crate::pg::{PgReply, PgRequest};
-use crate::plugin::{Description, HostEvent, ListOptions, Plugin, parse_config};
+use crate::plugin::{Description, HostEvent, ListOptions, Plugin, Request, parse_config};
 use crate::{CloudEvent, Error, Identity};
 
 /// The version of this ABI; the host refuses libraries with another. It moves whenever the table
 /// below or a message changes (`tests::the_abi_version_moves_with_its_messages` holds the
 /// messages' fingerprint).
-pub const ABI_VERSION: u32 = 4;
+pub const ABI_VERSION: u32 = 5;
 /// The contract version this ABI carries (`SDK_VERSION`'s major.minor).
-pub const ABI_CONTRACT: &str = "0.5";
+pub const ABI_CONTRACT: &str = "0.6";
 /// The symbol every native plugin exports.
 pub const ENTRY_SYMBOL: &[u8] = b"conductor_plugin_v1\0";
 /// `SDK_VERSION` as a C string, for [`PluginApi::sdk_version`].
@@ -116,6 +116,8 @@ pub enum PluginRequest {
     Start,
     List(ListOptions),
     Handle(Identity, CloudEvent),
+    /// Two or more requests that waited together ([`Plugin::handle_batch`]).
+    HandleBatch(Vec<Request>),
     OnEvents(Vec<HostEvent>),
 }
 
@@ -126,6 +128,8 @@ pub type PluginResponse = Result<PluginReply, Error>;
 pub enum PluginReply {
     Listed(Vec<CloudEvent>),
     Done,
+    /// One result per request of a [`PluginRequest::HandleBatch`], in its order.
+    Handled(Vec<Result<(), Error>>),
 }
 
 /// Plugin → host calls.
@@ -347,6 +351,7 @@ pub fn plugin_api<P: Plugin>() -> &'static PluginApi {
                 PluginRequest::Handle(identity, event) => {
                     plugin.handle(host, identity, event).map(|()| PluginReply::Done)
                 }
+                PluginRequest::HandleBatch(requests) => Ok(PluginReply::Handled(plugin.handle_batch(host, requests))),
                 PluginRequest::OnEvents(events) => plugin.on_events(host, events).map(|()| PluginReply::Done),
             }
         }))
@@ -399,6 +404,7 @@ mod tests {
         (2, 0x0103_d9f0_5cea_cba7),
         (3, 0x6852_9242_ed46_41a8),
         (4, 0x6cb1_c2aa_eba2_ba58),
+        (5, 0x7f08_5e30_fc9d_3e8c),
     ];
 
     fn fnv1a64(bytes: &[u8], mut hash: u64) -> u64 {
@@ -748,6 +754,13 @@ mod tests {
                 },
                 event(),
             ),
+            PluginRequest::HandleBatch(vec![Request {
+                identity: Identity {
+                    user: "u".into(),
+                    groups: vec![],
+                },
+                event: event(),
+            }]),
             PluginRequest::OnEvents(host_events()),
         ];
         for r in &plugin_requests {
@@ -755,11 +768,13 @@ mod tests {
                 PluginRequest::Start
                 | PluginRequest::List(_)
                 | PluginRequest::Handle(..)
+                | PluginRequest::HandleBatch(_)
                 | PluginRequest::OnEvents(_) => {}
             }
         }
         out.extend(plugin_requests.iter().map(encode));
-        let replies: Vec<PluginResponse> = [PluginReply::Listed(vec![event()]), PluginReply::Done]
+        let handled = PluginReply::Handled(vec![Ok(()), Err(Error::Invalid("m".into()))]);
+        let replies: Vec<PluginResponse> = [PluginReply::Listed(vec![event()]), PluginReply::Done, handled]
             .into_iter()
             .map(Ok)
             .chain(errors().into_iter().map(Err))

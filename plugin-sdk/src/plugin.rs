@@ -158,6 +158,13 @@ pub struct ListOptions {
     pub data_type: String,
 }
 
+/// An agent → hub event and who sent it: one request of a batch ([`Plugin::handle_batch`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub identity: Identity,
+    pub event: CloudEvent,
+}
+
 /// Something the host observed for the plugin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HostEvent {
@@ -223,6 +230,20 @@ pub trait Plugin: Sized + 'static {
             Self::describe().name,
             event.ty
         )))
+    }
+
+    /// Agent → hub events that waited for the plugin together (every instance busy, or several
+    /// arriving while a call ran), oldest first, from one caller or several: one result per
+    /// request, in their order; each goes back to its own caller. The host calls
+    /// [`Plugin::handle`] for a request that waited alone and this for two or more (at most the
+    /// plugin's `limits.request_batch`). By default each request goes to [`Plugin::handle`] in
+    /// turn. Override it to do the batch's work at once — one database transaction for many
+    /// status updates — keeping each request's own answer: one refused request fails alone.
+    fn handle_batch(&mut self, host: &Host, requests: Vec<Request>) -> Vec<Result<(), Error>> {
+        requests
+            .into_iter()
+            .map(|r| self.handle(host, r.identity, r.event))
+            .collect()
     }
 
     /// One timer, watch event or notification the host delivers.

@@ -76,6 +76,9 @@ pub struct PluginLimits {
     /// notification is a few bytes, and a plugin that files them, as the maestro plugin does,
     /// should see a burst in a few calls rather than one per `event_batch`).
     pub notification_batch: usize,
+    /// Agent → hub requests handed to one `handle-batch` call at most: requests that wait for the
+    /// plugin together (every instance busy, or several arriving while a call runs) go in one call.
+    pub request_batch: usize,
     /// At most this many `on-events` calls with only notifications at once, for a plugin that
     /// declares `concurrent-notifications` (which, and `pool_size`, bound it too); `1`, one call
     /// at a time. Unset: what the plugin declares.
@@ -121,6 +124,7 @@ impl Default for PluginLimits {
             event_queue: 10_000,
             event_batch: 100,
             notification_batch: 10_000,
+            request_batch: 100,
             concurrent_notifications: None,
             kv_keys: 10_000,
             kv_bytes: ByteSize(16 << 20),
@@ -321,6 +325,9 @@ impl PluginLimits {
         }
         if self.notification_batch == 0 {
             return invalid(at("notification_batch"), "must be at least 1");
+        }
+        if self.request_batch == 0 {
+            return invalid(at("request_batch"), "must be at least 1");
         }
         if self.concurrent_notifications == Some(0) {
             return invalid(at("concurrent_notifications"), "must be at least 1");

@@ -38,6 +38,10 @@ impl PluginCalls {
             PluginRequest::Start => PluginCall::Start,
             PluginRequest::List(_) => PluginCall::List,
             PluginRequest::Handle(..) => PluginCall::Handle,
+            PluginRequest::HandleBatch(requests) => {
+                self.metrics.batched(requests.len());
+                PluginCall::HandleBatch
+            }
             PluginRequest::OnEvents(_) => PluginCall::OnEvents,
         };
         let started = Instant::now();
@@ -59,7 +63,12 @@ impl PluginCalls {
             // the agent sees it too, the operator should not have to ask the agent.
             tracing::warn!(plugin = %self.plugin, call = call.as_str(), error = %e, "plugin call failed with an internal error");
         }
-        self.metrics.called(call, elapsed.as_secs_f64(), reply.is_ok());
+        let ok = match &reply {
+            Ok(PluginReply::Handled(results)) => results.iter().all(Result::is_ok),
+            Ok(_) => true,
+            Err(_) => false,
+        };
+        self.metrics.called(call, elapsed.as_secs_f64(), ok);
         if let Some(limit) = limit {
             self.metrics.timed_out(call, limit);
         }

@@ -12,7 +12,8 @@
 //! - `file`: a plugin file read, described and checked;
 //! - [`capabilities`]: the host capabilities, one room per `conductor:plugin/*` interface;
 //! - [`wasm`], [`native`]: the two runtimes, and `pool`: their pools of instances;
-//! - `calls`: calls into a plugin, counted; `dispatch` and `lanes`: its host events delivered;
+//! - `calls`: calls into a plugin, counted; `requests`: agents' requests, batched when they wait
+//!   together; `dispatch` and `lanes`: its host events delivered;
 //! - `source`: a loaded plugin's lifecycle and its [`Source`](crate::routes::Source) impl;
 //!   `views`: what the inspector reads of it; `running`: what runs now;
 //! - [`routing`]: the sources a plugin sends, checked against the routes; [`stats`]: its calls'
@@ -25,6 +26,7 @@ mod file;
 mod lanes;
 pub mod native;
 mod pool;
+mod requests;
 pub mod routing;
 mod running;
 mod runtime;

@@ -8,13 +8,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use conductor_plugin_sdk::native::{PluginReply, PluginRequest};
 use conductor_plugin_sdk::ocm::DataType;
-use conductor_plugin_sdk::{CloudEvent, Error, HostEvent, Identity, ListOptions};
+use conductor_plugin_sdk::{CloudEvent, Error, HostEvent, Identity, ListOptions, Request};
 
 use super::calls::PluginCalls;
 use super::capabilities::{Backends, Capabilities, CapabilitiesParts, KvStore, Mode, grants};
 use super::dispatch::Dispatcher;
 use super::file::PluginFile;
 use super::lanes;
+use super::requests::Requests;
 use super::runtime::{LoadError, Wait};
 use super::tasks::Tasks;
 use crate::broker::EventSink;
@@ -40,6 +41,7 @@ pub struct PluginSource {
     pub(super) config: PluginConfig,
     data_types: Vec<DataType>,
     pub(super) calls: Arc<PluginCalls>,
+    requests: Arc<Requests>,
     pub(super) capabilities: Arc<Capabilities>,
     pub(super) events: Arc<EventQueue>,
     dispatcher: Arc<Dispatcher>,
@@ -111,12 +113,19 @@ impl PluginSource {
                 notifications: config.limits.notification_batch,
             },
         ));
+        let requests = Arc::new(Requests::new(
+            name,
+            config.pool_size,
+            config.limits.request_batch,
+            config.limits.acquire_timeout.0,
+        ));
         Ok(Arc::new(Self {
             name: name.to_owned(),
             file,
             config: config.clone(),
             data_types,
             calls,
+            requests,
             capabilities,
             events,
             dispatcher,
@@ -200,14 +209,15 @@ impl Source for PluginSource {
                 }
                 Ok(events)
             }
-            PluginReply::Done => Ok(vec![]),
+            PluginReply::Done | PluginReply::Handled(_) => Ok(vec![]),
         }
     }
 
     async fn handle(&self, identity: &Identity, event: CloudEvent) -> Result<(), Error> {
-        self.calls
-            .call(PluginRequest::Handle(identity.clone(), event), Wait::Bounded)
-            .await
-            .map(|_| ())
+        let request = Request {
+            identity: identity.clone(),
+            event,
+        };
+        self.requests.handle(&self.calls, request).await
     }
 }

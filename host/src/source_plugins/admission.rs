@@ -244,6 +244,7 @@ fn limits_over(max: &MaxGrants, limits: &PluginLimits) -> Vec<OverCeiling> {
         ("event_queue", limits.event_queue, max.event_queue),
         ("event_batch", limits.event_batch, max.event_batch),
         ("notification_batch", limits.notification_batch, max.notification_batch),
+        ("request_batch", limits.request_batch, max.request_batch),
         ("kv_keys", limits.kv_keys, max.kv_keys),
         ("timers", limits.timers, max.timers),
         ("metric_series", limits.metric_series, max.metric_series),

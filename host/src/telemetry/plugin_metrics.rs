@@ -16,17 +16,19 @@ pub enum PluginCall {
     Start,
     List,
     Handle,
+    HandleBatch,
     OnEvents,
 }
 
 impl PluginCall {
-    pub const ALL: [PluginCall; 4] = [Self::Start, Self::List, Self::Handle, Self::OnEvents];
+    pub const ALL: [PluginCall; 5] = [Self::Start, Self::List, Self::Handle, Self::HandleBatch, Self::OnEvents];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Start => "start",
             Self::List => "list",
             Self::Handle => "handle",
+            Self::HandleBatch => "handle-batch",
             Self::OnEvents => "on-events",
         }
     }
@@ -44,6 +46,7 @@ pub(super) struct Families {
     events_retried: IntCounterVec,
     events_dropped: IntCounterVec,
     calls: IntCounterVec,
+    batched_requests: IntCounterVec,
     call_duration: HistogramVec,
     call_timeouts: IntCounterVec,
     recycled: IntCounterVec,
@@ -125,8 +128,13 @@ impl Families {
             ),
             calls: counters(
                 "conductor_plugin_calls_total",
-                "Calls into a plugin (start, list, handle, on-events), by outcome (ok, error).",
+                "Calls into a plugin (start, list, handle, handle-batch, on-events), by outcome (ok, error; a handle-batch call with a request refused is an error).",
                 &["plugin", "call", "outcome"],
+            ),
+            batched_requests: counters(
+                "conductor_plugin_batched_requests_total",
+                "Agent requests handed to a plugin in handle-batch calls (two or more that waited together); divided by the handle-batch calls, the mean batch.",
+                &["plugin"],
             ),
             call_duration: histograms(
                 "conductor_plugin_call_duration_seconds",
@@ -229,6 +237,7 @@ impl Families {
                 Box::new(f.events_retried.clone()),
                 Box::new(f.events_dropped.clone()),
                 Box::new(f.calls.clone()),
+                Box::new(f.batched_requests.clone()),
                 Box::new(f.call_duration.clone()),
                 Box::new(f.call_timeouts.clone()),
                 Box::new(f.recycled.clone()),
@@ -334,6 +343,7 @@ impl Families {
             full: self.queue_full.with_label_values(&[name]),
             instances: self.instances.with_label_values(&[name]),
             pool_size: self.pool_size.with_label_values(&[name]),
+            batched: self.batched_requests.with_label_values(&[name]),
             calls: Arc::new(PluginCall::ALL.map(|call| {
                 let (c, p) = (call.as_str(), name);
                 (
@@ -358,6 +368,7 @@ pub struct PluginMetrics {
     full: IntCounter,
     instances: IntGauge,
     pool_size: IntGauge,
+    batched: IntCounter,
     /// Per kind of call: the ok and error counters, and the duration histogram.
     calls: Arc<[(IntCounter, IntCounter, Histogram); PluginCall::ALL.len()]>,
     families: Families,
@@ -427,6 +438,11 @@ impl PluginMetrics {
         let (succeeded, failed, duration) = &self.calls[call as usize];
         if ok { succeeded } else { failed }.inc();
         duration.observe(seconds);
+    }
+
+    /// A `handle-batch` call carried `requests`.
+    pub fn batched(&self, requests: usize) {
+        self.batched.inc_by(requests as u64);
     }
 
     /// A call failed for time: past `limit` (`call_timeout` or `acquire_timeout`).

@@ -164,6 +164,7 @@ enum WitRequest {
     Start,
     List(bindings::exports::conductor::plugin::plugin::ListOptions),
     Handle(types::Identity, types::CloudEvent),
+    HandleBatch(Vec<bindings::exports::conductor::plugin::plugin::Request>),
     OnEvents(Vec<bindings::exports::conductor::plugin::plugin::HostEvent>),
 }
 
@@ -175,6 +176,15 @@ impl From<PluginRequest> for WitRequest {
             PluginRequest::Handle(identity, event) => {
                 Self::Handle(convert::to_wit_identity(identity), convert::into_wit_event(event))
             }
+            PluginRequest::HandleBatch(requests) => Self::HandleBatch(
+                requests
+                    .into_iter()
+                    .map(|r| bindings::exports::conductor::plugin::plugin::Request {
+                        identity: convert::to_wit_identity(r.identity),
+                        event: convert::into_wit_event(r.event),
+                    })
+                    .collect(),
+            ),
             PluginRequest::OnEvents(events) => {
                 Self::OnEvents(events.into_iter().map(convert::to_wit_host_event).collect())
             }
@@ -354,6 +364,14 @@ impl WasmRuntime {
                 .map(|events| PluginReply::Listed(events.into_iter().map(convert::from_wit_event).collect()))
                 .map_err(convert::from_wit_error),
             WitRequest::Handle(identity, event) => done(source.call_handle(store, identity, event).await?),
+            WitRequest::HandleBatch(requests) => Ok(PluginReply::Handled(
+                source
+                    .call_handle_batch(store, requests)
+                    .await?
+                    .into_iter()
+                    .map(|r| r.map_err(convert::from_wit_error))
+                    .collect(),
+            )),
             WitRequest::OnEvents(events) => done(source.call_on_events(store, events).await?),
         })
     }
