@@ -4,6 +4,7 @@
 //! - [`payload`], [`spec`], [`status`], [`sequence`]: the contract logic (how rows become spec
 //!   events, how an agent's status is judged), pure functions unit-tested without a database;
 //! - [`sql`] and [`store`]: the statements, and running them through the host;
+//! - [`status_batch`]: agents' status updates written a batch at a time, in one transaction;
 //! - [`waiting`]: the events waiting to be sent, one line per consumer, taken in turns;
 //! - [`plugin`]: the flows (LISTEN on `events`, catch-up, status writes, resync).
 //!
@@ -15,6 +16,7 @@ pub mod sequence;
 pub mod spec;
 pub mod sql;
 pub mod status;
+pub mod status_batch;
 pub mod store;
 pub mod waiting;
 

@@ -25,15 +25,14 @@ use conductor_plugin_sdk::ocm::types::actions;
 use conductor_plugin_sdk::ocm::{EventType, SubResource, data_types};
 use conductor_plugin_sdk::{
     Capability, CloudEvent, Description, Error, Host, HostEvent, Identity, KvKey, ListOptions, MetricKind, Plugin,
-    Retry, Timestamp,
+    Request, Retry, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::SOURCE;
 use crate::spec::{Read, spec_event};
-use crate::status::{Decision, decide};
-use crate::store::{self, EVENTS_CHANNEL, LAST_MIGRATION, RESOURCE_STATUS_LOCK, lock_key};
-use crate::waiting;
+use crate::store::{self, EVENTS_CHANNEL, LAST_MIGRATION};
+use crate::{status_batch, waiting};
 
 /// The periodic catch-up (unreconciled events, in case a NOTIFY was missed).
 const CATCH_UP_TIMER: &str = "catch-up";
@@ -442,41 +441,21 @@ impl Maestro {
             self.catch_up(host, None)
         }
     }
+}
 
-    /// §5: an agent's status update, judged and written under Maestro's `resource_status` lock.
-    fn update_status(&self, host: &Host, event: CloudEvent) -> Result<(), Error> {
-        let id = conductor_plugin_sdk::ocm::OcmExtensions::resource_id(&event)
-            .map_err(|_| Error::Invalid("status update without resourceid".into()))?
-            .to_owned();
-        let tx = host.pg(&self.database).begin()?;
-        tx.advisory_lock(lock_key(&id, RESOURCE_STATUS_LOCK))?;
-        let target = store::read_status_target(&tx, &id)?;
-        let decision = decide(&event, target.as_ref()).map_err(|e| Error::Invalid(e.to_string()))?;
-        let now = Utc::now();
-        match &decision {
-            Decision::Update { status } => store::update_status(&tx, &id, status, now)?,
-            // The whole row (its payload goes into the StatusDelete event), read under the lock.
-            Decision::Delete { status } => {
-                if let Some(row) = store::read_resource(&tx, &id)? {
-                    store::delete_resource(&tx, &row, status, now)?;
-                }
-            }
-            _ => {}
-        }
-        tx.commit()?;
-        // Only the rare outcomes are logged: a line formatted for every stored status costs each
-        // update a string and a host call, and the host drops it below its debug level.
-        match decision {
-            Decision::UnknownResource => {
-                host.debug(&format!("status of resource {id}: unknown resource; nothing written"))
-            }
-            Decision::Delete { .. } => host.debug(&format!(
-                "status of resource {id}: deleted by the agent; resource removed"
-            )),
-            Decision::Update { .. } | Decision::Skip(_) => {}
-        }
-        Ok(())
+/// Refuses an agent event that is not a manifest bundle status update.
+fn status_update(event: &CloudEvent) -> Result<(), Error> {
+    let ty = EventType::parse(&event.ty).map_err(|e| Error::Invalid(e.to_string()))?;
+    if ty.data_type.to_string() != data_types::MANIFEST_BUNDLES
+        || ty.subresource != SubResource::Status
+        || ty.action != actions::UPDATE_REQUEST
+    {
+        return Err(Error::Invalid(format!(
+            "the maestro source takes manifest bundle status updates, not {}",
+            event.ty
+        )));
     }
+    Ok(())
 }
 
 /// The configured catch-up interval: a duration of at least 1ms.
@@ -617,17 +596,26 @@ impl Plugin for Maestro {
     }
 
     fn handle(&mut self, host: &Host, _identity: Identity, event: CloudEvent) -> Result<(), Error> {
-        let ty = EventType::parse(&event.ty).map_err(|e| Error::Invalid(e.to_string()))?;
-        if ty.data_type.to_string() != data_types::MANIFEST_BUNDLES
-            || ty.subresource != SubResource::Status
-            || ty.action != actions::UPDATE_REQUEST
-        {
-            return Err(Error::Invalid(format!(
-                "the maestro source takes manifest bundle status updates, not {}",
-                event.ty
-            )));
+        status_update(&event)?;
+        let mut results = status_batch::write(host, &host.pg(&self.database), &[event]);
+        results.pop().unwrap_or(Ok(()))
+    }
+
+    /// Status updates that waited together, written in one transaction ([`status_batch`]); a
+    /// request that is not a status update is refused alone.
+    fn handle_batch(&mut self, host: &Host, requests: Vec<Request>) -> Vec<Result<(), Error>> {
+        let mut results: Vec<Result<(), Error>> = requests.iter().map(|r| status_update(&r.event)).collect();
+        let updates: Vec<CloudEvent> = requests
+            .into_iter()
+            .zip(&results)
+            .filter(|(_, checked)| checked.is_ok())
+            .map(|(r, _)| r.event)
+            .collect();
+        let mut written = status_batch::write(host, &host.pg(&self.database), &updates).into_iter();
+        for result in results.iter_mut().filter(|r| r.is_ok()) {
+            *result = written.next().unwrap_or(Ok(()));
         }
-        self.update_status(host, event)
+        results
     }
 
     /// A burst of host events: the notifications' events are filed in their consumers' lines

@@ -93,11 +93,21 @@ pub const READ_RESOURCES: &str = concat!(
     resource_columns!(),
     " FROM resources WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))"
 );
-/// What a status update is judged against ([`crate::status::StatusTarget`]): one resource,
-/// unscoped, with only the `metadata` of its payload (a manifest may be large, and a status
-/// update copies nothing else of it).
-pub const READ_STATUS_TARGET: &str = "SELECT consumer_name, version, payload->'metadata' AS metadata, status::text \
-     FROM resources WHERE id = $1 LIMIT 1";
+/// Maestro's `resource_status` locks of a batch of status updates, in one statement: `$1` is a
+/// JSON array of `{"a": key, "b": key}` pairs. They are taken in ascending key order (the
+/// aggregate reads its sorted input in order), so two batches — of this replica or another —
+/// never wait for each other in a cycle; Maestro holds one such lock at a time. Held until the
+/// transaction ends. The targets are read in the next statement, whose snapshot follows the locks
+/// (a statement's snapshot is taken before the locks it takes).
+pub const LOCK_STATUSES: &str = "SELECT count(pg_advisory_xact_lock(k.a, k.b)) AS held FROM (\
+     SELECT DISTINCT a, b FROM json_to_recordset($1::json) AS q(a int, b int) ORDER BY a, b) k";
+/// What status updates are judged against ([`crate::status::StatusTarget`]): the resources of
+/// `$1` (a JSON array of ids), unscoped, each found by primary key, with only the `metadata` of
+/// its payload (a manifest may be large, and a status update copies nothing else of it). A row
+/// per resource found, with its `id`.
+pub const READ_STATUS_TARGETS: &str = "SELECT q.id, r.consumer_name, r.version, r.payload->'metadata' AS metadata, \
+     r.status::text AS status FROM json_array_elements_text($1::json) AS q(id) \
+     JOIN LATERAL (SELECT consumer_name, version, payload, status FROM resources WHERE id = q.id OFFSET 0) r ON true";
 /// One resource, unscoped (soft-deleted rows too).
 pub const READ_RESOURCE: &str = concat!("SELECT ", resource_columns!(), " FROM resources WHERE id = $1 LIMIT 1");
 /// A consumer's resources for resync: unscoped, no source filter.
@@ -108,14 +118,22 @@ pub const LIST_RESOURCES: &str = concat!(
 );
 
 pub const HARD_DELETE: &str = "DELETE FROM resources WHERE id = $1";
-/// The status stored, a `StatusUpdate` row and Maestro's doorbell, `pg_notify('status_events', id)`,
-/// in one statement (a data-modifying `WITH` runs whether or not the query reads it, so the event
-/// is written as it was when these were two statements, even if the row has just gone).
-pub const STORE_STATUS: &str = "WITH stored AS (UPDATE resources SET status = $1::json, updated_at = $2 WHERE id = $3), \
+/// A batch's statuses stored, a `StatusUpdate` row for each and Maestro's doorbell for each,
+/// `pg_notify('status_events', id)` (Maestro's listener reads one id a notification), in one
+/// statement. `$1` is a JSON array of `{"id": resource, "status": …, "event": status event id,
+/// "last": whether it is the resource's last status of the batch}`, in the order they were
+/// decided; `$2` the time. Each resource takes its last status; each update gets its event, in
+/// order. A data-modifying `WITH` runs whether or not the query reads it, so the events are
+/// written even for a row that has just gone, as one update at a time would write them.
+pub const STORE_STATUSES: &str = "WITH w AS MATERIALIZED (\
+     SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS (id text, status json, event text, last boolean)) \
+     WITH ORDINALITY AS w(id, status, event, last, n)), \
+     stored AS (UPDATE resources SET status = (SELECT w.status FROM w WHERE w.id = resources.id AND w.last LIMIT 1), \
+     updated_at = $2 WHERE id = ANY(ARRAY(SELECT w.id FROM w WHERE w.last))), \
      e AS (INSERT INTO status_events \
      (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) \
-     VALUES ($4, $2, $2, NULL, $3, '', '', NULL, NULL, 'StatusUpdate', NULL) RETURNING id) \
-     SELECT pg_notify('status_events', id) FROM e";
+     SELECT w.event, $2, $2, NULL, w.id, '', '', NULL, NULL, 'StatusUpdate', NULL FROM w ORDER BY w.n RETURNING id) \
+     SELECT count(pg_notify('status_events', id)) AS notified FROM e";
 /// A `StatusDelete` row (with what Maestro needs to tell the source) and the doorbell.
 pub const INSERT_STATUS_DELETE: &str = "WITH e AS (INSERT INTO status_events \
      (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) \

@@ -178,19 +178,60 @@ pub fn read_resource(tx: &Transaction<'_>, id: &str) -> Result<Option<ResourceRo
     rows.first().map(resource).transpose()
 }
 
-/// What a status update for resource `id` is judged against, unscoped, in a transaction.
-pub fn read_status_target(tx: &Transaction<'_>, id: &str) -> Result<Option<StatusTarget>, Error> {
-    let rows = tx.query(sql::READ_STATUS_TARGET, &[id.into()])?;
-    rows.first()
+/// Takes Maestro's `resource_status` lock of each resource of `ids`, in one statement
+/// ([`sql::LOCK_STATUSES`]: in key order, held until the transaction ends).
+pub fn lock_statuses(tx: &Transaction<'_>, ids: &[&str]) -> Result<(), Error> {
+    let keys: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            let (a, b) = lock_pair(id, RESOURCE_STATUS_LOCK);
+            json!({"a": a, "b": b})
+        })
+        .collect();
+    tx.query(sql::LOCK_STATUSES, &[(&Value::from(keys)).into()]).map(drop)
+}
+
+/// What status updates for the resources `ids` are judged against, unscoped, by id (a resource
+/// absent is not in the map), in a statement after [`lock_statuses`].
+pub fn read_status_targets(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap<String, StatusTarget>, Error> {
+    let rows = tx.query(sql::READ_STATUS_TARGETS, &[(&json!(ids)).into()])?;
+    rows.iter()
         .map(|row| {
-            Ok(StatusTarget {
+            let target = StatusTarget {
                 consumer_name: text(&row, "consumer_name")?,
                 version: row.int("version")?.unwrap_or_default(),
                 metadata: row.json("metadata")?,
                 status: row.json("status")?,
-            })
+            };
+            Ok((text(&row, "id")?, target))
         })
-        .transpose()
+        .collect()
+}
+
+/// A status to store: the resource, and the status.
+pub struct StatusWrite<'a> {
+    pub id: &'a str,
+    pub status: Value,
+}
+
+/// Stores `writes` (in their order; a resource takes its last), a `StatusUpdate` event for each
+/// and Maestro's doorbell for each, at commit: one round trip ([`sql::STORE_STATUSES`]).
+pub fn store_statuses(tx: &Transaction<'_>, writes: &[StatusWrite<'_>], now: Timestamp) -> Result<(), Error> {
+    if writes.is_empty() {
+        return Ok(());
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut rows: Vec<Value> = writes
+        .iter()
+        .rev()
+        .map(|w| {
+            let last = seen.insert(w.id);
+            json!({"id": w.id, "status": w.status, "event": uuid::Uuid::new_v4().to_string(), "last": last})
+        })
+        .collect();
+    rows.reverse();
+    tx.query(sql::STORE_STATUSES, &[(&Value::from(rows)).into(), now.into()])
+        .map(drop)
 }
 
 /// A consumer's resources for resync: unscoped, no source filter.
@@ -262,17 +303,6 @@ pub fn pending_events(db: &Database<'_>, since: Option<Timestamp>, after: Option
     Ok(Page {
         ids: rows.iter().map(|row| text(&row, "id")).collect::<Result<_, _>>()?,
     })
-}
-
-/// Replaces the status and rings Maestro's doorbell (`StatusUpdate` + NOTIFY, at commit), in one
-/// round trip.
-pub fn update_status(tx: &Transaction<'_>, id: &str, status: &Value, now: Timestamp) -> Result<(), Error> {
-    let event_id = uuid::Uuid::new_v4().to_string();
-    tx.query(
-        sql::STORE_STATUS,
-        &[status.into(), now.into(), id.into(), event_id.into()],
-    )
-    .map(drop)
 }
 
 /// The agent deleted the work: a `StatusDelete` event carrying what Maestro needs to tell the
