@@ -137,6 +137,26 @@ test('stores status and refuses a malformed one', () => {
   assert.deepEqual(host.logs.at(-1), ['info', 'status of cluster1/web stored (17 bytes)']);
 });
 
+test('a batch is handled in order and a refused status fails alone', () => {
+  // The SDK's default handleBatch (the host's call for requests that waited together).
+  const uid = uidOf('cluster1', 'web');
+  const [stored, refused, ignored] = plugin.handleBatch([
+    { identity: ANONYMOUS, event: statusEvent(uid, bytes('{"conditions":[]}')) },
+    { identity: ANONYMOUS, event: statusEvent(uid, bytes('["not", "a", "status"]')) },
+    { identity: ANONYMOUS, event: statusEvent('nope', bytes('{"conditions":[]}')) },
+  ]);
+  assert.deepEqual(stored, { tag: 'ok', val: undefined });
+  assert.equal(refused.tag, 'err');
+  assert.equal(refused.val.tag, 'invalid');
+  assert.ok(refused.val.val.includes('status of cluster1/web is not a ManifestBundleStatus'), refused.val.val);
+  assert.deepEqual(ignored, { tag: 'ok', val: undefined });
+  assert.deepEqual(host.logs.slice(-2), [
+    ['info', 'status of cluster1/web stored (17 bytes)'],
+    ['info', 'status of unknown work nope in cluster1 ignored'],
+  ]);
+  assert.deepEqual([...host.kv.keys()], ['status/cluster1/web']);
+});
+
 test('a status for a work not served is answered ok', () => {
   plugin.handle(ANONYMOUS, statusEvent('nope', bytes('{"conditions":[]}')));
   assert.deepEqual(host.logs.at(-1), ['info', 'status of unknown work nope in cluster1 ignored']);

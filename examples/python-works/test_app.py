@@ -12,9 +12,9 @@ import unittest
 import uuid
 
 import app
-from componentize_py_types import Err
+from componentize_py_types import Err, Ok
 from conductor_sdk.fakes import FakeHost
-from wit_world.exports.plugin import HostEvent_Timer, ListOptions
+from wit_world.exports.plugin import HostEvent_Timer, ListOptions, Request
 from wit_world.imports.types import (
     CloudEvent,
     Error_Internal,
@@ -147,6 +147,26 @@ class PythonWorks(unittest.TestCase):
             self.assertIsInstance(refused.exception.value, Error_Invalid)
             self.assertIn(message, refused.exception.value.value)
         self.assertEqual(self.host.kv["status/cluster1/web"], b'{"conditions":[]}', "a refused status is not kept")
+
+    def test_a_batch_is_handled_in_order_and_a_refused_status_fails_alone(self):
+        # The SDK's default handle_batch (the host's call for requests that waited together).
+        web = app.uid_of("cluster1", "web")
+        results = self.plugin.handle_batch(
+            [
+                Request(ANONYMOUS, status_event(web, b'{"conditions":[]}')),
+                Request(ANONYMOUS, status_event(web, b'["not", "a", "status"]')),
+                Request(ANONYMOUS, status_event("nope", b'{"conditions":[]}')),
+            ]
+        )
+        self.assertEqual(results[0], Ok(None))
+        self.assertIsInstance(results[1], Err)
+        self.assertIn("status of cluster1/web is not a ManifestBundleStatus", results[1].value.value)
+        self.assertEqual(results[2], Ok(None))
+        self.assertEqual(
+            self.host.logs[-2:],
+            [("info", "status of cluster1/web stored (17 bytes)"), ("info", "status of unknown work nope in cluster1 ignored")],
+        )
+        self.assertEqual(self.host.kv, {"status/cluster1/web": b'{"conditions":[]}'})
 
     def test_a_status_for_a_work_not_served_is_answered_ok(self):
         self.plugin.handle(ANONYMOUS, status_event("nope", b'{"conditions":[]}'))

@@ -11,6 +11,12 @@
 //   instance serves on. `describe` has no error channel: a throw there still traps, and what the
 //   engine prints of it is in what `plugins inspect` and the log show (the host keeps the plugin's
 //   stderr).
+//   `guard` also gives the plugin `handleBatch` (requests that waited for the plugin together)
+//   unless it has one: each request goes to `handle` in turn and answers with its own result —
+//   `{ tag: 'ok' }`, or `{ tag: 'err', val: <error> }` for what it threw (anything but a
+//   `PluginError` as `internal`) — so a refused request fails alone and the others still run. A
+//   plugin's own `handleBatch` returns one such result per request, in their order; what it throws
+//   answers every request of the batch (`guardBatch`).
 // - `PluginError(tag, message)`: the contract's `error`, to throw from an export
 //   (`new PluginError('invalid', 'config.x: must be …')`).
 // - `sha1(data)`, `uuid5(namespace, name)`: SHA-1 and name-based UUIDs, the same as CPython's
@@ -35,6 +41,14 @@ import { PluginError } from './error.mjs';
 
 /** The exports of `interface plugin` that answer `result<_, error>`, by their JavaScript names. */
 export const EXPORTS = ['checkConfig', 'init', 'start', 'list', 'handle', 'onEvents'];
+
+/**
+ * The exports of `interface plugin` that answer one `result<_, error>` per request
+ * (`list<result<_, error>>`): `{ tag: 'ok' }` or `{ tag: 'err', val: <error> }`, in the requests'
+ * order (componentize-js's form of a `result` inside a value; only an export's own `result` is
+ * thrown).
+ */
+export const BATCH_EXPORTS = ['handleBatch'];
 
 /** RFC 4122's namespaces, as CPython's `uuid` names them. */
 export const NAMESPACE_DNS = '6ba7b810-9dad-11d1-80b4-00c04fd430c8';
@@ -108,11 +122,72 @@ export function guardFunction(exportName, fn) {
   return conductorGuarded;
 }
 
-/** `plugin` (the exported object) with its exports (`EXPORTS`) guarded, in place. */
+/** What `thrown` answers as a `result<_, error>` inside a value: its `payload`, or `internal`. */
+function errResult(exportName, thrown) {
+  const payload =
+    thrown !== null && typeof thrown === 'object' && 'payload' in thrown
+      ? thrown.payload
+      : internalError(exportName, thrown).payload;
+  return { tag: 'err', val: payload };
+}
+
+/**
+ * `fn` (which answers a list of requests with one result each) with anything it throws answered as
+ * every request's result: an error with a `payload` as it is, anything else as the `internal`
+ * error. `handle-batch` has no error channel of its own: without this a throw traps, and every
+ * request of the batch hears the trap.
+ */
+export function guardBatch(exportName, fn) {
+  if (fn[GUARDED]) return fn;
+  // Named for its frame in stacks (GLUE_FRAME), its `name` the export's.
+  const conductorGuarded = function (requests, ...rest) {
+    try {
+      return fn.call(this, requests, ...rest);
+    } catch (e) {
+      const result = errResult(exportName, e);
+      return Array.from(requests, () => result);
+    }
+  };
+  Object.defineProperty(conductorGuarded, 'name', { value: fn.name });
+  conductorGuarded[GUARDED] = true;
+  return conductorGuarded;
+}
+
+/**
+ * The default `handleBatch` of `plugin`: agent → hub events that waited for the plugin together,
+ * oldest first (each `{ identity, event }`), each handed to the plugin's `handle` in turn: one
+ * result per request, in their order — `{ tag: 'ok' }`, or `{ tag: 'err', val }` for what `handle` threw (a
+ * bug as the `internal` error with its stack) — so a refused request fails alone and the next
+ * ones still run. A plugin defines its own to do the batch's work at once (one transaction for
+ * many status updates), keeping each request's own answer.
+ */
+function defaultHandleBatch(plugin) {
+  const handleBatch = (requests) =>
+    Array.from(requests, ({ identity, event }) => {
+      try {
+        plugin.handle(identity, event);
+        return { tag: 'ok', val: undefined };
+      } catch (e) {
+        return errResult('handle', e);
+      }
+    });
+  handleBatch[GUARDED] = true;
+  return handleBatch;
+}
+
+/**
+ * `plugin` (the exported object) with its exports (`EXPORTS`) guarded, its `handleBatch` guarded
+ * too (`BATCH_EXPORTS`) or, when it has none, the default that hands each request to `handle`; in
+ * place.
+ */
 export function guard(plugin) {
   for (const name of EXPORTS) {
     if (typeof plugin[name] === 'function') plugin[name] = guardFunction(name, plugin[name]);
   }
+  for (const name of BATCH_EXPORTS) {
+    if (typeof plugin[name] === 'function') plugin[name] = guardBatch(name, plugin[name]);
+  }
+  if (plugin.handleBatch === undefined) plugin.handleBatch = defaultHandleBatch(plugin);
   return plugin;
 }
 

@@ -131,3 +131,101 @@ test('what the plugin answers is unchanged', () => {
   const again = guard(p);
   assert.throws(() => again.init('0'), (e) => e.payload.val.split('uncaught exception').length === 2);
 });
+
+/** A plugin recording what `handle` saw, refusing events starting with `bad`, throwing a bug for `bug`. */
+const batching = (own = {}) => {
+  const handled = [];
+  const p = guard({
+    handle(identity, event) {
+      handled.push([identity, event]);
+      if (event.startsWith('bad')) throw new PluginError('invalid', `${event}: refused`);
+      if (event === 'bug') helper(0);
+    },
+    ...own,
+  });
+  return { p, handled };
+};
+
+const ok = { tag: 'ok', val: undefined };
+
+test('the default handleBatch hands each request to handle in turn: a refused one fails alone', () => {
+  const { p, handled } = batching();
+  const requests = [
+    { identity: 'cluster1', event: 'first' },
+    { identity: 'cluster2', event: 'bad second' },
+    { identity: 'cluster3', event: 'third' },
+  ];
+  assert.deepEqual(p.handleBatch(requests), [
+    ok,
+    { tag: 'err', val: { tag: 'invalid', val: 'bad second: refused' } },
+    ok,
+  ]);
+  assert.deepEqual(handled, [
+    ['cluster1', 'first'],
+    ['cluster2', 'bad second'],
+    ['cluster3', 'third'],
+  ]);
+  assert.deepEqual(p.handleBatch([]), []);
+  // Called as componentize-js may call it, not as a method.
+  const { handleBatch } = p;
+  assert.deepEqual(handleBatch([{ identity: 'c', event: 'x' }]), [ok]);
+});
+
+test("an uncaught exception in handle is its request's internal error, with its stack", () => {
+  const { p, handled } = batching();
+  const [bug, next] = p.handleBatch([
+    { identity: 'c', event: 'bug' },
+    { identity: 'c', event: 'next' },
+  ]);
+  assert.equal(bug.tag, 'err');
+  assert.equal(bug.val.tag, 'internal');
+  const lines = bug.val.val.split('\n');
+  assert.deepEqual(lines.slice(0, 2), ['uncaught exception in handle:', 'RangeError: n must not be 0']);
+  assert.match(bug.val.val, /helper/);
+  assert.deepEqual(next, ok);
+  assert.deepEqual(
+    handled.map(([, e]) => e),
+    ['bug', 'next'],
+  );
+  // Guarding again keeps the default.
+  assert.equal(guard(p).handleBatch, p.handleBatch);
+});
+
+test("what a plugin's own handleBatch throws answers every request", () => {
+  const { p } = batching({
+    handleBatch(requests) {
+      if (requests[0].event === 'refuse all') throw new PluginError('unavailable', 'the batch is refused');
+      if (requests[0].event === 'bug') throw new TypeError('a bug in the batch');
+      return requests.map((r) => (r.event === 'bad' ? { tag: 'err', val: { tag: 'invalid', val: 'bad' } } : ok));
+    },
+  });
+  assert.equal(p.handleBatch.name, 'handleBatch');
+  assert.deepEqual(
+    p.handleBatch([
+      { identity: 'c', event: 'x' },
+      { identity: 'c', event: 'bad' },
+    ]),
+    [ok, { tag: 'err', val: { tag: 'invalid', val: 'bad' } }],
+  );
+  const refused = { tag: 'err', val: { tag: 'unavailable', val: 'the batch is refused' } };
+  assert.deepEqual(
+    p.handleBatch([
+      { identity: 'c', event: 'refuse all' },
+      { identity: 'c', event: 'x' },
+    ]),
+    [refused, refused],
+  );
+  const results = p.handleBatch([
+    { identity: 'c', event: 'bug' },
+    { identity: 'c', event: 'x' },
+    { identity: 'c', event: 'y' },
+  ]);
+  assert.equal(results.length, 3);
+  for (const r of results) {
+    assert.equal(r.tag, 'err');
+    assert.equal(r.val.tag, 'internal');
+    assert.match(r.val.val, /^uncaught exception in handleBatch:\nTypeError: a bug in the batch/);
+  }
+  // Guarding twice wraps once.
+  assert.equal(guard(p).handleBatch, p.handleBatch);
+});

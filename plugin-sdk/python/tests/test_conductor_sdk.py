@@ -17,7 +17,8 @@ import uuid
 from unittest import mock
 
 import conductor_sdk
-from componentize_py_types import Err
+from componentize_py_types import Err, Ok
+from wit_world.exports.plugin import Request
 from wit_world.imports.types import Error_Internal, Error_Invalid
 
 
@@ -217,6 +218,107 @@ class Guard(unittest.TestCase):
         message = raised.exception.value.value
         self.assertEqual(message.count("uncaught exception in start"), 1, message)
         self.assertTrue(message.endswith("ValueError: derived"), message)
+
+
+class Exports(conductor_sdk.Plugin):
+    """Every export but `handle`, doing nothing (the world's `Plugin` declares them abstract)."""
+
+    def describe(self):
+        pass
+
+    def check_config(self, config):
+        pass
+
+    def init(self, config):
+        pass
+
+    def start(self):
+        pass
+
+    def list(self, options):
+        return []
+
+    def on_events(self, events):
+        pass
+
+
+class HandleBatch(unittest.TestCase):
+    """The default `handle_batch`: each request to `handle` in turn, one result each."""
+
+    def plugin(self):
+        class Plugin(Exports):
+            def __init__(self):
+                self.handled = []
+
+            def handle(self, identity, event):
+                self.handled.append((identity, event))
+                if event.startswith("bad"):
+                    raise Err(Error_Invalid(f"{event}: refused"))
+                if event.startswith("bug"):
+                    return {}[event]
+
+        return Plugin()
+
+    def test_a_refused_request_fails_alone_and_every_request_is_handled_in_order(self):
+        p = self.plugin()
+        requests = [Request("cluster1", "first"), Request("cluster2", "bad second"), Request("cluster3", "third")]
+        self.assertEqual(
+            p.handle_batch(requests), [Ok(None), Err(Error_Invalid("bad second: refused")), Ok(None)]
+        )
+        self.assertEqual(p.handled, [("cluster1", "first"), ("cluster2", "bad second"), ("cluster3", "third")])
+
+    def test_an_uncaught_exception_is_its_requests_internal_error(self):
+        p = self.plugin()
+        results = p.handle_batch([Request("c", "bug"), Request("c", "next")])
+        self.assertEqual(len(results), 2)
+        self.assertIsInstance(results[0], Err)
+        error = results[0].value
+        self.assertIsInstance(error, Error_Internal)
+        self.assertTrue(error.value.startswith("uncaught exception in handle:\nTraceback"), error.value)
+        self.assertIn("return {}[event]", error.value)
+        self.assertTrue(error.value.endswith("KeyError: 'bug'"), error.value)
+        self.assertEqual(results[1], Ok(None))
+        self.assertEqual([e for _, e in p.handled], ["bug", "next"])
+        self.assertEqual(p.handle_batch([]), [])
+
+    def test_a_handle_not_guarded_is_answered_the_same(self):
+        # A `handle` put on the class after it was defined is not wrapped: the default still
+        # answers its exception as that request's `internal` error.
+        p = self.plugin()
+        type(p).handle = lambda self, identity, event: 1 // 0
+        results = p.handle_batch([Request("c", "x")])
+        self.assertIn("uncaught exception in handle:", results[0].value.value)
+        self.assertIn("ZeroDivisionError", results[0].value.value)
+
+    def test_an_exception_escaping_an_override_answers_every_request(self):
+        class Batching(Exports):
+            def handle(self, identity, event):
+                pass
+
+            def handle_batch(self, requests):
+                if requests[0].event == "refuse all":
+                    raise Err(Error_Invalid("the batch is refused"))
+                if requests[0].event == "bug":
+                    raise RuntimeError("a bug in the batch")
+                return [Ok(None) if r.event != "bad" else Err(Error_Invalid("bad")) for r in requests]
+
+        p = Batching()
+        self.assertEqual(p.handle_batch([Request("c", "ok"), Request("c", "bad")]), [Ok(None), Err(Error_Invalid("bad"))])
+        refused = Err(Error_Invalid("the batch is refused"))
+        self.assertEqual(p.handle_batch([Request("c", "refuse all"), Request("c", "x")]), [refused, refused])
+        results = p.handle_batch([Request("c", "bug"), Request("c", "x"), Request("c", "y")])
+        self.assertEqual(len(results), 3)
+        for result in results:
+            message = result.value.value
+            self.assertTrue(message.startswith("uncaught exception in handle_batch:\n"), message)
+            self.assertNotIn("in guarded", message)
+            self.assertTrue(message.endswith("RuntimeError: a bug in the batch"), message)
+        self.assertEqual(Batching.handle_batch.__name__, "handle_batch")
+
+        class Derived(Batching):
+            pass
+
+        self.assertIs(Derived.handle_batch, Batching.handle_batch, "guarded once")
 
 
 if __name__ == "__main__":

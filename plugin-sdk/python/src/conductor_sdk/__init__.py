@@ -13,7 +13,13 @@ contract's (`CONTRACT`); its modules need the `wit_world` bindings of the plugin
   and counts it in the plugin's last error, and the instance serves on. `describe` has no error
   channel: an exception there still traps, and its traceback is in what `plugins inspect` and the
   log show (the host keeps the plugin's stderr).
-- `guard(name, function)`: the same wrapping, for a function of your own.
+  `handle_batch` (requests that waited for the plugin together) has a default: each request goes
+  to `handle` in turn, and answers with its own result — `Ok(None)`, or the `Err` it raised (an
+  uncaught exception the `internal` error), so a refused request fails alone and the others still
+  run. A plugin overriding it returns one `Ok(None)` or `Err(error)` per request, in their order;
+  an exception escaping the override answers every request of the batch with it (`guard_batch`).
+- `guard(name, function)`: the same wrapping, for a function of your own; `guard_batch(name,
+  function)` the wrapping of `handle_batch`.
 - `sha1(data)`, `uuid5(namespace, name)`: SHA-1 and name-based UUIDs, the same as CPython's
   `hashlib.sha1` and `uuid.uuid5` (`uuid5` returns the string form). `hashlib` is used where the
   interpreter has it, a pure-Python SHA-1 otherwise.
@@ -48,9 +54,9 @@ import linecache
 import struct
 import sys
 import traceback
-from typing import Any, Callable, TypeVar, Union
+from typing import Any, Callable, List, TypeVar, Union
 
-from componentize_py_types import Err
+from componentize_py_types import Err, Ok
 from wit_world import exports
 from wit_world.imports.types import Error_Internal
 
@@ -70,6 +76,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # The exports of `interface plugin` that answer `result<_, error>`, by their Python names.
 EXPORTS = ("check_config", "init", "start", "list", "handle", "on_events")
+# The exports of `interface plugin` that answer one `result<_, error>` per request
+# (`list<result<_, error>>`): `Ok(None)` or `Err(error)`, in the requests' order.
+BATCH_EXPORTS = ("handle_batch",)
 
 # RFC 4122's namespaces, as CPython's `uuid` names them.
 NAMESPACE_DNS = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
@@ -165,6 +174,29 @@ def guard(export: str, function: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
+def guard_batch(export: str, function: F) -> F:
+    """`function` (which answers a list of requests with one result each) with any exception
+    escaping it answered as every request's result: an `Err` as it is, anything else as the
+    contract's `internal` error. `handle-batch` has no error channel of its own: without this an
+    exception traps, and every request of the batch hears the trap."""
+    if getattr(function, "_conductor_guarded", False):
+        return function
+
+    @functools.wraps(function)
+    def guarded(self: Any, requests: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(self, requests, *args, **kwargs)
+        except Err as e:
+            return [e] * len(requests)
+        except BaseException as e:  # noqa: BLE001 - every escape is a bug the host must see
+            if e.__traceback__ is not None and e.__traceback__.tb_next is not None:
+                e.__traceback__ = e.__traceback__.tb_next  # from the plugin's frame on, not this one
+            return [internal_error(export, e)] * len(requests)
+
+    guarded._conductor_guarded = True  # type: ignore[attr-defined]
+    return guarded  # type: ignore[return-value]
+
+
 def _warm_up() -> None:
     """Formats a few tracebacks while the module is imported. In a component the module is
     imported at build time, and only what was imported then is there at run time: the modules
@@ -184,7 +216,7 @@ _warm_up()
 
 class Plugin(exports.Plugin):
     """Base class of a plugin: its exports (`EXPORTS`) are wrapped with `guard` as the subclass is
-    defined."""
+    defined, an override of `handle_batch` (`BATCH_EXPORTS`) with `guard_batch`."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -192,8 +224,32 @@ class Plugin(exports.Plugin):
             function = cls.__dict__.get(name)
             if callable(function):
                 setattr(cls, name, guard(name, function))
+        for name in BATCH_EXPORTS:
+            function = cls.__dict__.get(name)
+            if callable(function):
+                setattr(cls, name, guard_batch(name, function))
         # In a component: the last moment the plugin's files are readable (see above).
         keep_sources()
+
+    def handle_batch(self, requests: List[Any]) -> List[Union[Ok[None], Err[Any]]]:
+        """Agent → hub events that waited for the plugin together, oldest first (each a
+        `wit_world.exports.plugin.Request`: `identity`, `event`): one result per request, in
+        their order, each going back to its own caller. The host calls `handle` for a request
+        that waited alone and this for two or more. By default each request goes to `handle` in
+        turn: `Ok(None)`, or the `Err` it raised — an uncaught exception the `internal` error
+        with its traceback — so a refused request fails alone and the next ones still run.
+        Override it to do the batch's work at once (one transaction for many status updates),
+        keeping each request's own answer."""
+        results: List[Union[Ok[None], Err[Any]]] = []
+        for request in requests:
+            try:
+                self.handle(request.identity, request.event)
+                results.append(Ok(None))
+            except Err as e:
+                results.append(e)
+            except BaseException as e:  # noqa: BLE001 - a `handle` not guarded (defined elsewhere)
+                results.append(internal_error("handle", e))
+        return results
 
 
 def _bytes(data: Data) -> bytes:
