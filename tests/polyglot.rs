@@ -7,10 +7,14 @@
 //! that imports a capability it was not granted does not load. An exception the Python or
 //! JavaScript plugin does not catch answers the agent with the `internal` error holding its
 //! traceback (the SDK's glue), is logged and counted, and the instance serves the next call.
+//! Status updates that wait for the plugin together go to it in one `handle-batch` call, which the
+//! SDK's default answers request by request: each agent hears its own answer.
 //!
 //! The components are built by `scripts/build-polyglot-plugins.sh` (scripts/test.sh runs it).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use conductor_blackbox_tests::events::{self, attr, attr_str};
 use conductor_blackbox_tests::proto::CloudEvent;
@@ -360,6 +364,123 @@ async fn an_uncaught_javascript_exception_is_an_internal_error_with_its_stack() 
         ],
     )
     .await;
+}
+
+/// The sum of the series of `name` carrying every label of `labels` (`plugin="works"`) in a
+/// Prometheus scrape; 0 when there is none.
+fn series_sum(metrics: &str, name: &str, labels: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && labels.iter().all(|label| l.contains(label)))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// Agents that publish at once, each on its own connection.
+const AGENTS: usize = 12;
+
+/// Status updates that wait for the plugin together — one instance (`pool_size = 1`), twelve
+/// agents publishing at the same moment — go to it in `handle-batch` calls, which the SDK's
+/// default (no override in the example) answers by handing each to `handle`: every agent hears
+/// its own answer. Agent 0 sends a malformed status each round: it alone is refused, with the
+/// plugin's own message, while the statuses batched with it are stored or ignored as they are
+/// when they come one by one. Rounds go on until a batch carried the refused status (a
+/// `handle-batch` call with an error), so the proof does not hang on the machine's speed.
+async fn requests_that_wait_together_are_each_answered_in_a_batch(lang: Lang) {
+    let c = Conductor::start(&works(&lang.component(), 1, &lang.example_limits())).unwrap();
+    let mut clients = Vec::new();
+    for _ in 0..AGENTS {
+        clients.push(c.client().await.unwrap());
+    }
+    let works_label = r#"plugin="works""#;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (mut rounds, mut stored) = (0, 0);
+    loop {
+        let round = rounds;
+        rounds += 1;
+        let start = Arc::new(tokio::sync::Barrier::new(AGENTS));
+        let agents: Vec<_> = clients
+            .drain(..)
+            .enumerate()
+            .map(|(n, mut client)| {
+                let start = Arc::clone(&start);
+                tokio::spawn(async move {
+                    // Agent 0 malformed; the other even ones a new status of `web` (stored), the
+                    // odd ones a status of a work not served (ignored, named in the log).
+                    let (id, data) = match n {
+                        0 => (WEB_UID.to_owned(), json!(["not", "a", "status"])),
+                        n if n % 2 == 0 => (WEB_UID.to_owned(), status(&format!("Applied-{round}-{n}"))),
+                        n => (format!("unknown-{round}-{n}"), status("Applied")),
+                    };
+                    start.wait().await;
+                    let answer = status_update(&mut client, &id, lang.source, data).await;
+                    (client, answer)
+                })
+            })
+            .collect();
+        for (n, agent) in agents.into_iter().enumerate() {
+            let (client, answer) = agent.await.unwrap();
+            clients.push(client);
+            if n != 0 {
+                if let Err(s) = answer {
+                    panic!("{lang:?}: round {round}, agent {n} was refused: {s:?}");
+                }
+                continue;
+            }
+            let Err(s) = answer else {
+                panic!("{lang:?}: round {round}: the malformed status was accepted")
+            };
+            assert_eq!(s.code(), Code::FailedPrecondition, "{lang:?}: {s:?}");
+            let body: Value = serde_json::from_str(s.message()).unwrap();
+            assert_eq!(body["ErrStatus"]["reason"], "Invalid", "{lang:?}: {body}");
+            let message = body["ErrStatus"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("status of cluster1/web is not a ManifestBundleStatus"),
+                "{lang:?}: {message}"
+            );
+        }
+        // Each request reached `handle`: the odd agents' works are named in the log, the even
+        // ones' statuses (each new) stored.
+        stored += AGENTS / 2 - 1;
+        for n in (1..AGENTS).step_by(2) {
+            c.wait_for_log(&format!(
+                "status of unknown work unknown-{round}-{n} in cluster1 ignored"
+            ))
+            .await;
+        }
+        c.wait_for_logs("status of cluster1/web stored", stored).await;
+
+        let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+        let batched = series_sum(&metrics, "conductor_plugin_batched_requests_total", &[works_label]);
+        let refused_in_a_batch = series_sum(
+            &metrics,
+            "conductor_plugin_calls_total",
+            &[works_label, r#"call="handle-batch""#, r#"outcome="error""#],
+        );
+        if batched > 0.0 && refused_in_a_batch > 0.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{lang:?}: no batch carried the refused status in {rounds} rounds of {AGENTS} agents \
+             (batched requests: {batched})\n{metrics}"
+        );
+    }
+    assert!(
+        !c.logs().contains("replacing the instance"),
+        "{lang:?}: the instance trapped:\n{}",
+        c.logs()
+    );
+}
+
+#[tokio::test]
+async fn python_works_answers_each_request_of_a_batch() {
+    requests_that_wait_together_are_each_answered_in_a_batch(PYTHON).await;
+}
+
+#[tokio::test]
+async fn js_works_answers_each_request_of_a_batch() {
+    requests_that_wait_together_are_each_answered_in_a_batch(JS).await;
 }
 
 /// `conductor check-config` (with `--connect`: one instance made, `init` run under the memory
