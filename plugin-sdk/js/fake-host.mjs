@@ -17,6 +17,8 @@
 //     beforeEach(reset);
 //     plugin.handle(identity, event);
 //     assert.deepEqual(host.logs.at(-1), ['info', 'status of cluster1/web stored (17 bytes)']);
+//     // requests that waited together, as the host hands them over: one result each
+//     assert.deepEqual(plugin.handleBatch([{ identity, event }]), [{ tag: 'ok', val: undefined }]);
 
 export const host = {
   kv: new Map(),

@@ -110,7 +110,7 @@ test('an uncaught exception is the internal error, with its stack', () => {
   const error = new Error('a deliberate bug');
   error.stack =
     'handle@build/plugin.bundle.js:569:35\nconductorGuarded@build/plugin.bundle.js:366:14\n' +
-    'export_plugin_0_5_0$handle@/tmp/bd404ff5597d/sources/initializer.js:1864:29\n';
+    'export_plugin_0_6_0$handle@/tmp/bd404ff5597d/sources/initializer.js:1864:29\n';
   assert.equal(
     internalError('handle', error).payload.val,
     'uncaught exception in handle:\nError: a deliberate bug\nhandle@build/plugin.bundle.js:569:35',

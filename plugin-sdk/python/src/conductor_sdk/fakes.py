@@ -14,6 +14,9 @@ in-memory capabilities in their place:
     plugin.handle(identity, event)
     assert host.kv["status/cluster1/web"] == b'{"conditions":[]}'
     assert host.logs[-1] == ("info", "status of cluster1/web stored (17 bytes)")
+    # requests that waited together, as the host hands them over: one result each
+    # (`Request` of wit_world.exports.plugin, `Ok` of componentize_py_types)
+    assert plugin.handle_batch([Request(identity, event)]) == [Ok(None)]
 
 What it records, like the Rust SDK's `fakes::FakeHost`: `kv` (a dict), `logs` ((level, message)
 pairs), `timers` (name -> (after_ms, repeat)), `emitted` (the events, `take_emitted()` empties

@@ -132,6 +132,9 @@ export const plugin = guard({
     return works.filter((w) => w.cluster === options.clusterName).map((w) => workEvent(source, w, ocm.CREATE_REQUEST));
   },
 
+  // Status updates that waited for the plugin together come in one `handleBatch` call, which
+  // `guard` answers by calling this for each (one answer each): define `handleBatch` only to do a
+  // batch's work at once.
   handle(identity, event) {
     const kind = ocm.EventType.parse(event.type);
     if (kind.subresource !== ocm.STATUS || kind.action !== ocm.UPDATE_REQUEST) {

@@ -141,6 +141,9 @@ class Plugin(conductor_sdk.Plugin):
             return []
         return [work_event(_source, w, ocm.CREATE_REQUEST) for w in _works if w["cluster"] == options.cluster_name]
 
+    # Status updates that waited for the plugin together come in one `handle_batch` call, which
+    # `conductor_sdk.Plugin` answers by calling this for each (one answer each): override
+    # `handle_batch` only to do a batch's work at once.
     def handle(self, identity, event):
         kind = ocm.EventType.parse(event.type)
         if kind.subresource != ocm.STATUS or kind.action != ocm.UPDATE_REQUEST:
