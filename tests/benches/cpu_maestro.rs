@@ -64,6 +64,8 @@ struct Phase {
     events: usize,
     server: f64,
     postgres: f64,
+    /// Wall-clock seconds the phase took.
+    seconds: f64,
 }
 
 impl Phase {
@@ -74,16 +76,21 @@ impl Phase {
     fn postgres_us(&self) -> f64 {
         self.postgres * 1e6 / self.events as f64
     }
+
+    fn per_second(&self) -> f64 {
+        self.events as f64 / self.seconds
+    }
 }
 
 /// Measures `work` (which returns how many events it made): CPU of `pid` and of PostgreSQL.
 async fn measured(pid: u32, postmaster: u32, work: impl std::future::Future<Output = usize>) -> Phase {
-    let (server, postgres) = (cpu(pid), support::postgres_cpu(postmaster));
+    let (server, postgres, started) = (cpu(pid), support::postgres_cpu(postmaster), Instant::now());
     let events = work.await;
     Phase {
         events,
         server: cpu(pid) - server,
         postgres: support::postgres_cpu(postmaster) - postgres,
+        seconds: started.elapsed().as_secs_f64(),
     }
 }
 
@@ -259,6 +266,10 @@ struct Figures {
     pg_conductor: Vec<f64>,
     pg_floor: Vec<f64>,
     pg_bench: Vec<f64>,
+    /// Status only: conductor's updates per second, its commits per update, pgbench's tps.
+    rate: Vec<f64>,
+    commits: Vec<f64>,
+    pg_tps: Vec<f64>,
 }
 
 struct Bench {
@@ -269,6 +280,8 @@ struct Bench {
     writes: usize,
     rate: usize,
     instances: usize,
+    /// The plugin's `limits.request_calls`.
+    request_calls: usize,
     /// The last status tick used: every phase's updates are newer than all before.
     tick: i64,
 }
@@ -276,31 +289,45 @@ struct Bench {
 impl Bench {
     fn conductor(&self) -> Conductor {
         let config = format!(
-            "[broker]\nheartbeat_disabled = true\n{}",
+            "[broker]\nheartbeat_disabled = true\n{}limits = {{ request_calls = {} }}\n",
             config_with(
                 &self.db.url(),
                 "5m",
                 Form::Component,
                 self.instances as u32 * 2,
                 self.instances
-            )
+            ),
+            self.request_calls
         );
         Conductor::start(&config).expect("conductor starts")
     }
 
     async fn status(&mut self, url: &str, pid: u32) -> Phase {
         let (clients, _) = connect(url, self.agents, false).await;
-        self.status_on(&clients, pid).await
+        self.status_on(&clients, pid).await.0
     }
 
-    async fn status_on(&mut self, clients: &[Client], pid: u32) -> Phase {
+    /// The status phase, and the database's commits per update meanwhile.
+    async fn status_on(&mut self, clients: &[Client], pid: u32) -> (Phase, f64) {
         let before = self.db.count("SELECT count(*) FROM status_events").await;
+        let commits = self.commits().await;
         let (base, per_agent) = (self.tick, self.per_agent);
         let phase = measured(pid, self.postmaster, publish_statuses(clients, base, per_agent, None)).await;
+        let commits = self.commits().await - commits;
         self.tick += per_agent as i64;
         let written = self.db.count("SELECT count(*) FROM status_events").await - before;
         assert_eq!(written as usize, phase.events, "every status persisted once");
-        phase
+        let per_update = commits as f64 / phase.events as f64;
+        (phase, per_update)
+    }
+
+    /// Transactions committed in the database so far (`pg_stat_database`; backends report theirs
+    /// when idle, at most a second late: waited for).
+    async fn commits(&self) -> i64 {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        self.db
+            .count("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+            .await
     }
 
     async fn spec(&self, delivered: &mut Delivered, pid: u32, first: &mut Option<proto::CloudEvent>) -> Phase {
@@ -346,6 +373,12 @@ fn print_status(f: &Figures) {
         median(f.pg_conductor.clone()),
         median(f.pg_floor.clone()),
         median(f.pg_bench.clone()),
+    );
+    let (rate, tps) = (median(f.rate.clone()), median(f.pg_tps.clone()));
+    println!(
+        "maestro status: conductor {rate:.0} updates/s, {:.3} commits/update; pgbench (8 clients, one update a transaction) {tps:.0} tps ({:.2}×)",
+        median(f.commits.clone()),
+        ratio(rate, tps),
     );
 }
 
@@ -429,6 +462,7 @@ fn main() {
             writes: env_usize("SPEC_WRITES", 3000),
             rate: env_usize("SPEC_RATE", 200),
             instances: env_usize("INSTANCES", 8),
+            request_calls: env_usize("REQUEST_CALLS", 2),
             tick: 0,
         };
         let pgbench_seconds = env_usize("PGBENCH_SECONDS", 5) as u64;
@@ -455,16 +489,19 @@ fn main() {
                     let (clients, mut delivered) = connect(&c.url(), bench.agents, spec).await;
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     if status {
-                        let p = bench.status_on(&clients, c.pid()).await;
+                        let (p, commits) = bench.status_on(&clients, c.pid()).await;
                         conductor_status.get_or_insert(bench.db.resource("res-0").await.and_then(|r| r.status));
                         println!(
-                            "run {run}: status, conductor: {} updates, {:.0} µs/update (PostgreSQL {:.0} µs)",
+                            "run {run}: status, conductor: {} updates, {:.0} µs/update (PostgreSQL {:.0} µs), {:.0} updates/s, {commits:.3} commits/update",
                             p.events,
                             p.server_us(),
-                            p.postgres_us()
+                            p.postgres_us(),
+                            p.per_second(),
                         );
                         st.conductor.push(p.server_us());
                         st.pg_conductor.push(p.postgres_us());
+                        st.rate.push(p.per_second());
+                        st.commits.push(commits);
                     }
                     if spec {
                         let mut first = None;
@@ -516,6 +553,7 @@ fn main() {
                 let (per_tx, tps) = tokio::task::block_in_place(|| bench.pgbench(pgbench_seconds));
                 println!("run {run}: pgbench {tps:.0} tps, PostgreSQL {per_tx:.0} µs/tx");
                 st.pg_bench.push(per_tx);
+                st.pg_tps.push(tps);
             }
             println!("run {run}: load average {load_before} before, {} after", load_average());
             if run == 0 {

@@ -531,6 +531,11 @@ mod tests {
         let plugin = "[plugins.p]\nkind = \"component\"\nfile = \"p.wasm\"\n";
         let (key, _) = check_dev(&format!("{plugin}limits = {{ concurrent_notifications = 0 }}\n")).unwrap_err();
         assert_eq!(key, "plugins.p.limits.concurrent_notifications");
+        for limit in ["request_batch", "request_calls"] {
+            let (key, reason) = check_dev(&format!("{plugin}limits = {{ {limit} = 0 }}\n")).unwrap_err();
+            assert_eq!(key, format!("plugins.p.limits.{limit}"));
+            assert!(reason.contains("at least 1"), "{reason}");
+        }
     }
 
     #[test]

@@ -79,6 +79,11 @@ pub struct PluginLimits {
     /// Agent → hub requests handed to one `handle-batch` call at most: requests that wait for the
     /// plugin together (every instance busy, or several arriving while a call runs) go in one call.
     pub request_batch: usize,
+    /// Agents' calls (`handle`, `handle-batch`) running at once, at most `pool_size`. Unset: the
+    /// pool size. Fewer calls make larger batches: a plugin that does a batch's work at once (the
+    /// maestro plugin's one transaction per batch) spends less per request; one that loops over
+    /// its requests (the default) only serializes them.
+    pub request_calls: Option<usize>,
     /// At most this many `on-events` calls with only notifications at once, for a plugin that
     /// declares `concurrent-notifications` (which, and `pool_size`, bound it too); `1`, one call
     /// at a time. Unset: what the plugin declares.
@@ -125,6 +130,7 @@ impl Default for PluginLimits {
             event_batch: 100,
             notification_batch: 10_000,
             request_batch: 100,
+            request_calls: None,
             concurrent_notifications: None,
             kv_keys: 10_000,
             kv_bytes: ByteSize(16 << 20),
@@ -328,6 +334,9 @@ impl PluginLimits {
         }
         if self.request_batch == 0 {
             return invalid(at("request_batch"), "must be at least 1");
+        }
+        if self.request_calls == Some(0) {
+            return invalid(at("request_calls"), "must be at least 1");
         }
         if self.concurrent_notifications == Some(0) {
             return invalid(at("concurrent_notifications"), "must be at least 1");

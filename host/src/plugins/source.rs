@@ -115,7 +115,11 @@ impl PluginSource {
         ));
         let requests = Arc::new(Requests::new(
             name,
-            config.pool_size,
+            config
+                .limits
+                .request_calls
+                .unwrap_or(config.pool_size)
+                .min(config.pool_size),
             config.limits.request_batch,
             config.limits.acquire_timeout.0,
         ));
