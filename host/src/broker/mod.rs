@@ -10,7 +10,7 @@ mod undelivered;
 
 use std::sync::Arc;
 
-use conductor_plugin_sdk::ocm::{DataType, EventType, OcmExtensions, SubResource, actions};
+use conductor_plugin_sdk::ocm::{DataType, EventType, OcmExtensions, SubResource, actions, conditions};
 use conductor_plugin_sdk::{CloudEvent, Error, Identity, ListOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -137,7 +137,10 @@ impl Broker {
     }
 
     /// An agent's status update (authenticated and authorized, whatever its plugin answers):
-    /// the agent holds the spec it reports on, which is no longer awaited.
+    /// the agent holds the spec it reports on, which is no longer awaited. One reporting the work
+    /// deleted (`Deleted=True`) means the agent holds it no more: its remembered metadata, kept
+    /// for a synthetic resync delete, is forgotten (else every work ever deleted would be kept,
+    /// up to `broker.remembered_metadata`).
     fn status_received(&self, event: &CloudEvent, data_type: &DataType) {
         let data_type = data_type.to_string();
         if !undelivered::is_work(&data_type) {
@@ -146,6 +149,9 @@ impl Broker {
         if let (Ok(cluster), Ok(id)) = (event.cluster_name(), event.resource_id()) {
             let version = event.resource_version().ok();
             self.fanout.answered(cluster, &data_type, id, version);
+            if reports_deleted(event) {
+                self.fanout.forget(cluster, &data_type, id);
+            }
         }
     }
 
@@ -234,4 +240,75 @@ fn work_plugins(routes: &RoutingTable) -> std::collections::BTreeSet<String> {
         .filter_map(|data_type| DataType::parse(data_type).ok())
         .flat_map(|parsed| routes.serving(&parsed).map(|s| s.name().to_owned()).collect::<Vec<_>>())
         .collect()
+}
+
+/// Whether a status update reports its work deleted (the condition `Deleted=True`). Only a status
+/// whose data names `Deleted` is parsed: the others, nearly all, cost a search of their bytes.
+fn reports_deleted(event: &CloudEvent) -> bool {
+    let Some(data) = &event.data else {
+        return false;
+    };
+    if !data.windows(b"Deleted".len()).any(|w| w == b"Deleted") {
+        return false;
+    }
+    serde_json::from_slice::<serde_json::Value>(data).is_ok_and(|status| conditions::is_deleted(&status))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use conductor_plugin_sdk::ocm::data_types::MANIFEST_BUNDLES;
+
+    use super::*;
+
+    fn status(conditions: serde_json::Value) -> CloudEvent {
+        let mut e = CloudEvent::new(
+            "s",
+            "cluster1-work-agent",
+            format!("{MANIFEST_BUNDLES}.status.update_request"),
+        );
+        e.set_extension("clustername", "cluster1");
+        e.set_extension("resourceid", "w1");
+        e.set_extension("resourceversion", 1);
+        e.set_json_data(&serde_json::json!({ "conditions": conditions }))
+            .unwrap();
+        e
+    }
+
+    #[tokio::test]
+    async fn a_work_its_agent_reports_deleted_is_remembered_no_more() {
+        let fanout = Arc::new(Fanout::new(Metrics::new(), 10, 10, Duration::from_secs(600)));
+        let routes = Arc::new(RoutingTable::new(vec![], &BTreeMap::new()).unwrap());
+        let broker = Broker::new(
+            Arc::clone(&fanout),
+            routes,
+            &BrokerConfig::default(),
+            Metrics::new(),
+            CancellationToken::new(),
+        );
+        let mut spec = CloudEvent::new("e", "maestro", format!("{MANIFEST_BUNDLES}.spec.create_request"));
+        spec.set_extension("resourceid", "w1");
+        spec.set_extension("metadata", r#"{"name":"w"}"#);
+        fanout.remember("cluster1", MANIFEST_BUNDLES, &spec);
+        let identity = Identity {
+            user: "agent".into(),
+            groups: vec![],
+        };
+        let ty = |e: &CloudEvent| EventType::parse(&e.ty).unwrap();
+
+        // Applied: still held by the agent (no route here: the plugin's answer does not matter).
+        let applied = status(serde_json::json!([{"type": "Applied", "status": "True"}]));
+        let _ = broker.publish(&identity, applied.clone(), &ty(&applied)).await;
+        assert!(fanout.remembered("cluster1", MANIFEST_BUNDLES, "w1").is_some());
+        // "Deleted" named but not true: still held.
+        let not_yet = status(serde_json::json!([{"type": "Deleted", "status": "False"}]));
+        let _ = broker.publish(&identity, not_yet.clone(), &ty(&not_yet)).await;
+        assert!(fanout.remembered("cluster1", MANIFEST_BUNDLES, "w1").is_some());
+        // Deleted: gone from the agent.
+        let deleted = status(serde_json::json!([{"type": "Deleted", "status": "True"}]));
+        let _ = broker.publish(&identity, deleted.clone(), &ty(&deleted)).await;
+        assert!(fanout.remembered("cluster1", MANIFEST_BUNDLES, "w1").is_none());
+    }
 }
