@@ -18,7 +18,8 @@
 //! phase (never over start-up); PostgreSQL's is the sum over the postmaster and its children
 //! (`ppid`), reaped children included (the postmaster's `cutime`/`cstime`). Each run starts
 //! conductor and the floors afresh and alternates which goes first; the figures are the medians of
-//! `RUNS` (3). `INSTANCES` (8) plugin instances, twice as many pooled connections (the floors
+//! `RUNS` (3). `INSTANCES` (8) plugin instances, `REQUEST_CALLS` (2, the shipped configurations'
+//! `limits.request_calls`) agent calls at once, twice as many pooled connections (the floors
 //! pool as many). Only one scenario: `-- status` or `-- spec`.
 //!
 //! `cargo build --release -p conductor && scripts/build-plugins.sh && \

@@ -151,6 +151,8 @@ fn main() {
     let per_agent = env_usize("STATUS_PER_AGENT", 5);
     let runs = env_usize("RUNS", 3);
     let instances = env_usize("INSTANCES", 8);
+    // The shipped configurations' `limits.request_calls` for the maestro plugin.
+    let request_calls = env_usize("REQUEST_CALLS", 2);
     let pace = Duration::from_millis(env_usize("PACE_MS", 10) as u64);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -159,12 +161,17 @@ fn main() {
     runtime.block_on(async {
         let db = MaestroDb::start().await;
         seed(&db, agents).await;
-        let config = config_with(&db.url(), "5m", Form::Component, instances as u32 * 2, instances);
+        let config = format!(
+            "{}limits = {{ request_calls = {request_calls} }}\n",
+            config_with(&db.url(), "5m", Form::Component, instances as u32 * 2, instances)
+        );
         let c = Conductor::start(&config).unwrap();
         let (clients, mut rx) = connect_agents(&c, agents, connections).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         while rx.try_recv().is_ok() {}
-        println!("maestro source: {agents} agents over {connections} connections, {instances} plugin instances");
+        println!(
+            "maestro source: {agents} agents over {connections} connections, {instances} plugin instances, {request_calls} agent calls at once"
+        );
 
         let (mut spec50, mut spec99, mut raw50, mut raw99, mut status, mut bench) = (vec![], vec![], vec![], vec![], vec![], vec![]);
         for run in 0..runs {

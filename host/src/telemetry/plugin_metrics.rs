@@ -298,6 +298,7 @@ impl Families {
         forget_plugin(&self.events_retried, name);
         forget_plugin(&self.events_dropped, name);
         forget_plugin(&self.calls, name);
+        forget_plugin(&self.batched_requests, name);
         forget_plugin(&self.call_duration, name);
         forget_plugin(&self.call_timeouts, name);
         forget_plugin(&self.recycled, name);
