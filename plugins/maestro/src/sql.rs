@@ -125,14 +125,14 @@ pub const HARD_DELETE: &str = "DELETE FROM resources WHERE id = $1";
 /// decided; `$2` the time. Each resource takes its last status; each update gets its event, in
 /// order. A data-modifying `WITH` runs whether or not the query reads it, so the events are
 /// written even for a row that has just gone, as one update at a time would write them.
-pub const STORE_STATUSES: &str = "WITH w AS MATERIALIZED (\
-     SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS (id text, status json, event text, last boolean)) \
-     WITH ORDINALITY AS w(id, status, event, last, n)), \
-     stored AS (UPDATE resources SET status = (SELECT w.status FROM w WHERE w.id = resources.id AND w.last LIMIT 1), \
-     updated_at = $2 WHERE id = ANY(ARRAY(SELECT w.id FROM w WHERE w.last))), \
-     e AS (INSERT INTO status_events \
+pub const STORE_STATUSES: &str = "WITH e AS (INSERT INTO status_events \
      (id, created_at, updated_at, deleted_at, resource_id, resource_source, resource_type, payload, status, status_event_type, reconciled_date) \
-     SELECT w.event, $2, $2, NULL, w.id, '', '', NULL, NULL, 'StatusUpdate', NULL FROM w ORDER BY w.n RETURNING id) \
+     SELECT w.event, $2, $2, NULL, w.id, '', '', NULL, NULL, 'StatusUpdate', NULL \
+     FROM ROWS FROM (json_to_recordset($1::json) AS (id text, event text)) WITH ORDINALITY AS w(id, event, n) \
+     ORDER BY w.n RETURNING id), \
+     l AS MATERIALIZED (SELECT * FROM json_to_recordset($1::json) AS l(id text, status json, last boolean) WHERE l.last), \
+     stored AS (UPDATE resources SET status = (SELECT l.status FROM l WHERE l.id = resources.id), updated_at = $2 \
+     WHERE id = ANY(ARRAY(SELECT l.id FROM l))) \
      SELECT count(pg_notify('status_events', id)) AS notified FROM e";
 /// A `StatusDelete` row (with what Maestro needs to tell the source) and the doorbell.
 pub const INSERT_STATUS_DELETE: &str = "WITH e AS (INSERT INTO status_events \
