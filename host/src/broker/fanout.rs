@@ -363,10 +363,12 @@ impl Fanout {
 
     /// Queues the event for every subscriber of its (cluster, data type), folded into the state
     /// of its resource already waiting there; never waits. A work event sent `from` a plugin to
-    /// at least one subscriber is awaited.
+    /// at least one subscriber is awaited. Its metadata is remembered only when a subscriber took
+    /// it: only an agent that got a resource can hold it when the source no longer does (a
+    /// replica that sends to nobody — its clusters' agents on another — remembered every resource
+    /// it was told of, and forgot them only as `broker.remembered_metadata` evicted them).
     fn queue(&self, event: &CloudEvent, from: Option<&str>) -> Result<usize, FanoutError> {
         let (cluster, data_type) = Self::target(event)?;
-        self.remember(&cluster, &data_type, event);
         let (mut delivered, mut superseded) = (0, 0);
         {
             let table = self.subscribers.read();
@@ -394,6 +396,9 @@ impl Fanout {
                 self.undelivered.lock().sent(&cluster, &data_type, from, outgoing, now);
                 self.sync_undelivered_gauges();
             }
+        }
+        if delivered > 0 {
+            self.remember(&cluster, &data_type, event);
         }
         if superseded > 0 {
             self.metrics.broker.superseded(&data_type, superseded);
@@ -571,6 +576,23 @@ mod tests {
         assert_eq!(got.id, "e1");
         assert!(b.queue.try_take().is_none());
         assert!(c.queue.try_take().is_none());
+    }
+
+    /// The metadata of a work is remembered once an agent got it: a replica whose clusters'
+    /// agents are elsewhere remembers nothing of the works it is told of.
+    #[tokio::test]
+    async fn only_what_a_subscriber_took_is_remembered() {
+        let f = Fanout::new(Metrics::new(), 4, 10, AFTER);
+        let mut nobodys = work("w1", 1, false);
+        nobodys.set_extension("metadata", r#"{"name":"w1"}"#);
+        assert_eq!(f.emit("maestro", &nobodys).unwrap(), 0);
+        assert_eq!(f.remembered("c1", MANIFEST_BUNDLES, "w1"), None);
+        let _sub = f.register("c1", MANIFEST_BUNDLES, Peer::default());
+        assert_eq!(f.emit("maestro", &nobodys).unwrap(), 1);
+        assert_eq!(
+            f.remembered("c1", MANIFEST_BUNDLES, "w1"),
+            Some(("maestro".to_owned(), r#"{"name":"w1"}"#.to_owned()))
+        );
     }
 
     /// Issue 46: ten thousand events for a subscriber that is not reading end nothing and lose
