@@ -302,25 +302,32 @@ mod tests {
         assert_eq!(recorder.calls(), [vec!["a"], vec!["bad"]]);
     }
 
-    #[tokio::test]
-    async fn requests_that_wait_together_go_in_one_call_each_with_its_own_answer() {
-        let (requests, calls, recorder) = setup(1, 100);
+    /// Sends `ids` while a call ("first") holds the only turn, so that they wait in the line
+    /// together; lets the call go and returns their answers.
+    async fn behind_a_held_call(
+        requests: &Arc<Requests>,
+        calls: &Arc<PluginCalls>,
+        recorder: &Recorder,
+        ids: &[&str],
+    ) -> Vec<Result<(), Error>> {
         recorder.hold("first");
-        let first = send(&requests, &calls, "first");
+        let first = send(requests, calls, "first");
         until(|| recorder.calls().len() == 1).await;
-        // Every turn taken: these wait in the line.
-        let waiting: Vec<_> = ["a", "bad-b", "c"]
-            .iter()
-            .map(|id| send(&requests, &calls, id))
-            .collect();
-        until(|| requests.line.lock().len() == 3).await;
+        let waiting: Vec<_> = ids.iter().map(|id| send(requests, calls, id)).collect();
+        until(|| requests.line.lock().len() == ids.len()).await;
         recorder.release("first");
         first.await.unwrap().unwrap();
-        let results: Vec<_> = futures::future::join_all(waiting)
+        futures::future::join_all(waiting)
             .await
             .into_iter()
             .map(Result::unwrap)
-            .collect();
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn requests_that_wait_together_go_in_one_call_each_with_its_own_answer() {
+        let (requests, calls, recorder) = setup(1, 100);
+        let results = behind_a_held_call(&requests, &calls, &recorder, &["a", "bad-b", "c"]).await;
         assert_eq!(results[0], Ok(()));
         assert_eq!(results[1], Err(Error::Invalid("refused bad-b".into())), "refused alone");
         assert_eq!(results[2], Ok(()));
@@ -334,19 +341,8 @@ mod tests {
     #[tokio::test]
     async fn a_batch_holds_at_most_request_batch_requests() {
         let (requests, calls, recorder) = setup(1, 2);
-        recorder.hold("first");
-        let first = send(&requests, &calls, "first");
-        until(|| recorder.calls().len() == 1).await;
-        let waiting: Vec<_> = ["a", "b", "c", "d", "e"]
-            .iter()
-            .map(|id| send(&requests, &calls, id))
-            .collect();
-        until(|| requests.line.lock().len() == 5).await;
-        recorder.release("first");
-        first.await.unwrap().unwrap();
-        for w in futures::future::join_all(waiting).await {
-            w.unwrap().unwrap();
-        }
+        let results = behind_a_held_call(&requests, &calls, &recorder, &["a", "b", "c", "d", "e"]).await;
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
         let calls = recorder.calls();
         assert_eq!(calls[0], ["first"]);
         assert!(calls[1..].iter().all(|c| !c.is_empty() && c.len() <= 2), "{calls:?}");
