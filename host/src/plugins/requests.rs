@@ -91,14 +91,14 @@ impl Requests {
                         size: self.size,
                         waited: self.wait,
                     })),
-                    false => answered.await.unwrap_or_else(|_| Err(lost())),
+                    false => answer_of(answered).await,
                 };
             };
             let batch = self.take();
             let carries_own = batch.iter().any(|w| w.id == id);
             match batch.len() {
                 // Another caller's batch took it: its answer comes from there.
-                0 => return answered.await.unwrap_or_else(|_| Err(lost())),
+                0 => return answer_of(answered).await,
                 1 if carries_own => run(calls, batch, turn).await,
                 _ => {
                     tokio::spawn(run(Arc::clone(calls), batch, turn));
@@ -108,7 +108,7 @@ impl Requests {
                 // The line was longer than a batch, this request further back: take another turn.
                 continue;
             }
-            return answered.await.unwrap_or_else(|_| Err(lost()));
+            return answer_of(answered).await;
         }
     }
 
@@ -130,6 +130,11 @@ impl Requests {
             None => false,
         }
     }
+}
+
+/// The answer a batch sent this request.
+async fn answer_of(answered: oneshot::Receiver<Result<(), Error>>) -> Result<(), Error> {
+    answered.await.unwrap_or_else(|_| Err(lost()))
 }
 
 fn lost() -> Error {

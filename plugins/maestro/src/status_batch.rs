@@ -22,16 +22,15 @@ use crate::store::{self, StatusWrite};
 
 /// Writes `updates` in one transaction; one result per update, in their order.
 pub fn write(host: &Host, db: &Database<'_>, updates: &[CloudEvent]) -> Vec<Result<(), Error>> {
-    let mut results: Vec<Result<(), Error>> = updates
+    let ids: Vec<Option<&str>> = updates.iter().map(|e| e.resource_id().ok()).collect();
+    let mut results: Vec<Result<(), Error>> = ids
         .iter()
-        .map(|event| {
-            event
-                .resource_id()
-                .map(drop)
-                .map_err(|_| Error::Invalid("status update without resourceid".into()))
+        .map(|id| match id {
+            Some(_) => Ok(()),
+            None => Err(Error::Invalid("status update without resourceid".into())),
         })
         .collect();
-    if let Err(e) = commit(host, db, updates, &mut results) {
+    if let Err(e) = commit(host, db, updates, &ids, &mut results) {
         for result in results.iter_mut().filter(|r| r.is_ok()) {
             *result = Err(e.clone());
         }
@@ -45,9 +44,9 @@ fn commit(
     host: &Host,
     db: &Database<'_>,
     updates: &[CloudEvent],
+    ids: &[Option<&str>],
     results: &mut [Result<(), Error>],
 ) -> Result<(), Error> {
-    let ids: Vec<Option<&str>> = updates.iter().map(|e| e.resource_id().ok()).collect();
     let mut distinct: Vec<&str> = ids.iter().flatten().copied().collect();
     distinct.sort_unstable();
     distinct.dedup();
@@ -59,7 +58,7 @@ fn commit(
     let mut targets: HashMap<String, StatusTarget> = store::read_status_targets(&tx, &distinct)?;
     let now = Utc::now();
     let mut writes: Vec<StatusWrite<'_>> = Vec::new();
-    for ((event, id), result) in updates.iter().zip(&ids).zip(results.iter_mut()) {
+    for ((event, id), result) in updates.iter().zip(ids).zip(results.iter_mut()) {
         let Some(id) = *id else { continue };
         let decision = match decide(event, targets.get(id)) {
             Ok(d) => d,
