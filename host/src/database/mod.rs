@@ -2,6 +2,7 @@
 //! pools, Maestro's advisory-lock keys, startup checks and LISTEN streams.
 
 pub mod embedded;
+pub mod kept;
 pub mod pools;
 pub mod postgres;
 

@@ -11,6 +11,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgSslMode};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::kept::Kept;
 use super::postgres::{self, DbEvent};
 use crate::config::{DatabaseConfig, TlsMode};
 use crate::host_events::{EventKey, EventQueue};
@@ -19,6 +20,12 @@ use crate::telemetry::Readiness;
 
 /// A pooled connection idle longer than this is pinged before it is handed out.
 const PING_IF_IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How many connections a database of `pool_size` keeps between uses (`kept`): half its pool,
+/// at most four (the maestro plugin's spec batch, its status calls and the consumer controller).
+fn kept_at_most(pool_size: u32) -> usize {
+    (pool_size as usize / 2).min(4)
+}
 
 /// How conductor pools a database's connections: at most `size`, a borrower waiting at most
 /// `acquire_timeout`.
@@ -46,6 +53,8 @@ pub fn pool_options(size: u32, acquire_timeout: std::time::Duration) -> PgPoolOp
 /// The configured databases.
 pub struct Databases {
     pools: BTreeMap<String, PgPool>,
+    /// Connections kept between uses, per database.
+    kept: BTreeMap<String, Arc<Kept>>,
     metrics: Metrics,
     readiness: Arc<Readiness>,
 }
@@ -110,6 +119,7 @@ impl Databases {
         readiness: Arc<Readiness>,
     ) -> Result<Arc<Self>, DatabaseConfigError> {
         let mut pools = BTreeMap::new();
+        let mut kept = BTreeMap::new();
         for (name, config) in configs {
             let url = match (&config.url, &config.url_file) {
                 (Some(url), _) => url.clone(),
@@ -124,9 +134,11 @@ impl Databases {
             let options = connect_options(name, &config, &url)?;
             let pool = pool_options(config.pool_size, config.connect_timeout.0).connect_lazy_with(options);
             pools.insert(name.clone(), pool);
+            kept.insert(name.clone(), Kept::new(kept_at_most(config.pool_size)));
         }
         Ok(Arc::new(Self {
             pools,
+            kept,
             metrics,
             readiness,
         }))
@@ -136,6 +148,7 @@ impl Databases {
     pub fn none() -> Arc<Self> {
         Arc::new(Self {
             pools: BTreeMap::new(),
+            kept: BTreeMap::new(),
             metrics: Metrics::new(),
             readiness: Arc::default(),
         })
@@ -143,6 +156,11 @@ impl Databases {
 
     pub fn pool(&self, name: &str) -> Option<&PgPool> {
         self.pools.get(name)
+    }
+
+    /// The connections `name` keeps between uses.
+    pub fn kept(&self, name: &str) -> Option<&Arc<Kept>> {
+        self.kept.get(name)
     }
 
     /// LISTENs on `channel` of `database` for `plugin`: the first connection is made now (so an
@@ -218,6 +236,9 @@ impl Databases {
 
     /// Closes every pool: their connections end.
     pub async fn close(&self) {
+        for kept in self.kept.values() {
+            kept.release_all();
+        }
         for pool in self.pools.values() {
             pool.close().await;
         }

@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use conductor_plugin_sdk::pg::{LockKey, PgReply, PgRequest, TransactionId};
 use conductor_plugin_sdk::{Capability, DatabaseError, Error, PgRows, PgValue};
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::{Column, PgPool, Postgres, Row, TypeInfo, ValueRef};
+use sqlx::{Column, Executor, PgConnection, PgPool, Postgres, Row, TypeInfo, ValueRef};
 
 use super::guard::{Guard, Mode};
 use crate::database::Databases;
@@ -76,6 +77,23 @@ impl PgHost {
         Ok(())
     }
 
+    /// A connection to `database` for one statement or transaction: the one kept from its last
+    /// use when one waits (`database::kept`), else one from its pool.
+    async fn connection(&self, database: &str) -> Result<PoolConnection<Postgres>, Error> {
+        let pool = self.pool(database)?;
+        match self.databases.kept(database).and_then(|kept| kept.take()) {
+            Some(conn) => Ok(conn),
+            None => pool.acquire().await.map_err(sql_error),
+        }
+    }
+
+    /// Keeps `conn`, clean, for the next statement or transaction on `database`.
+    fn keep(&self, database: &str, conn: PoolConnection<Postgres>) {
+        if let Some(kept) = self.databases.kept(database) {
+            kept.keep(conn);
+        }
+    }
+
     fn mode(&self) -> Mode {
         self.guard.mode()
     }
@@ -84,9 +102,65 @@ impl PgHost {
 /// Transactions one instance may hold open at once (each pins a pooled connection).
 const MAX_OPEN_TRANSACTIONS: usize = 8;
 
+/// A transaction: `BEGIN` sent on a connection of its own, until `COMMIT` or `ROLLBACK`.
 struct OpenTransaction {
     database: String,
-    tx: sqlx::Transaction<'static, Postgres>,
+    /// Taken when the transaction ends.
+    conn: Option<PoolConnection<Postgres>>,
+}
+
+impl OpenTransaction {
+    /// Begins a transaction on `database`, read-only in read-only mode.
+    async fn begin(pg: &PgHost, database: String) -> Result<Self, Error> {
+        let conn = pg.connection(&database).await?;
+        let mut open = Self {
+            database,
+            conn: Some(conn),
+        };
+        let begin = match pg.mode() {
+            Mode::ReadOnly => "BEGIN READ ONLY",
+            Mode::Serve => "BEGIN",
+        };
+        open.conn()?.execute(begin).await.map_err(sql_error)?;
+        Ok(open)
+    }
+
+    fn conn(&mut self) -> Result<&mut PgConnection, Error> {
+        self.conn
+            .as_deref_mut()
+            .ok_or_else(|| Error::Internal("the transaction has ended".to_owned()))
+    }
+
+    /// Ends the transaction with `end` (`COMMIT` or `ROLLBACK`). Its connection is kept for the
+    /// next use with `keep`, else given back to the pool; after a failure it is closed.
+    async fn end(mut self, end: &'static str, keep: Option<&PgHost>) -> Result<(), Error> {
+        let mut conn = self
+            .conn
+            .take()
+            .ok_or_else(|| Error::Internal("the transaction has ended".to_owned()))?;
+        match (&mut *conn).execute(end).await {
+            Ok(_) => {
+                if let Some(pg) = keep {
+                    pg.keep(&self.database, conn);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                conn.close_on_drop();
+                Err(sql_error(e))
+            }
+        }
+    }
+}
+
+impl Drop for OpenTransaction {
+    /// Dropped open (its call cancelled, its `BEGIN` failed): the connection is closed, so no
+    /// other statement ever runs inside the transaction.
+    fn drop(&mut self) {
+        if let Some(conn) = &mut self.conn {
+            conn.close_on_drop();
+        }
+    }
 }
 
 /// The `pg` state of one plugin instance: its open transactions.
@@ -113,16 +187,10 @@ fn db_error(message: String) -> Error {
     Error::Database(DatabaseError::new(message))
 }
 
-/// Begins a transaction on `pool`, read-only in read-only mode.
-async fn begin(pool: &PgPool, mode: Mode) -> Result<sqlx::Transaction<'static, Postgres>, Error> {
-    let mut tx = pool.begin().await.map_err(sql_error)?;
-    if mode == Mode::ReadOnly {
-        sqlx::query("SET TRANSACTION READ ONLY")
-            .execute(&mut *tx)
-            .await
-            .map_err(sql_error)?;
-    }
-    Ok(tx)
+/// Whether a connection is clean after `result` of an autocommit statement on it: the statement
+/// ran, or the server refused it (its transaction ended with it).
+fn clean<T>(result: &Result<T, sqlx::Error>) -> bool {
+    matches!(result, Ok(_) | Err(sqlx::Error::Database(_)))
 }
 
 fn bind(sql: String, params: Vec<PgValue>) -> Result<sqlx::query::Query<'static, Postgres, PgArguments>, Error> {
@@ -277,12 +345,19 @@ impl PgSession {
             } => {
                 let query = bind(sql, params)?;
                 let result = match (transaction, pg.mode()) {
-                    (Some(id), _) => query.fetch_all(&mut *self.transaction(id)?.tx).await,
-                    (None, Mode::Serve) => query.fetch_all(pg.pool(&database)?).await,
+                    (Some(id), _) => query.fetch_all(self.transaction(id)?.conn()?).await,
+                    (None, Mode::Serve) => {
+                        let mut conn = pg.connection(&database).await?;
+                        let rows = query.fetch_all(&mut *conn).await;
+                        if clean(&rows) {
+                            pg.keep(&database, conn);
+                        }
+                        rows
+                    }
                     (None, Mode::ReadOnly) => {
-                        let mut tx = begin(pg.pool(&database)?, Mode::ReadOnly).await?;
-                        let rows = query.fetch_all(&mut *tx).await;
-                        tx.rollback().await.map_err(sql_error)?;
+                        let mut tx = OpenTransaction::begin(pg, database).await?;
+                        let rows = query.fetch_all(tx.conn()?).await;
+                        tx.end("ROLLBACK", Some(pg)).await?;
                         rows
                     }
                 };
@@ -296,12 +371,19 @@ impl PgSession {
             } => {
                 let query = bind(sql, params)?;
                 let result = match (transaction, pg.mode()) {
-                    (Some(id), _) => query.execute(&mut *self.transaction(id)?.tx).await,
-                    (None, Mode::Serve) => query.execute(pg.pool(&database)?).await,
+                    (Some(id), _) => query.execute(self.transaction(id)?.conn()?).await,
+                    (None, Mode::Serve) => {
+                        let mut conn = pg.connection(&database).await?;
+                        let done = query.execute(&mut *conn).await;
+                        if clean(&done) {
+                            pg.keep(&database, conn);
+                        }
+                        done
+                    }
                     (None, Mode::ReadOnly) => {
-                        let mut tx = begin(pg.pool(&database)?, Mode::ReadOnly).await?;
-                        let done = query.execute(&mut *tx).await;
-                        tx.rollback().await.map_err(sql_error)?;
+                        let mut tx = OpenTransaction::begin(pg, database).await?;
+                        let done = query.execute(tx.conn()?).await;
+                        tx.end("ROLLBACK", Some(pg)).await?;
                         done
                     }
                 };
@@ -313,23 +395,21 @@ impl PgSession {
                         "too many open transactions (at most {MAX_OPEN_TRANSACTIONS} per instance)"
                     )));
                 }
-                let tx = begin(pg.pool(&database)?, pg.mode()).await?;
+                let tx = OpenTransaction::begin(pg, database).await?;
                 self.next += 1;
-                self.open.insert(self.next, OpenTransaction { database, tx });
+                self.open.insert(self.next, tx);
                 Ok(PgReply::Begun(self.next))
             }
             PgRequest::Commit { transaction } => {
-                let open = self.take(transaction)?;
-                open.tx.commit().await.map_err(sql_error)?;
+                self.take(transaction)?.end("COMMIT", Some(pg)).await?;
                 Ok(PgReply::Done)
             }
             PgRequest::Rollback { transaction } => {
-                let open = self.take(transaction)?;
-                open.tx.rollback().await.map_err(sql_error)?;
+                self.take(transaction)?.end("ROLLBACK", Some(pg)).await?;
                 Ok(PgReply::Done)
             }
             PgRequest::AdvisoryLock { transaction, key, wait } => {
-                let tx = &mut *self.transaction(transaction)?.tx;
+                let tx = self.transaction(transaction)?.conn()?;
                 let sql = match (key, wait) {
                     (LockKey::Pair(..), true) => "SELECT pg_advisory_xact_lock($1::int4, $2::int4)::text",
                     (LockKey::Pair(..), false) => "SELECT pg_try_advisory_xact_lock($1::int4, $2::int4)::text",
@@ -369,7 +449,7 @@ impl PgSession {
     pub async fn end_call(&mut self, plugin: &str) {
         for (id, open) in self.open.drain() {
             tracing::warn!(plugin, transaction = id, database = %open.database, "a plugin call returned with a transaction open; rolling it back");
-            if let Err(e) = open.tx.rollback().await {
+            if let Err(e) = open.end("ROLLBACK", None).await {
                 tracing::warn!(plugin, error = %e, "rollback failed; the connection is discarded");
             }
         }
@@ -429,11 +509,8 @@ mod tests {
         e.to_string()
     }
 
-    /// The capability against a real PostgreSQL: every value type both ways, errors with their
-    /// SQLSTATE, advisory locks of both forms, transactions a call leaves open rolled back, and
-    /// the read-only mode of `check-config --connect`.
-    #[tokio::test(flavor = "multi_thread")]
-    async fn statements_values_locks_and_transactions_against_postgres() {
+    /// An embedded PostgreSQL as database `db` (kept running while the guards live).
+    async fn embedded() -> (tempfile::TempDir, EmbeddedPostgres, Arc<Databases>) {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let embedded = EmbeddedDatabase {
@@ -460,6 +537,15 @@ mod tests {
             Arc::default(),
         )
         .unwrap();
+        (dir, pg, databases)
+    }
+
+    /// The capability against a real PostgreSQL: every value type both ways, errors with their
+    /// SQLSTATE, advisory locks of both forms, transactions a call leaves open rolled back, and
+    /// the read-only mode of `check-config --connect`.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn statements_values_locks_and_transactions_against_postgres() {
+        let (_dir, _pg, databases) = embedded().await;
         let caps = capabilities(Arc::clone(&databases), Mode::Serve);
         let mut session = PgSession::default();
 
@@ -680,5 +766,74 @@ mod tests {
         assert!(matches!(checking.call(&read_only, listen).await, Err(Error::Denied(_))));
         let all = rows(session.call(&caps, query("SELECT v FROM t", vec![], None)).await);
         assert_eq!(all.rows, [[PgValue::Int4(1)]], "nothing written while checking");
+    }
+
+    /// Connections are kept between statements and transactions (no round trip to give them
+    /// back), never inside a transaction: one dropped open is closed, not kept; what waits
+    /// longer than `LINGER` goes back to the pool.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn connections_are_kept_between_uses_and_never_inside_a_transaction() {
+        let (_dir, _pg, databases) = embedded().await;
+        let caps = capabilities(Arc::clone(&databases), Mode::Serve);
+        let kept = Arc::clone(databases.kept("db").unwrap());
+        let pool = databases.pool("db").unwrap().clone();
+        let mut session = PgSession::default();
+        // The backend, and the transaction the statement runs in.
+        let probe = "SELECT pg_backend_pid() AS pid, pg_current_xact_id()::text AS xact";
+        let run = async |session: &mut PgSession, transaction| {
+            let got = rows(session.call(&caps, query(probe, vec![], transaction)).await);
+            (got.rows[0][0].clone(), got.rows[0][1].clone())
+        };
+        let (first, one) = run(&mut session, None).await;
+        assert_eq!(kept.waiting(), 1, "kept after its statement");
+        let (next, two) = run(&mut session, None).await;
+        assert_eq!(next, first, "the next statement takes it");
+        assert_ne!(one, two, "each statement in a transaction of its own");
+
+        let begin = || PgRequest::Begin { database: "db".into() };
+        let Ok(PgReply::Begun(tx)) = session.call(&caps, begin()).await else {
+            panic!()
+        };
+        assert_eq!(kept.waiting(), 0, "the transaction holds it");
+        let inside = run(&mut session, Some(tx)).await;
+        assert_eq!(inside.0, first);
+        assert_eq!(run(&mut session, Some(tx)).await, inside);
+        session
+            .call(&caps, PgRequest::Commit { transaction: tx })
+            .await
+            .unwrap();
+        let after = run(&mut session, None).await;
+        assert_eq!(after.0, first, "kept after COMMIT");
+        assert_ne!(after.1, inside.1, "outside the committed transaction");
+
+        // A transaction dropped open (its call cancelled): its connection is closed, and no
+        // statement after it runs inside it.
+        let Ok(PgReply::Begun(tx)) = session.call(&caps, begin()).await else {
+            panic!()
+        };
+        let (dropped, xact) = run(&mut session, Some(tx)).await;
+        drop(session);
+        let mut other = PgSession::default();
+        let (next, next_xact) = run(&mut other, None).await;
+        assert_ne!(next, dropped, "a connection dropped in a transaction is not kept");
+        assert_ne!(next_xact, xact);
+        let gone = "SELECT count(*)::int4 FROM pg_stat_activity WHERE pid = $1";
+        let mut left = PgValue::Int4(1);
+        for _ in 0..100 {
+            let got = other.call(&caps, query(gone, vec![dropped.clone()], None)).await;
+            left = rows(got).rows[0][0].clone();
+            if left == PgValue::Int4(0) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(left, PgValue::Int4(0), "its backend ended");
+
+        // Idle past LINGER, it goes back to the pool.
+        assert_eq!(kept.waiting(), 1);
+        let idle = pool.num_idle();
+        tokio::time::sleep(crate::database::kept::LINGER * 2 + std::time::Duration::from_millis(300)).await;
+        assert_eq!(kept.waiting(), 0, "given back after LINGER");
+        assert_eq!(pool.num_idle(), idle + 1);
     }
 }
