@@ -619,7 +619,8 @@ impl Plugin for Maestro {
     }
 
     /// A burst of host events: the notifications' events are filed in their consumers' lines
-    /// with what the timers bring (a catch-up's page). One batch of what waits is sent when the
+    /// with what the timers bring (a catch-up's page); with nothing waiting, a batch's worth or
+    /// less is sent at once instead, unfiled. One batch of what waits is sent when the
     /// send timer brought the call, or when the call filed no more than a batch (an event at rest,
     /// or a cluster's first behind another's burst, goes out in the call that brought it);
     /// otherwise — a burst arriving — the send timer is set, and goes off behind the host events
@@ -670,6 +671,13 @@ impl Plugin for Maestro {
         }
         if !notified.is_empty() {
             result = result.and(LAST_HEARD.set(host, &Utc::now()));
+            if waiting::depth(host).events == 0 && notified.len() <= SEND_BATCH {
+                // Nothing waits and they fit in a batch: the next batch would be these, so they
+                // go out now, in the order they came, without reading their consumers to file
+                // them (a round trip per call at rest).
+                observed(host, host.counter_add(EVENTS_HANDLED, &[], notified.len() as f64));
+                return result.and(self.handle_new(host, notified)).and(self.pace(host));
+            }
             result = result.and(self.file(host, notified));
         }
         let filed = waiting::depth(host).events.saturating_sub(waiting_before);
