@@ -18,9 +18,12 @@
 //! **The load.** For `SOAK_SECONDS` (3,600), `SOAK_RATE` (50) writes per second as Maestro
 //! writes them (`docs/maestro-database.md` §6.1: rows, an `events` row and its NOTIFY, each in
 //! autocommit; updates and soft deletes under Maestro's `resources` lock), each for a random
-//! cluster (`SOAK_SEED`, 46): 30 % creates, 50 % updates and 20 % soft deletes of a live
-//! resource of that cluster (a create when it has none). Creates and updates go through the load
-//! tool's Maestro driver (`conductor_load::hub::maestro`).
+//! cluster (`SOAK_SEED`, 46). During the warm-up (the first tenth) 60 % creates and 40 %
+//! updates build the live set; after it 25 % creates, 50 % updates and 25 % soft deletes of a
+//! live resource of that cluster (a create when it has none) hold it steady, so that what the
+//! replicas hold is the same at the end as after the warm-up and resident memory can be judged
+//! flat. Creates and updates go through the load tool's Maestro driver
+//! (`conductor_load::hub::maestro`).
 //!
 //! **The fault.** At half time replica B is killed (SIGKILL) and started again `SOAK_DOWN_SECONDS`
 //! (10) later on a new port. Its agents move to A and stay there.
@@ -207,19 +210,21 @@ impl Writer {
         let total = (seconds as f64 * rate).round() as u64;
         for i in 0..total {
             tokio::time::sleep_until(started + Duration::from_secs_f64(i as f64 / rate)).await;
-            self.write_one().await?;
+            self.write_one(i < total / 10).await?;
         }
         self.done.seconds = started.elapsed().as_secs_f64();
         Ok(self.done)
     }
 
-    /// One write for a random cluster: 30 % creates, 50 % updates, 20 % soft deletes.
-    async fn write_one(&mut self) -> Result<()> {
+    /// One write for a random cluster: while `warming`, 60 % creates and 40 % updates; then 25 %
+    /// creates, 50 % updates and 25 % soft deletes.
+    async fn write_one(&mut self, warming: bool) -> Result<()> {
         let c = self.mix.below(self.clusters.len());
         let roll = self.mix.below(100);
+        let (creates, updates) = if warming { (60, 100) } else { (25, 75) };
         let began = Instant::now();
         let written = |id: &str, version: i32| self.ledger.timeline.written((id.to_owned(), version), began);
-        if self.live[c].is_empty() || roll < 30 {
+        if self.live[c].is_empty() || roll < creates {
             let (cluster, name) = (self.clusters[c].clone(), format!("work-{}", self.done.creates));
             let (id, version) = self.hub.create(&cluster, &name).await?;
             written(&id, version as i32);
@@ -230,7 +235,7 @@ impl Writer {
                 version,
             });
             self.done.creates += 1;
-        } else if roll < 80 {
+        } else if roll < updates {
             let i = self.mix.below(self.live[c].len());
             let (version, _) = self.hub.update_announced(&self.live[c][i]).await?;
             written(&self.live[c][i].id, version as i32);
