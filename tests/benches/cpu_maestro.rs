@@ -12,7 +12,9 @@
 //! - **maestro spec**: Maestro's write (resource row, `events` row, NOTIFY) → the agent's
 //!   stream, `AGENTS` agents subscribed on their own connections, `SPEC_WRITES` (3,000) writes
 //!   paced at `SPEC_RATE` (200) per second, each for the next agent's cluster. Figure: conductor's
-//!   CPU-µs per event delivered. Floor: `floor-maestro spec` (LISTEN, one SELECT, tonic send).
+//!   CPU-µs per event delivered. Floor: `floor-maestro spec` (LISTEN, one SELECT, tonic send), or
+//!   the floor mode `SPEC_FLOOR` names: `spec-transaction` (the maestro plugin's transaction for a
+//!   batch of one, five round trips) or `spec-pipelined` (the same in two).
 //!
 //! CPU is user + system time from `/proc/<pid>/stat`, read just before and just after the measured
 //! phase (never over start-up); PostgreSQL's is the sum over the postmaster and its children
@@ -383,10 +385,19 @@ fn print_status(f: &Figures) {
     );
 }
 
+/// The floor mode of the spec scenario: `SPEC_FLOOR`, else `spec`.
+fn spec_floor() -> String {
+    std::env::var("SPEC_FLOOR").unwrap_or_else(|_| "spec".to_owned())
+}
+
 fn print_spec(f: &Figures) {
     let (c, fl) = (median(f.conductor.clone()), median(f.floor.clone()));
     println!(
-        "maestro spec: conductor {c:.0} µs/event, floor (LISTEN+SELECT+tonic) {fl:.0} µs ({:.1}×), PostgreSQL {:.0} µs/event under conductor ({:.0} under the floor; Maestro's writes included)",
+        "maestro spec: conductor {c:.0} µs/event, floor ({}) {fl:.0} µs ({:.1}×), PostgreSQL {:.0} µs/event under conductor ({:.0} under the floor; Maestro's writes included)",
+        match spec_floor().as_str() {
+            "spec" => "LISTEN+SELECT+tonic".to_owned(),
+            other => other.to_owned(),
+        },
         ratio(c, fl),
         median(f.pg_conductor.clone()),
         median(f.pg_floor.clone()),
@@ -533,7 +544,7 @@ fn main() {
                         st.pg_floor.push(p.postgres_us());
                     }
                     if spec {
-                        let floor = FloorServer::start("spec", &bench.db, pool);
+                        let floor = FloorServer::start(&spec_floor(), &bench.db, pool);
                         let (_clients, mut delivered) = connect(&floor.url, bench.agents, true).await;
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         let mut first = None;
