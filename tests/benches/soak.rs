@@ -52,7 +52,9 @@
 //! - **resident memory** of each replica, sampled every `SOAK_SAMPLE_SECONDS` (10) from
 //!   `/proc/<pid>/status`: at the end of the warm-up (the first tenth of the run, counted for
 //!   B's second life from its restart), at the end, and the least-squares slope in MiB per hour
-//!   after the warm-up; B's figures restart with it;
+//!   after the warm-up; B's figures restart with it; A's are also given for each half (it takes
+//!   B's agents at the kill), the second from a warm-up after B's restart; every sample is
+//!   written to the CSV file `SOAK_SAMPLES` names (replica, life, seconds, MiB), if set;
 //! - each write's latency to its agent's first delivery (p50, p99, max, p99 by tenth of the run),
 //!   the duplicates by tenth, and the `events` rows not yet reconciled, sampled with the memory:
 //!   the events a catch-up would send again;
@@ -1072,14 +1074,37 @@ fn print_memory(samples: &[MemorySample], settings: &Settings, restarted_at: Opt
                 (_, 0) => format!("replica {name}"),
                 _ => format!("replica {name} after its restart"),
             };
-            match memory_figures(&mine, life_start + settings.warm_up()) {
-                Some(m) => println!(
-                    "  | {label}: resident MiB at warm-up end / at the end, slope after warm-up | {:.1} / {:.1}, {:+.1} MiB/h ({} samples) |",
-                    m.warm_mib, m.end_mib, m.slope_mib_per_hour, m.samples
-                ),
-                None => println!("  | {label}: resident memory | no sample after its warm-up |"),
+            print_memory_row(&label, &mine, life_start + settings.warm_up(), f64::INFINITY);
+            // The replica that stays takes the other's agents at the kill: its memory steps up
+            // there, so each half is judged on its own (the second after a warm-up of its own).
+            if let (true, 0, Some(restarted)) = (replica != KILLED, life, restarted_at) {
+                let kill = restarted - settings.down.as_secs_f64();
+                print_memory_row(
+                    &format!("replica {name} before the kill (its own agents)"),
+                    &mine,
+                    settings.warm_up(),
+                    kill,
+                );
+                print_memory_row(
+                    &format!("replica {name} after the other's agents came (from a warm-up after the restart)"),
+                    &mine,
+                    restarted + settings.warm_up(),
+                    f64::INFINITY,
+                );
             }
         }
+    }
+}
+
+/// One memory row: the samples of `mine` from `warm_until` until `until` seconds.
+fn print_memory_row(label: &str, mine: &[MemorySample], warm_until: f64, until: f64) {
+    let within: Vec<MemorySample> = mine.iter().filter(|s| s.at <= until).copied().collect();
+    match memory_figures(&within, warm_until) {
+        Some(m) => println!(
+            "  | {label}: resident MiB at warm-up end / at the end, slope after warm-up | {:.1} / {:.1}, {:+.1} MiB/h ({} samples) |",
+            m.warm_mib, m.end_mib, m.slope_mib_per_hour, m.samples
+        ),
+        None => println!("  | {label}: resident memory | no sample after its warm-up |"),
     }
 }
 
@@ -1232,6 +1257,13 @@ async fn soak(settings: Settings) -> Result<(Run, Arc<Ledger>)> {
     counter.abort();
     drop(agents);
     let samples = samples.lock().expect("the samples").clone();
+    if let Some(path) = std::env::var_os("SOAK_SAMPLES") {
+        let csv: String = samples
+            .iter()
+            .map(|s| format!("{},{},{:.1},{:.2}\n", NAMES[s.replica], s.life, s.at, s.mib))
+            .collect();
+        std::fs::write(&path, format!("replica,life,seconds,mib\n{csv}")).context("writing SOAK_SAMPLES")?;
+    }
     let unreconciled = unreconciled.lock().expect("the samples").clone();
     let run = Run {
         settings,
