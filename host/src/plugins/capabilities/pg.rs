@@ -344,24 +344,10 @@ impl PgSession {
                 params,
             } => {
                 let query = bind(sql, params)?;
-                let result = match (transaction, pg.mode()) {
-                    (Some(id), _) => query.fetch_all(self.transaction(id)?.conn()?).await,
-                    (None, Mode::Serve) => {
-                        let mut conn = pg.connection(&database).await?;
-                        let rows = query.fetch_all(&mut *conn).await;
-                        if clean(&rows) {
-                            pg.keep(&database, conn);
-                        }
-                        rows
-                    }
-                    (None, Mode::ReadOnly) => {
-                        let mut tx = OpenTransaction::begin(pg, database).await?;
-                        let rows = query.fetch_all(tx.conn()?).await;
-                        tx.end("ROLLBACK", Some(pg)).await?;
-                        rows
-                    }
-                };
-                rows(result.map_err(sql_error)?).map(PgReply::Rows)
+                let fetched = self
+                    .run(pg, database, transaction, async |conn| query.fetch_all(conn).await)
+                    .await?;
+                rows(fetched).map(PgReply::Rows)
             }
             PgRequest::Execute {
                 database,
@@ -370,24 +356,10 @@ impl PgSession {
                 params,
             } => {
                 let query = bind(sql, params)?;
-                let result = match (transaction, pg.mode()) {
-                    (Some(id), _) => query.execute(self.transaction(id)?.conn()?).await,
-                    (None, Mode::Serve) => {
-                        let mut conn = pg.connection(&database).await?;
-                        let done = query.execute(&mut *conn).await;
-                        if clean(&done) {
-                            pg.keep(&database, conn);
-                        }
-                        done
-                    }
-                    (None, Mode::ReadOnly) => {
-                        let mut tx = OpenTransaction::begin(pg, database).await?;
-                        let done = query.execute(tx.conn()?).await;
-                        tx.end("ROLLBACK", Some(pg)).await?;
-                        done
-                    }
-                };
-                Ok(PgReply::Affected(result.map_err(sql_error)?.rows_affected()))
+                let done = self
+                    .run(pg, database, transaction, async |conn| query.execute(conn).await)
+                    .await?;
+                Ok(PgReply::Affected(done.rows_affected()))
             }
             PgRequest::Begin { database } => {
                 if self.open.len() >= MAX_OPEN_TRANSACTIONS {
@@ -429,6 +401,36 @@ impl PgSession {
                 Ok(PgReply::Done)
             }
         }
+    }
+
+    /// Runs `statement` in `transaction`, or alone in autocommit (in read-only mode, in a
+    /// read-only transaction rolled back after it) on a connection kept for the next use when it
+    /// is left clean.
+    async fn run<T>(
+        &mut self,
+        pg: &PgHost,
+        database: String,
+        transaction: Option<TransactionId>,
+        statement: impl AsyncFnOnce(&mut PgConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T, Error> {
+        let result = match (transaction, pg.mode()) {
+            (Some(id), _) => statement(self.transaction(id)?.conn()?).await,
+            (None, Mode::Serve) => {
+                let mut conn = pg.connection(&database).await?;
+                let result = statement(&mut conn).await;
+                if clean(&result) {
+                    pg.keep(&database, conn);
+                }
+                result
+            }
+            (None, Mode::ReadOnly) => {
+                let mut tx = OpenTransaction::begin(pg, database).await?;
+                let result = statement(tx.conn()?).await;
+                tx.end("ROLLBACK", Some(pg)).await?;
+                result
+            }
+        };
+        result.map_err(sql_error)
     }
 
     fn transaction(&mut self, id: TransactionId) -> Result<&mut OpenTransaction, Error> {
