@@ -151,7 +151,7 @@ config = {{ database = "maestro" }}
     assert!(reached.contains("plugin maestro: reached"), "{reached}");
     let statements = conductor_statements(&db);
     assert!(
-        statements.iter().any(|s| s.contains("SET TRANSACTION READ ONLY")),
+        statements.iter().any(|s| s.contains("BEGIN READ ONLY")),
         "--connect reached the database: {statements:?}"
     );
     assert!(
