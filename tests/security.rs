@@ -1146,6 +1146,192 @@ async fn an_idle_tls_agent_costs_the_server_at_most_its_bound() {
     drop(streams);
 }
 
+/// What a long-lived agent costs does not creep up with the responses it gets: after the first,
+/// a response adds nothing to its connection's HPACK table. hyper stamps every response with a
+/// `date`, and h2 used to add each second's value to the table until the table was full: about 60
+/// entries and 8 KiB of heap an agent, after 60 responses in distinct seconds (20 minutes of one
+/// status update every 20 s; the soak's "resident memory flat" bound, third_party/README.md).
+#[tokio::test]
+async fn responses_after_the_first_add_nothing_to_the_connections_hpack_table() {
+    use tonic::codegen::{Bytes, http};
+    let c = Conductor::start(conductor_blackbox_tests::MEMORY_SOURCE).unwrap();
+    let tcp = tokio::net::TcpStream::connect(&c.grpc_addr).await.unwrap();
+    let read = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recording = hpack::Recording {
+        inner: tcp,
+        read: std::sync::Arc::clone(&read),
+    };
+    let (send, connection) = h2::client::handshake(recording).await.unwrap();
+    tokio::spawn(connection);
+    for call in 0..3 {
+        if call > 0 {
+            // Each response in a second of its own, so each carries another `date`.
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
+        let mut send = send.clone().ready().await.unwrap();
+        let request = http::Request::post(format!("http://{}/grpc.health.v1.Health/Check", c.grpc_addr))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (response, mut body) = send.send_request(request, false).unwrap();
+        // An empty `HealthCheckRequest`: uncompressed, zero bytes long.
+        body.send_data(Bytes::from_static(&[0, 0, 0, 0, 0]), true).unwrap();
+        let mut response = response.await.unwrap().into_body();
+        while let Some(chunk) = response.data().await {
+            let chunk = chunk.unwrap();
+            response.flow_control().release_capacity(chunk.len()).unwrap();
+        }
+        let trailers = response.trailers().await.unwrap().expect("trailers");
+        assert_eq!(trailers.get("grpc-status").map(|v| v.as_bytes()), Some(&b"0"[..]));
+    }
+    let blocks = hpack::header_blocks(&read.lock().unwrap());
+    let streams: Vec<u32> = blocks.iter().map(|(stream, _)| *stream).collect();
+    assert_eq!(
+        streams,
+        [1, 1, 3, 3, 5, 5],
+        "a response's headers and trailers per call"
+    );
+    for (_, headers) in blocks.iter().step_by(2) {
+        let fields = hpack::fields(headers);
+        assert!(
+            fields.iter().any(|f| f.name == hpack::DATE),
+            "a response carries a date: {fields:?}"
+        );
+    }
+    for (stream, block) in &blocks[2..] {
+        let added: Vec<_> = hpack::fields(block).into_iter().filter(|f| f.indexed).collect();
+        assert!(
+            added.is_empty(),
+            "stream {stream}'s response added {added:?} to the HPACK table (name index {} is `date`)",
+            hpack::DATE
+        );
+    }
+}
+
+/// Just enough HTTP/2 and HPACK to read what a server's header blocks do to the table.
+mod hpack {
+    use std::pin::Pin;
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll};
+
+    use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+    /// `date` in HPACK's static table.
+    pub const DATE: u64 = 33;
+
+    /// A connection that keeps every byte it read.
+    pub struct Recording {
+        pub inner: tokio::net::TcpStream,
+        pub read: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl AsyncRead for Recording {
+        fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+            let me = self.get_mut();
+            let before = buf.filled().len();
+            let polled = Pin::new(&mut me.inner).poll_read(cx, buf);
+            if let Poll::Ready(Ok(())) = polled {
+                me.read.lock().unwrap().extend_from_slice(&buf.filled()[before..]);
+            }
+            polled
+        }
+    }
+
+    impl AsyncWrite for Recording {
+        fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+            Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        }
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        }
+    }
+
+    /// The stream and header block of every HEADERS frame in `bytes` (frames as a server sends
+    /// them: no padding or priority, no CONTINUATION for blocks this small).
+    pub fn header_blocks(bytes: &[u8]) -> Vec<(u32, Vec<u8>)> {
+        let mut blocks = Vec::new();
+        let mut at = 0;
+        while at + 9 <= bytes.len() {
+            let len = usize::from(bytes[at]) << 16 | usize::from(bytes[at + 1]) << 8 | usize::from(bytes[at + 2]);
+            let (kind, stream) = (
+                bytes[at + 3],
+                u32::from_be_bytes([bytes[at + 5], bytes[at + 6], bytes[at + 7], bytes[at + 8]]) & 0x7fff_ffff,
+            );
+            let payload = &bytes[at + 9..(at + 9 + len).min(bytes.len())];
+            if kind == 0x1 {
+                blocks.push((stream, payload.to_vec()));
+            }
+            at += 9 + len;
+        }
+        blocks
+    }
+
+    /// A literal field of a header block: its name's table index (0 for a literal name) and
+    /// whether it is added to the table ("with incremental indexing", RFC 7541 §6.2.1).
+    #[derive(Debug)]
+    pub struct Field {
+        pub name: u64,
+        pub indexed: bool,
+    }
+
+    /// The literal fields of `block`.
+    pub fn fields(block: &[u8]) -> Vec<Field> {
+        let mut fields = Vec::new();
+        let mut at = 0;
+        while at < block.len() {
+            let first = block[at];
+            if first & 0x80 != 0 {
+                integer(block, &mut at, 7);
+            } else if first & 0x40 != 0 {
+                fields.push(literal(block, &mut at, 6, true));
+            } else if first & 0x20 != 0 {
+                integer(block, &mut at, 5);
+            } else {
+                fields.push(literal(block, &mut at, 4, false));
+            }
+        }
+        fields
+    }
+
+    fn literal(block: &[u8], at: &mut usize, prefix: u32, indexed: bool) -> Field {
+        let name = integer(block, at, prefix);
+        if name == 0 {
+            string(block, at);
+        }
+        string(block, at);
+        Field { name, indexed }
+    }
+
+    fn string(block: &[u8], at: &mut usize) {
+        let len = integer(block, at, 7);
+        *at += usize::try_from(len).unwrap();
+    }
+
+    /// An integer with a `prefix`-bit prefix (RFC 7541 §5.1).
+    fn integer(block: &[u8], at: &mut usize, prefix: u32) -> u64 {
+        let max = (1u64 << prefix) - 1;
+        let mut value = u64::from(block[*at]) & max;
+        *at += 1;
+        if value < max {
+            return value;
+        }
+        let mut shift = 0;
+        loop {
+            let byte = block[*at];
+            *at += 1;
+            value += u64::from(byte & 0x7f) << shift;
+            shift += 7;
+            if byte & 0x80 == 0 {
+                return value;
+            }
+        }
+    }
+}
+
 /// `conductor agent watch` (stderr lines on a channel), killed when dropped.
 struct AgentWatch {
     child: std::process::Child,

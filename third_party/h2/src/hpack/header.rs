@@ -195,6 +195,10 @@ impl Header {
                 header::AGE
                     | header::AUTHORIZATION
                     | header::CONTENT_LENGTH
+                    // conductor's patch: a server's `date` changes every second, so each
+                    // response would add an entry to the connection's HPACK table until the
+                    // table is full (about 60 entries, 8 KiB of heap per connection).
+                    | header::DATE
                     | header::ETAG
                     | header::IF_MODIFIED_SINCE
                     | header::IF_NONE_MATCH
