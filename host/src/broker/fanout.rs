@@ -250,9 +250,13 @@ impl Fanout {
         self.remembered.lock().get(cluster, data_type, resource_id)
     }
 
-    /// Forgets a resource's metadata (after the agent was told it is gone).
+    /// Forgets a resource the agent holds no more (it reported it deleted, or was told it is
+    /// gone): its metadata, and the version it answered.
     pub fn forget(&self, cluster: &str, data_type: &str, resource_id: &str) {
         self.remembered.lock().forget(cluster, data_type, resource_id);
+        if undelivered::is_work(data_type) {
+            self.undelivered.lock().gone(cluster, data_type, resource_id);
+        }
     }
 
     /// Remembers the metadata of an event a source produced (delivered or listed).

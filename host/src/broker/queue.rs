@@ -77,6 +77,11 @@ impl Outgoing {
         self.state.version
     }
 
+    /// Whether it deletes its resource (it carries a `deletiontimestamp`).
+    pub fn deleting(&self) -> bool {
+        self.state.deleting
+    }
+
     /// Whether `self`, sent later, supersedes `earlier` of the same resource (the rule queues
     /// fold by: a stale state never replaces a newer one).
     pub fn supersedes(&self, earlier: &Self) -> bool {

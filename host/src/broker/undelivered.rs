@@ -22,6 +22,11 @@
 //!   awaited (an answer to the previous spec, sent before the agent got this one); a status
 //!   without a version answers it. A delete is answered the same way: agents report a deleted
 //!   work with a status too, so a deleted resource's record goes away then, or when replaced.
+//! - **What was answered is not awaited again.** The highest version the agent reported for a
+//!   resource is kept: a spec event sent again at that version or an earlier one — a catch-up's
+//!   duplicate, which the agent ignores and does not answer — makes no record, where one would be
+//!   overdue for good. A delete is always awaited; the resource gone (reported deleted, or
+//!   found gone by a resync), its version is forgotten.
 //! - **Only while an agent is connected.** When the last subscriber of a cluster and data type
 //!   leaves, that pair's records are dropped: the agent sends a resync request when it connects
 //!   again, which re-sends whatever it lacks (and what it holds, it received). Keeping them would
@@ -31,7 +36,7 @@
 //! - **Bounded by what the hub holds**: at most one record per resource of a connected cluster,
 //!   and only until its agent answers, which agents do within seconds; a record shares its
 //!   encoded event with the subscribers' queues (reference-counted bytes) and adds its key and a
-//!   few words.
+//!   few words. An answered version is a key and a number per resource of a connected cluster.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -68,8 +73,21 @@ struct Record {
     overdue: bool,
 }
 
-/// Records of one (cluster, data type), by `resourceid`.
-type Resources = HashMap<Arc<str>, Record>;
+/// One (cluster, data type): its records, and what its agent answered, by `resourceid`.
+#[derive(Default)]
+struct Table {
+    awaiting: HashMap<Arc<str>, Record>,
+    /// The highest version the agent reported for each resource no longer awaited: a spec event
+    /// sent again at that version or an earlier one (a catch-up's duplicate, which agents ignore
+    /// and do not answer) is not awaited.
+    answered: HashMap<Arc<str>, i64>,
+}
+
+impl Table {
+    fn is_empty(&self) -> bool {
+        self.awaiting.is_empty() && self.answered.is_empty()
+    }
+}
 
 /// An overdue record, for the inspector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +113,7 @@ pub struct Resend {
 pub struct Undelivered {
     after: Duration,
     /// cluster → data type → resource.
-    clusters: HashMap<String, HashMap<String, Resources>>,
+    clusters: HashMap<String, HashMap<String, Table>>,
     /// Overdue records per plugin; every plugin that ever sent a record has an entry (its names
     /// are shared by its records).
     overdue: HashMap<Arc<str>, usize>,
@@ -118,13 +136,21 @@ impl Undelivered {
     }
 
     /// `event`, sent by `plugin` to at least one subscriber of (`cluster`, `data_type`) at `now`,
-    /// is awaited. An event without a `resourceid` is not recorded.
+    /// is awaited. An event without a `resourceid` is not recorded, nor one the agent answered
+    /// already (a spec, not a delete, at a version it reported or an earlier one).
     pub fn sent(&mut self, cluster: &str, data_type: &str, plugin: &str, event: Outgoing, now: (Instant, SystemTime)) {
         let Some(id) = event.resource().cloned() else {
             return;
         };
         let plugin = self.plugin(plugin);
-        let resources = table(table(&mut self.clusters, cluster), data_type);
+        let table = table(table(&mut self.clusters, cluster), data_type);
+        if let Some(answered) = table.answered.get(&id) {
+            if !event.deleting() && event.version().is_some_and(|v| v <= *answered) {
+                return;
+            }
+            table.answered.remove(&id);
+        }
+        let resources = &mut table.awaiting;
         let record = Record {
             plugin,
             event,
@@ -148,28 +174,55 @@ impl Undelivered {
     }
 
     /// An agent of `cluster` reported the status of resource `id` at `version`: the record is
-    /// dropped unless it awaits a later version. Returns whether one was dropped.
+    /// dropped unless it awaits a later version, and the version is kept as answered. Returns
+    /// whether a record was dropped.
     pub fn answered(&mut self, cluster: &str, data_type: &str, id: &str, version: Option<i64>) -> bool {
-        let Some(by_type) = self.clusters.get_mut(cluster) else {
-            return false;
+        let version = version.filter(|v| *v > 0);
+        let table = table(table(&mut self.clusters, cluster), data_type);
+        let earlier = |awaited: Option<i64>| matches!((version, awaited), (Some(v), Some(a)) if v < a);
+        let dropped = match table.awaiting.get(id) {
+            Some(record) if !earlier(record.event.version()) => table.awaiting.remove_entry(id),
+            _ => None,
         };
-        let Some(resources) = by_type.get_mut(data_type) else {
-            return false;
-        };
-        let earlier = |awaited: Option<i64>| matches!((version, awaited), (Some(v), Some(a)) if v > 0 && v < a);
-        if resources.get(id).is_none_or(|r| earlier(r.event.version())) {
-            return false;
-        }
-        if let Some(record) = resources.remove(id) {
-            Self::settle(&mut self.overdue, &mut self.changed, &record);
-        }
-        if resources.is_empty() {
-            by_type.remove(data_type);
-            if by_type.is_empty() {
-                self.clusters.remove(cluster);
+        if let Some(v) = version {
+            match table.answered.get_mut(id) {
+                Some(held) => *held = (*held).max(v),
+                None => {
+                    let key = dropped
+                        .as_ref()
+                        .map_or_else(|| Arc::from(id), |(key, _)| Arc::clone(key));
+                    table.answered.insert(key, v);
+                }
             }
         }
-        true
+        let answered = dropped.is_some();
+        if let Some((_, record)) = dropped {
+            Self::settle(&mut self.overdue, &mut self.changed, &record);
+        }
+        self.drop_if_empty(cluster, data_type);
+        answered
+    }
+
+    /// The agent of `cluster` holds resource `id` no more (it reported it deleted, or a resync
+    /// found it gone): what it answered of it is forgotten.
+    pub fn gone(&mut self, cluster: &str, data_type: &str, id: &str) {
+        if let Some(table) = self.clusters.get_mut(cluster).and_then(|t| t.get_mut(data_type)) {
+            table.answered.remove(id);
+            self.drop_if_empty(cluster, data_type);
+        }
+    }
+
+    /// Drops the table of (`cluster`, `data_type`) if it holds nothing.
+    fn drop_if_empty(&mut self, cluster: &str, data_type: &str) {
+        let Some(by_type) = self.clusters.get_mut(cluster) else {
+            return;
+        };
+        if by_type.get(data_type).is_some_and(Table::is_empty) {
+            by_type.remove(data_type);
+        }
+        if by_type.is_empty() {
+            self.clusters.remove(cluster);
+        }
     }
 
     /// The last subscriber of (`cluster`, `data_type`) left: its records are dropped (the
@@ -178,8 +231,8 @@ impl Undelivered {
         let Some(by_type) = self.clusters.get_mut(cluster) else {
             return;
         };
-        if let Some(resources) = by_type.remove(data_type) {
-            for record in resources.values() {
+        if let Some(table) = by_type.remove(data_type) {
+            for record in table.awaiting.values() {
                 Self::settle(&mut self.overdue, &mut self.changed, record);
             }
         }
@@ -195,14 +248,14 @@ impl Undelivered {
         let mut resend = Vec::new();
         let (overdue, changed, after) = (&mut self.overdue, &mut self.changed, self.after);
         self.clusters.retain(|cluster, by_type| {
-            by_type.retain(|data_type, resources| {
+            by_type.retain(|data_type, table| {
                 if !connected(cluster, data_type) {
-                    for record in resources.values() {
+                    for record in table.awaiting.values() {
                         Self::settle(overdue, changed, record);
                     }
                     return false;
                 }
-                for record in resources.values_mut() {
+                for record in table.awaiting.values_mut() {
                     if record.overdue || now.0.duration_since(record.sent) < after {
                         continue;
                     }
@@ -229,9 +282,9 @@ impl Undelivered {
     /// `plugin` is gone (a reload removed it): its records are dropped and it is counted no more.
     pub fn forget(&mut self, plugin: &str) {
         self.clusters.retain(|_, by_type| {
-            by_type.retain(|_, resources| {
-                resources.retain(|_, record| &*record.plugin != plugin);
-                !resources.is_empty()
+            by_type.retain(|_, table| {
+                table.awaiting.retain(|_, record| &*record.plugin != plugin);
+                !table.is_empty()
             });
             !by_type.is_empty()
         });
@@ -252,16 +305,20 @@ impl Undelivered {
             .clusters
             .iter()
             .flat_map(|(cluster, by_type)| {
-                by_type.iter().flat_map(move |(data_type, resources)| {
-                    resources.iter().filter(|(_, r)| r.overdue).map(move |(id, r)| Overdue {
-                        plugin: r.plugin.to_string(),
-                        cluster: cluster.clone(),
-                        data_type: data_type.clone(),
-                        resource_id: id.to_string(),
-                        resource_version: r.event.version(),
-                        sent_at: r.sent_at,
-                        resent_at: r.resent_at,
-                    })
+                by_type.iter().flat_map(move |(data_type, table)| {
+                    table
+                        .awaiting
+                        .iter()
+                        .filter(|(_, r)| r.overdue)
+                        .map(move |(id, r)| Overdue {
+                            plugin: r.plugin.to_string(),
+                            cluster: cluster.clone(),
+                            data_type: data_type.clone(),
+                            resource_id: id.to_string(),
+                            resource_version: r.event.version(),
+                            sent_at: r.sent_at,
+                            resent_at: r.resent_at,
+                        })
                 })
             })
             .collect();
@@ -279,7 +336,11 @@ impl Undelivered {
     /// Records held, overdue or not.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.clusters.values().flat_map(HashMap::values).map(HashMap::len).sum()
+        self.clusters
+            .values()
+            .flat_map(HashMap::values)
+            .map(|t| t.awaiting.len())
+            .sum()
     }
 
     /// `plugin`'s shared name (made once per plugin).
@@ -324,6 +385,15 @@ mod tests {
     const AFTER: Duration = Duration::from_secs(600);
 
     fn work(id: &str, version: i64) -> Outgoing {
+        Outgoing::new(&work_event(id, version))
+    }
+
+    fn deleting(mut event: CloudEvent) -> Outgoing {
+        event.set_extension("deletiontimestamp", chrono::Utc::now());
+        Outgoing::new(&event)
+    }
+
+    fn work_event(id: &str, version: i64) -> CloudEvent {
         let dt = DataType::parse(MANIFEST_BUNDLES).unwrap();
         let mut e = CloudEvent::new(
             format!("{id}/{version}"),
@@ -333,7 +403,7 @@ mod tests {
         e.set_extension("clustername", "c1");
         e.set_extension("resourceid", id);
         e.set_resource_version(&dt, version);
-        Outgoing::new(&e)
+        e
     }
 
     fn at(start: Instant, after: Duration) -> (Instant, SystemTime) {
@@ -421,7 +491,62 @@ mod tests {
         assert_eq!(counts(&mut u), [("maestro".to_owned(), 0)]);
         assert!(u.overdue().is_empty());
         assert_eq!(u.len(), 0);
+        u.gone("c1", MANIFEST_BUNDLES, "a");
         assert!(u.clusters.is_empty(), "no empty tables left behind");
+    }
+
+    #[test]
+    fn a_spec_sent_again_at_a_version_its_agent_answered_is_not_awaited() {
+        let t0 = Instant::now();
+        let mut u = Undelivered::new(AFTER);
+        u.sent("c1", MANIFEST_BUNDLES, "maestro", work("a", 2), at(t0, Duration::ZERO));
+        assert!(u.answered("c1", MANIFEST_BUNDLES, "a", Some(2)));
+        // A catch-up sends version 2 again, or an older one: the agent holds a version at least as
+        // new, ignores it and answers nothing, so awaiting it would count it overdue forever.
+        u.sent(
+            "c1",
+            MANIFEST_BUNDLES,
+            "maestro",
+            work("a", 2),
+            at(t0, Duration::from_secs(1)),
+        );
+        u.sent(
+            "c1",
+            MANIFEST_BUNDLES,
+            "maestro",
+            work("a", 1),
+            at(t0, Duration::from_secs(1)),
+        );
+        assert_eq!(u.len(), 0);
+        assert!(u.look(at(t0, AFTER * 2), connected).is_empty());
+        assert!(u.overdue().is_empty());
+
+        // A later version is awaited, and so is a delete at the version answered.
+        u.sent("c1", MANIFEST_BUNDLES, "maestro", work("a", 3), at(t0, AFTER * 2));
+        assert_eq!(u.len(), 1);
+        assert!(u.answered("c1", MANIFEST_BUNDLES, "a", Some(3)));
+        u.sent(
+            "c1",
+            MANIFEST_BUNDLES,
+            "maestro",
+            deleting(work_event("a", 3)),
+            at(t0, AFTER * 2),
+        );
+        assert_eq!(u.len(), 1, "a delete is awaited");
+        assert!(u.answered("c1", MANIFEST_BUNDLES, "a", Some(3)));
+        // The agent reported it deleted: nothing of it is kept.
+        u.gone("c1", MANIFEST_BUNDLES, "a");
+        assert!(u.clusters.is_empty());
+
+        // What the agent answered of a resource never recorded (a resync's answer) counts too,
+        // until its agent leaves.
+        assert!(!u.answered("c1", MANIFEST_BUNDLES, "b", Some(4)));
+        u.sent("c1", MANIFEST_BUNDLES, "maestro", work("b", 4), at(t0, AFTER * 2));
+        assert_eq!(u.len(), 0);
+        u.disconnected("c1", MANIFEST_BUNDLES);
+        assert!(u.clusters.is_empty());
+        u.sent("c1", MANIFEST_BUNDLES, "maestro", work("b", 4), at(t0, AFTER * 2));
+        assert_eq!(u.len(), 1, "after a reconnect, awaited again");
     }
 
     #[test]
