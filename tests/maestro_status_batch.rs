@@ -48,8 +48,9 @@ async fn send(agent: &Conductor, event: proto::CloudEvent) -> Sent {
     sent
 }
 
-/// Seven updates wait together behind an eighth that holds the plugin's only instance: they go
-/// in one `handle-batch` call, one transaction, each judged as it would be alone and in order —
+/// Seven updates wait together behind an eighth that holds the plugin's only instance: that
+/// call takes them in once it goes on (`requests.take-waiting`), one transaction for all eight,
+/// each judged as it would be alone and in order —
 /// two newer statuses of one resource both written, an older one between them skipped; another
 /// cluster's update refused alone; a `Deleted` condition deleting its resource after the update
 /// before it; an update after that finding nothing.
@@ -101,8 +102,8 @@ async fn a_batch_commits_once_and_judges_each_update_as_if_alone_in_order() {
     let metrics = c.admin_get("/metrics").await.unwrap().1;
     assert_eq!(
         scraped(&metrics, r#"conductor_plugin_batched_requests_total{plugin="maestro"}"#),
-        7.0,
-        "the seven went in one batch"
+        8.0,
+        "the seven went into the eighth's batch"
     );
     assert_eq!(
         scraped(
@@ -135,6 +136,75 @@ async fn a_batch_commits_once_and_judges_each_update_as_if_alone_in_order() {
     for _ in 0..5 {
         tokio::time::timeout(WAIT, maestro.recv()).await.unwrap().unwrap();
     }
+}
+
+/// An update the running batch takes in, whose resource's status lock another transaction
+/// holds, is not waited for under the batch's locks (they were taken in key order; waiting out of
+/// order could deadlock against Maestro or another replica): the batch commits without it, and
+/// it is written after, with every later update of its resource, in a transaction of its own
+/// that waits for the lock.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_taken_update_whose_lock_is_held_is_written_after_the_batch_commits() {
+    let db = MaestroDb::start().await;
+    let (x, _) = db.create("cluster1", "x", true).await;
+    let (y, _) = db.create("cluster1", "y", true).await;
+    let (z, _) = db.create("cluster1", "z", true).await;
+    // The call lasts until y's lock is let go.
+    let c = one_instance(&db, "call_timeout = \"60s\"");
+    let lock = async |id: &str| {
+        let mut holder = db.pool.begin().await.unwrap();
+        sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+            .bind(advisory_key(id))
+            .bind(advisory_key("resource_status"))
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+        holder
+    };
+    let holds_x = lock(&x).await;
+    let holds_y = lock(&y).await;
+    let first = send(&c, status_update("cluster1", &x, 1, 10, "Applied")).await;
+    someone_waits_for_a_lock(&db).await;
+    let y_older = send(&c, status_update("cluster1", &y, 1, 10, "Applied")).await;
+    let z_update = send(&c, status_update("cluster1", &z, 1, 10, "Applied")).await;
+    let y_newer = send(&c, status_update("cluster1", &y, 1, 20, "Available")).await;
+
+    // x's lock free: the batch takes the three in, writes z's beside x's and commits; y's two
+    // wait for y's lock in a transaction of their own.
+    holds_x.commit().await.unwrap();
+    support::eventually(WAIT, "x and z written", async || {
+        db.resource(&x).await.unwrap().status.is_some() && db.resource(&z).await.unwrap().status.is_some()
+    })
+    .await;
+    someone_waits_for_a_lock(&db).await;
+    assert!(db.resource(&y).await.unwrap().status.is_none(), "y waits for its lock");
+    assert!(
+        !y_older.is_finished() && !y_newer.is_finished(),
+        "y's agents wait for their answers"
+    );
+    assert!(
+        !first.is_finished() && !z_update.is_finished(),
+        "the call answers all it carries at once, after y's"
+    );
+
+    holds_y.commit().await.unwrap();
+    for sent in [first, y_older, z_update, y_newer] {
+        sent.await.unwrap().unwrap();
+    }
+    let y_status = db.resource(&y).await.unwrap().status.unwrap();
+    assert_eq!(y_status["data"]["conditions"][0]["type"], "Available", "in order");
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for e in db.status_events().await {
+        assert_eq!(e.kind, "StatusUpdate");
+        *kinds.entry(e.resource_id).or_default() += 1;
+    }
+    assert_eq!(kinds, [(x, 1), (y, 2), (z, 1)].into());
+    let metrics = c.admin_get("/metrics").await.unwrap().1;
+    assert_eq!(
+        scraped(&metrics, r#"conductor_plugin_batched_requests_total{plugin="maestro"}"#),
+        4.0,
+        "one call carried the four"
+    );
 }
 
 /// What a run of agents wrote, keyed by resource name: its row's status (`None`: the row is gone;

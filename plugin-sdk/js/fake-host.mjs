@@ -4,12 +4,13 @@
 //     node --import <sdk>/js/register.mjs --test
 //
 // register.mjs installs a module hook: the plugin's `conductor:plugin/<capability>@<version>`
-// imports load the fakes in fakes/ (emit, log, timer, kv, metrics, blob), which record into `host` below. A
-// version other than the contract's (plugin-sdk/wit/plugin.wit) fails the import, as the host
-// refuses such a component. What it records, like the Rust SDK's `fakes::FakeHost`: `kv` (a Map
+// imports load the fakes in fakes/ (emit, log, timer, kv, metrics, blob, requests), which record into `host` below. A
+// version the contract does not serve (another minor, or a later patch than plugin-sdk/wit/plugin.wit's)
+// fails the import, as the host refuses such a component. What it records, like the Rust SDK's `fakes::FakeHost`: `kv` (a Map
 // of Uint8Arrays), `logs` ([level, message] pairs), `timers` (name → [afterMs, repeat]),
 // `emitted` (the events; `takeEmitted()` empties it), `metrics` (`name{label,…}` → value) and
-// `blobs` (name → Uint8Array, for the plugin to read). `emit` answers `subscribers` (1 unless
+// `blobs` (name → Uint8Array, for the plugin to read); `waiting` holds the requests (`{ identity,
+// event }`) that `takeWaiting` of `requests` hands the running `handleBatch`. `emit` answers `subscribers` (1 unless
 // set). `pg` and `kube` are not faked: test SQL against a real PostgreSQL, as tests/maestro.rs
 // does.
 //
@@ -27,6 +28,7 @@ export const host = {
   emitted: [],
   metrics: new Map(),
   blobs: new Map(),
+  waiting: [],
   subscribers: 1,
 };
 
@@ -38,6 +40,7 @@ export function reset() {
   host.emitted.length = 0;
   host.metrics.clear();
   host.blobs.clear();
+  host.waiting.length = 0;
   host.subscribers = 1;
 }
 

@@ -30,4 +30,10 @@ pub trait HostCalls: Send + Sync {
     fn kube(&self, request: KubeRequest) -> Result<KubeReply, Error>;
     fn metric(&self, kind: MetricKind, name: &str, labels: &[&str], value: f64) -> Result<(), Error>;
     fn blob(&self, name: &str) -> Result<Vec<u8>, Error>;
+    /// Requests waiting for the plugin, for the running `handle_batch` to take (none by default:
+    /// a backend without a line).
+    fn take_waiting(&self, max: usize) -> Vec<crate::Request> {
+        let _ = max;
+        Vec::new()
+    }
 }

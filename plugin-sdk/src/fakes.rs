@@ -41,6 +41,9 @@ pub struct Recorded {
     pub metrics: BTreeMap<(String, Vec<String>), f64>,
     /// Files the plugin may read by name ([`FakeHost::put_blob`]).
     pub blobs: BTreeMap<String, Vec<u8>>,
+    /// Agent requests waiting for the plugin, oldest first, for `take_waiting` to take
+    /// ([`FakeHost::put_waiting`]).
+    pub waiting: std::collections::VecDeque<crate::Request>,
     revision: u64,
 }
 
@@ -89,6 +92,12 @@ impl FakeHost {
     /// Lets the plugin read `contents` as the file named `name`.
     pub fn put_blob(&self, name: &str, contents: &[u8]) {
         self.recorded().blobs.insert(name.to_owned(), contents.to_vec());
+    }
+
+    /// Puts `request` behind those waiting for the plugin: the next `take_waiting` of its
+    /// `handle_batch` takes it, as the host hands over what arrives while a batch runs.
+    pub fn put_waiting(&self, request: crate::Request) {
+        self.recorded().waiting.push_back(request);
     }
 
     /// The value of the plugin's metric `name` with `labels`, if it was ever set.
@@ -437,6 +446,11 @@ impl HostCalls for Shared {
             MetricKind::Gauge => *slot = value,
         }
         Ok(())
+    }
+    fn take_waiting(&self, max: usize) -> Vec<crate::Request> {
+        let waiting = &mut self.0.recorded().waiting;
+        let n = max.min(waiting.len());
+        waiting.drain(..n).collect()
     }
     fn blob(&self, name: &str) -> Result<Vec<u8>, Error> {
         self.0

@@ -72,6 +72,15 @@ pub fn metric(kind: MetricKind, name: &str, labels: &[&str], value: f64) -> Resu
     }
     .map_err(from_wit_error)
 }
+pub fn take_waiting(max: usize) -> Vec<crate::Request> {
+    wit::requests::take_waiting(u32::try_from(max).unwrap_or(u32::MAX))
+        .into_iter()
+        .map(|w| crate::Request {
+            identity: from_wit_identity(w.identity),
+            event: from_wit_event(w.event),
+        })
+        .collect()
+}
 pub fn blob(name: &str) -> Result<Vec<u8>, Error> {
     wit::blob::read(name).map_err(from_wit_error)
 }

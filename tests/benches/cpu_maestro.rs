@@ -20,7 +20,7 @@
 //! phase (never over start-up); PostgreSQL's is the sum over the postmaster and its children
 //! (`ppid`), reaped children included (the postmaster's `cutime`/`cstime`). Each run starts
 //! conductor and the floors afresh and alternates which goes first; the figures are the medians of
-//! `RUNS` (3). `INSTANCES` (8) plugin instances, `REQUEST_CALLS` (2, the shipped configurations'
+//! `RUNS` (3). `INSTANCES` (8) plugin instances, `REQUEST_CALLS` (1, the shipped configurations'
 //! `limits.request_calls`) agent calls at once, twice as many pooled connections (the floors
 //! pool as many). Only one scenario: `-- status` or `-- spec`.
 //!
@@ -477,7 +477,7 @@ fn main() {
             writes: env_usize("SPEC_WRITES", 3000),
             rate: env_usize("SPEC_RATE", 200),
             instances: env_usize("INSTANCES", 8),
-            request_calls: env_usize("REQUEST_CALLS", 2),
+            request_calls: env_usize("REQUEST_CALLS", 1),
             tick: 0,
         };
         let pgbench_seconds = env_usize("PGBENCH_SECONDS", 5) as u64;

@@ -152,7 +152,7 @@ fn main() {
     let runs = env_usize("RUNS", 3);
     let instances = env_usize("INSTANCES", 8);
     // The shipped configurations' `limits.request_calls` for the maestro plugin.
-    let request_calls = env_usize("REQUEST_CALLS", 2);
+    let request_calls = env_usize("REQUEST_CALLS", 1);
     let pace = Duration::from_millis(env_usize("PACE_MS", 10) as u64);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -132,6 +132,7 @@ const JS: &[File] = &[
     sdk_file!("fakes/kv.mjs", "js/fakes/kv.mjs"),
     sdk_file!("fakes/log.mjs", "js/fakes/log.mjs"),
     sdk_file!("fakes/metrics.mjs", "js/fakes/metrics.mjs"),
+    sdk_file!("fakes/requests.mjs", "js/fakes/requests.mjs"),
     sdk_file!("fakes/timer.mjs", "js/fakes/timer.mjs"),
     sdk_file!("register.mjs", "js/register.mjs"),
     sdk_file!("hooks.mjs", "js/hooks.mjs"),

@@ -38,10 +38,7 @@ impl PluginCalls {
             PluginRequest::Start => PluginCall::Start,
             PluginRequest::List(_) => PluginCall::List,
             PluginRequest::Handle(..) => PluginCall::Handle,
-            PluginRequest::HandleBatch(requests) => {
-                self.metrics.batched(requests.len());
-                PluginCall::HandleBatch
-            }
+            PluginRequest::HandleBatch(_) => PluginCall::HandleBatch,
             PluginRequest::OnEvents(_) => PluginCall::OnEvents,
         };
         let started = Instant::now();
@@ -74,6 +71,11 @@ impl PluginCalls {
         }
         self.metrics.set_instances(self.runtime.instances(), self.pool_size);
         reply
+    }
+
+    /// Counts `requests` that went to the plugin together in one `handle-batch` call.
+    pub fn batched(&self, requests: usize) {
+        self.metrics.batched(requests);
     }
 
     /// How many instances exist now.

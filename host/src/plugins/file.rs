@@ -92,6 +92,15 @@ impl PluginFile {
         check(&self.description, &self.capabilities, grants)
     }
 
+    /// Whether the plugin takes the requests that wait for it into a running `handle-batch`
+    /// (a component importing `requests`; a native library has no line to take from).
+    pub fn takes_waiting(&self) -> bool {
+        match &self.runtime {
+            FileRuntime::Component(component) => wasm::takes_waiting(component),
+            FileRuntime::Native(_) => false,
+        }
+    }
+
     /// Asks the plugin whether it takes `config` (JSON), with no capability at hand.
     pub async fn check_config(&self, config: &str) -> Result<(), LoadError> {
         match &self.runtime {

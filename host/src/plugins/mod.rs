@@ -26,7 +26,7 @@ mod file;
 mod lanes;
 pub mod native;
 mod pool;
-mod requests;
+pub(crate) mod requests;
 pub mod routing;
 mod running;
 mod runtime;

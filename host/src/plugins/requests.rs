@@ -13,6 +13,12 @@
 //! (its agent cancelled) does not take their answers with it. A request still in the line after
 //! `limits.acquire_timeout` leaves it and fails as `Unavailable`, as a call that found no
 //! instance did.
+//!
+//! A plugin that imports `requests` (contract 0.6.1) also takes, while its `handle-batch` call
+//! runs, what joined the line since ([`take_waiting`], up to `limits.request_batch` in all), and
+//! answers those after the requests it was given: what would have waited for the next call goes
+//! into the running one (the maestro plugin's transaction before its `COMMIT`). Such a plugin is
+//! always called with `handle-batch`, even for one request.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -44,6 +50,7 @@ pub struct Requests {
     size: usize,
     batch: usize,
     wait: Duration,
+    takes_waiting: bool,
 }
 
 impl Requests {
@@ -58,20 +65,34 @@ impl Requests {
             size: turns.max(1),
             batch: batch.max(1),
             wait,
+            takes_waiting: false,
         }
+    }
+
+    /// A line whose plugin takes requests that wait into its running `handle-batch` calls
+    /// ([`take_waiting`]): every call is then a `handle-batch`, even of one request.
+    pub fn taking_waiting(mut self, takes_waiting: bool) -> Self {
+        self.takes_waiting = takes_waiting;
+        self
     }
 
     /// Hands `request` to the plugin, alone or in a batch, and returns its own result.
     pub async fn handle(self: &Arc<Self>, calls: &Arc<PluginCalls>, request: Request) -> Result<(), Error> {
         // At rest — a turn free and nobody waiting — the request is called at once, alone,
-        // without joining the line (no channel, no timer: the call at low load costs what it did).
+        // without joining the line (no timer: the call at low load costs what it did).
         if let Ok(turn) = Arc::clone(&self.turns).try_acquire_owned()
             && self.line.lock().is_empty()
         {
-            let Request { identity, event } = request;
-            let reply = calls.call(PluginRequest::Handle(identity, event), Wait::Bounded).await;
-            drop(turn);
-            return reply.map(drop);
+            if !self.takes_waiting {
+                let Request { identity, event } = request;
+                let reply = calls.call(PluginRequest::Handle(identity, event), Wait::Bounded).await;
+                drop(turn);
+                return reply.map(drop);
+            }
+            let (answer, answered) = oneshot::channel();
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            run(Arc::clone(self), calls, vec![Waiting { id, request, answer }], turn).await;
+            return answer_of(answered).await;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (answer, mut answered) = oneshot::channel();
@@ -99,9 +120,9 @@ impl Requests {
             match batch.len() {
                 // Another caller's batch took it: its answer comes from there.
                 0 => return answer_of(answered).await,
-                1 if carries_own => run(calls, batch, turn).await,
+                1 if carries_own => run(Arc::clone(self), calls, batch, turn).await,
                 _ => {
-                    tokio::spawn(run(Arc::clone(calls), batch, turn));
+                    tokio::spawn(run(Arc::clone(self), Arc::clone(calls), batch, turn));
                 }
             }
             if !carries_own {
@@ -141,43 +162,99 @@ fn lost() -> Error {
     Error::Internal("the call carrying this request ended without an answer".into())
 }
 
-/// One call with `batch` (`handle` for one request, `handle-batch` for more), each result sent
-/// to its caller; the turn is given back when the call returns.
-async fn run(calls: impl AsRef<PluginCalls>, batch: Vec<Waiting>, turn: OwnedSemaphorePermit) {
-    let (requests, answers): (Vec<Request>, Vec<Answer>) = batch.into_iter().map(|w| (w.request, w.answer)).unzip();
-    let count = requests.len();
-    let results = match requests.len() {
-        1 => {
-            let Some(Request { identity, event }) = requests.into_iter().next() else {
-                return;
-            };
-            let reply = calls
-                .as_ref()
-                .call(PluginRequest::Handle(identity, event), Wait::Bounded)
-                .await;
-            vec![reply.map(drop)]
+tokio::task_local! {
+    /// The line of the batch a call is running, for the plugin to take what waits in it.
+    static RUNNING: Arc<Taking>;
+}
+
+/// What a running batch took from its line besides what it was given.
+struct Taking {
+    line: Arc<Requests>,
+    room: usize,
+    taken: Mutex<Vec<Answer>>,
+}
+
+/// Up to `max` requests waiting in the line of the batch this task runs (none outside one); each
+/// is answered by the running call.
+pub fn take_waiting(max: usize) -> Vec<Request> {
+    RUNNING
+        .try_with(|taking| {
+            let mut taken = taking.taken.lock();
+            let n = max.min(taking.room.saturating_sub(taken.len()));
+            if n == 0 {
+                return Vec::new();
+            }
+            let mut line = taking.line.line.lock();
+            let n = n.min(line.len());
+            line.drain(..n)
+                .map(|w| {
+                    taken.push(w.answer);
+                    w.request
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One call with `batch`, each result sent to its caller; the turn is given back when the call
+/// returns. A plugin that takes waiting requests gets `handle-batch`, and answers those it takes
+/// after those it was given; any other gets `handle` for one request, `handle-batch` for more.
+async fn run(line: Arc<Requests>, calls: impl AsRef<PluginCalls>, batch: Vec<Waiting>, turn: OwnedSemaphorePermit) {
+    let (mut requests, mut answers): (Vec<Request>, Vec<Answer>) =
+        batch.into_iter().map(|w| (w.request, w.answer)).unzip();
+    let calls = calls.as_ref();
+    let results = if line.takes_waiting {
+        let given = requests.len();
+        let taking = Arc::new(Taking {
+            room: line.batch.saturating_sub(given),
+            line: Arc::clone(&line),
+            taken: Mutex::new(Vec::new()),
+        });
+        let reply = RUNNING
+            .scope(
+                Arc::clone(&taking),
+                calls.call(PluginRequest::HandleBatch(requests), Wait::Bounded),
+            )
+            .await;
+        let mut taken = std::mem::take(&mut *taking.taken.lock());
+        if given + taken.len() > 1 {
+            calls.batched(given + taken.len());
         }
-        _ => match calls
-            .as_ref()
-            .call(PluginRequest::HandleBatch(requests), Wait::Bounded)
-            .await
-        {
-            Ok(PluginReply::Handled(results)) if results.len() == count => results,
-            Ok(PluginReply::Handled(results)) => vec![
-                Err(Error::Internal(format!(
-                    "the plugin answered {count} requests with {} results",
-                    results.len()
-                )));
-                count
-            ],
-            Ok(_) => vec![
-                Err(Error::Internal(
-                    "the plugin answered a batch of requests with no results".into()
-                ));
-                count
-            ],
-            Err(e) => vec![Err(e); count],
-        },
+        match reply {
+            // A call retried on a fresh instance takes anew: what an earlier attempt took has no
+            // result, and the last results answer the last taken.
+            Ok(PluginReply::Handled(results)) if results.len() >= given && results.len() - given <= taken.len() => {
+                let unanswered = taken.len() - (results.len() - given);
+                for answer in taken.drain(..unanswered) {
+                    let _ = answer.send(Err(Error::Internal(
+                        "the plugin call that took this request returned no result for it".into(),
+                    )));
+                }
+                answers.append(&mut taken);
+                results
+            }
+            reply => {
+                answers.append(&mut taken);
+                results_of(reply, answers.len())
+            }
+        }
+    } else if requests.len() == 1 {
+        let Some(Request { identity, event }) = requests.pop() else {
+            return;
+        };
+        vec![
+            calls
+                .call(PluginRequest::Handle(identity, event), Wait::Bounded)
+                .await
+                .map(drop),
+        ]
+    } else {
+        let count = requests.len();
+        calls.batched(count);
+        results_of(
+            calls.call(PluginRequest::HandleBatch(requests), Wait::Bounded).await,
+            count,
+        )
     };
     drop(turn);
     for (answer, result) in answers.into_iter().zip(results) {
@@ -186,10 +263,34 @@ async fn run(calls: impl AsRef<PluginCalls>, batch: Vec<Waiting>, turn: OwnedSem
     }
 }
 
+/// The results of a `handle-batch` call for `count` requests: one each, or the call's failure for
+/// every one.
+fn results_of(reply: Result<PluginReply, Error>, count: usize) -> Vec<Result<(), Error>> {
+    match reply {
+        Ok(PluginReply::Handled(results)) if results.len() == count => results,
+        Ok(PluginReply::Handled(results)) => vec![
+            Err(Error::Internal(format!(
+                "the plugin answered {count} requests with {} results",
+                results.len()
+            )));
+            count
+        ],
+        Ok(_) => vec![
+            Err(Error::Internal(
+                "the plugin answered a batch of requests with no results".into()
+            ));
+            count
+        ],
+        Err(e) => vec![Err(e); count],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use async_trait::async_trait;
     use conductor_plugin_sdk::{CloudEvent, Identity};
+    use std::sync::atomic::AtomicBool;
+
     use tokio::sync::Notify;
 
     use super::*;
@@ -204,6 +305,12 @@ mod tests {
         finished: Mutex<Vec<Vec<String>>>,
         held: Mutex<Vec<String>>,
         go: Notify,
+        /// Whether its `handle-batch` takes the requests waiting once it may go on, and whether
+        /// it answers them (a plugin that drops what it took answers only what it was given).
+        takes: AtomicBool,
+        answers_taken: AtomicBool,
+        taken: Mutex<Vec<Vec<String>>>,
+        kinds: Mutex<Vec<&'static str>>,
     }
 
     impl Recorder {
@@ -234,10 +341,12 @@ mod tests {
         async fn call(&self, request: PluginRequest, _: Wait) -> Result<PluginReply, CallError> {
             let (ids, reply) = match request {
                 PluginRequest::Handle(_, event) => {
+                    self.kinds.lock().push("handle");
                     let reply = answer(&event).map(|()| PluginReply::Done);
                     (vec![event.id], reply)
                 }
                 PluginRequest::HandleBatch(requests) => {
+                    self.kinds.lock().push("handle-batch");
                     let results = requests.iter().map(|r| answer(&r.event)).collect();
                     let ids = requests.into_iter().map(|r| r.event.id).collect();
                     (ids, Ok(PluginReply::Handled(results)))
@@ -253,6 +362,17 @@ mod tests {
                 notified.await;
             }
             self.finished.lock().push(ids);
+            let reply = match reply {
+                Ok(PluginReply::Handled(mut results)) if self.takes.load(Ordering::Relaxed) => {
+                    let taken = take_waiting(usize::MAX);
+                    if self.answers_taken.load(Ordering::Relaxed) {
+                        results.extend(taken.iter().map(|r| answer(&r.event)));
+                    }
+                    self.taken.lock().push(taken.into_iter().map(|r| r.event.id).collect());
+                    Ok(PluginReply::Handled(results))
+                }
+                reply => reply,
+            };
             reply.map_err(CallError::Failed)
         }
         fn instances(&self) -> usize {
@@ -266,6 +386,20 @@ mod tests {
         let calls = Arc::new(PluginCalls::new("p", Arc::new(Arc::clone(&recorder)), turns, metrics));
         let requests = Arc::new(Requests::new("p", turns, batch, Duration::from_secs(10)));
         (requests, calls, recorder)
+    }
+
+    /// [`setup`] for a plugin that takes what waits into its running `handle-batch`, answering it
+    /// or not.
+    fn setup_taking(
+        turns: usize,
+        batch: usize,
+        answers_taken: bool,
+    ) -> (Arc<Requests>, Arc<PluginCalls>, Arc<Recorder>) {
+        let (requests, calls, recorder) = setup(turns, batch);
+        recorder.takes.store(true, Ordering::Relaxed);
+        recorder.answers_taken.store(answers_taken, Ordering::Relaxed);
+        let requests = Arc::into_inner(requests).map(|r| r.taking_waiting(true)).map(Arc::new);
+        (requests.expect("not shared yet"), calls, recorder)
     }
 
     fn request(id: &str) -> Request {
@@ -296,6 +430,45 @@ mod tests {
             tokio::task::yield_now().await;
         }
         panic!("never happened");
+    }
+
+    #[tokio::test]
+    async fn a_running_batch_takes_what_waits_up_to_request_batch_and_answers_each() {
+        assert!(take_waiting(10).is_empty(), "nothing to take outside a call");
+        let (requests, calls, recorder) = setup_taking(1, 3, true);
+        let results = behind_a_held_call(&requests, &calls, &recorder, &["a", "bad-b", "c", "d"]).await;
+        assert_eq!(results[0], Ok(()));
+        assert_eq!(results[1], Err(Error::Invalid("refused bad-b".into())), "refused alone");
+        assert_eq!(results[2..], [Ok(()), Ok(())]);
+        // "first" was given alone and took two more (a batch holds three); "c" and "d" went
+        // together in the next call, which found nothing left to take.
+        assert_eq!(recorder.calls(), [vec!["first"], vec!["c", "d"]]);
+        assert_eq!(*recorder.taken.lock(), [vec!["a", "bad-b"], vec![]]);
+        assert_eq!(
+            *recorder.kinds.lock(),
+            ["handle-batch", "handle-batch"],
+            "one request too"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_taken_but_not_answered_fails_and_the_rest_keep_their_answers() {
+        let (requests, calls, recorder) = setup_taking(1, 100, false);
+        let results = behind_a_held_call(&requests, &calls, &recorder, &["a", "b"]).await;
+        for result in results {
+            assert!(
+                matches!(&result, Err(Error::Internal(m)) if m.contains("no result for it")),
+                "{result:?}"
+            );
+        }
+        assert_eq!(*recorder.taken.lock(), [vec!["a", "b"]]);
+    }
+
+    #[tokio::test]
+    async fn a_plugin_that_takes_nothing_gets_handle_for_a_request_alone() {
+        let (requests, calls, recorder) = setup(1, 100);
+        requests.handle(&calls, request("a")).await.unwrap();
+        assert_eq!(*recorder.kinds.lock(), ["handle"]);
     }
 
     #[tokio::test]

@@ -113,16 +113,19 @@ impl PluginSource {
                 notifications: config.limits.notification_batch,
             },
         ));
-        let requests = Arc::new(Requests::new(
-            name,
-            config
-                .limits
-                .request_calls
-                .unwrap_or(config.pool_size)
-                .min(config.pool_size),
-            config.limits.request_batch,
-            config.limits.acquire_timeout.0,
-        ));
+        let requests = Arc::new(
+            Requests::new(
+                name,
+                config
+                    .limits
+                    .request_calls
+                    .unwrap_or(config.pool_size)
+                    .min(config.pool_size),
+                config.limits.request_batch,
+                config.limits.acquire_timeout.0,
+            )
+            .taking_waiting(file.takes_waiting()),
+        );
         Ok(Arc::new(Self {
             name: name.to_owned(),
             file,

@@ -133,7 +133,7 @@ impl Families {
             ),
             batched_requests: counters(
                 "conductor_plugin_batched_requests_total",
-                "Agent requests handed to a plugin in handle-batch calls (two or more that waited together); divided by the handle-batch calls, the mean batch.",
+                "Agent requests handed to a plugin in handle-batch calls carrying two or more (that waited together, or that a running call took in); divided by the handle-batch calls, the mean batch.",
                 &["plugin"],
             ),
             call_duration: histograms(

@@ -323,3 +323,35 @@ class HandleBatch(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FakeRequests(unittest.TestCase):
+    """`conductor_sdk.fakes`' `requests`: what waits, handed to the running `handle_batch`."""
+
+    def setUp(self):
+        # The stubs of a world importing `requests`, as componentize-py generates them.
+        import types
+
+        stub = types.ModuleType("wit_world.imports.requests")
+
+        def take_waiting(max):
+            raise NotImplementedError
+
+        stub.take_waiting = take_waiting
+        patcher = mock.patch.dict(sys.modules, {"wit_world.imports.requests": stub})
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        self.stub = stub
+
+    def test_take_waiting_hands_over_what_waits_oldest_first_at_most_max(self):
+        from conductor_sdk.fakes import FakeHost
+
+        host = FakeHost().install()
+        self.addCleanup(host.uninstall)
+        host.waiting.extend(["a", "b", "c"])
+        self.assertEqual(self.stub.take_waiting(2), ["a", "b"])
+        self.assertEqual(self.stub.take_waiting(5), ["c"])
+        self.assertEqual(self.stub.take_waiting(5), [])
+        host.uninstall()
+        with self.assertRaises(NotImplementedError):
+            self.stub.take_waiting(1)

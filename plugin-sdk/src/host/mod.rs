@@ -107,6 +107,30 @@ impl Host {
         call!(self, kv_delete(key))
     }
 
+    /// Up to `max` agent requests that arrived for the plugin while its `handle_batch` runs,
+    /// oldest first, for that call to take into its work (one transaction for what would have
+    /// waited for the next call). `handle_batch` then returns one result for each, after those of
+    /// the requests it was given, in the order taken. The host bounds what one call takes in all
+    /// by the plugin's `limits.request_batch`. None outside `handle_batch`, and none in a native
+    /// library (its ABI has no line to take from): only a component takes (contract 0.6.1).
+    ///
+    /// ```
+    /// # use conductor_plugin_sdk::{CloudEvent, Identity, Request};
+    /// let fake = conductor_plugin_sdk::fakes::FakeHost::new();
+    /// for id in ["a", "b"] {
+    ///     let identity = Identity { user: "agent".into(), groups: vec![] };
+    ///     fake.put_waiting(Request { identity, event: CloudEvent::new(id, "s", "t") });
+    /// }
+    /// let host = fake.host();
+    /// let taken: Vec<String> = host.take_waiting(1).into_iter().map(|r| r.event.id).collect();
+    /// assert_eq!(taken, ["a"], "oldest first, at most max");
+    /// assert_eq!(host.take_waiting(10).len(), 1);
+    /// assert!(host.take_waiting(10).is_empty());
+    /// ```
+    pub fn take_waiting(&self, max: usize) -> Vec<crate::Request> {
+        call!(self, take_waiting(max))
+    }
+
     /// The PostgreSQL database `name` (one of the plugin's `databases` in `conductor.toml`).
     pub fn pg(&self, name: &str) -> Database<'_> {
         Database::new(self, name)

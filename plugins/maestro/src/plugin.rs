@@ -597,25 +597,22 @@ impl Plugin for Maestro {
 
     fn handle(&mut self, host: &Host, _identity: Identity, event: CloudEvent) -> Result<(), Error> {
         status_update(&event)?;
-        let mut results = status_batch::write(host, &host.pg(&self.database), &[event]);
+        let mut results = status_batch::write(host, &host.pg(&self.database), vec![Ok(event)], &mut Vec::new);
         results.pop().unwrap_or(Ok(()))
     }
 
     /// Status updates that waited together, written in one transaction ([`status_batch`]); a
     /// request that is not a status update is refused alone.
     fn handle_batch(&mut self, host: &Host, requests: Vec<Request>) -> Vec<Result<(), Error>> {
-        let mut results: Vec<Result<(), Error>> = requests.iter().map(|r| status_update(&r.event)).collect();
-        let updates: Vec<CloudEvent> = requests
-            .into_iter()
-            .zip(&results)
-            .filter(|(_, checked)| checked.is_ok())
-            .map(|(r, _)| r.event)
-            .collect();
-        let mut written = status_batch::write(host, &host.pg(&self.database), &updates).into_iter();
-        for result in results.iter_mut().filter(|r| r.is_ok()) {
-            *result = written.next().unwrap_or(Ok(()));
-        }
-        results
+        let checked = |requests: Vec<Request>| -> Vec<status_batch::Update> {
+            requests
+                .into_iter()
+                .map(|r| status_update(&r.event).map(|()| r.event))
+                .collect()
+        };
+        // The host bounds what a call takes by the plugin's `limits.request_batch`.
+        let mut take = || checked(host.take_waiting(usize::MAX));
+        status_batch::write(host, &host.pg(&self.database), checked(requests), &mut take)
     }
 
     /// A burst of host events: the notifications' events are filed in their consumers' lines

@@ -101,6 +101,9 @@ pub const READ_RESOURCES: &str = concat!(
 /// (a statement's snapshot is taken before the locks it takes).
 pub const LOCK_STATUSES: &str = "SELECT count(pg_advisory_xact_lock(k.a, k.b)) AS held FROM (\
      SELECT DISTINCT a, b FROM json_to_recordset($1::json) AS q(a int, b int) ORDER BY a, b) k";
+/// [`LOCK_STATUSES`] without waiting: each pair and whether this transaction now holds it.
+pub const TRY_LOCK_STATUSES: &str = "SELECT k.a, k.b, pg_try_advisory_xact_lock(k.a, k.b) AS held FROM (\
+     SELECT DISTINCT a, b FROM json_to_recordset($1::json) AS q(a int, b int) ORDER BY a, b) k";
 /// What status updates are judged against ([`crate::status::StatusTarget`]): the resources of
 /// `$1` (a JSON array of ids), unscoped, each found by primary key, with only the `metadata` of
 /// its payload (a manifest may be large, and a status update copies nothing else of it). A row

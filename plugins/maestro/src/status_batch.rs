@@ -10,91 +10,207 @@
 //! update refused (a missing extension, another cluster's resource) fails alone and writes
 //! nothing; the rest of the batch commits. A failure of the transaction itself fails every
 //! update of the batch, which the agents send again.
+//!
+//! Before the `COMMIT`, the batch takes in the updates that arrived for the plugin meanwhile
+//! (`requests.take-waiting`), part after part until none waits: their locks are only tried, so a
+//! transaction holding the first part's locks (taken in key order) never waits for more. An update
+//! whose lock another transaction holds, with every later update of its resource, is written after
+//! the `COMMIT` in a transaction of its own.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use conductor_plugin_sdk::ocm::OcmExtensions;
-use conductor_plugin_sdk::{CloudEvent, Database, Error, Host};
+use conductor_plugin_sdk::{CloudEvent, Database, Error, Host, Transaction};
 
 use crate::status::{Decision, StatusTarget, decide};
 use crate::store::{self, StatusWrite};
 
-/// Writes `updates` in one transaction; one result per update, in their order.
-pub fn write(host: &Host, db: &Database<'_>, updates: &[CloudEvent]) -> Vec<Result<(), Error>> {
-    let ids: Vec<Option<&str>> = updates.iter().map(|e| e.resource_id().ok()).collect();
-    let mut results: Vec<Result<(), Error>> = ids
-        .iter()
-        .map(|id| match id {
-            Some(_) => Ok(()),
-            None => Err(Error::Invalid("status update without resourceid".into())),
-        })
-        .collect();
-    if let Err(e) = commit(host, db, updates, &ids, &mut results) {
-        for result in results.iter_mut().filter(|r| r.is_ok()) {
+/// A status update to write, or why it is refused before it is judged.
+pub type Update = Result<CloudEvent, Error>;
+
+/// Writes `updates` in one transaction, with what `take` brings while it is open (requests that
+/// waited while the batch ran); one result per update, given then taken, in their order.
+pub fn write(
+    host: &Host,
+    db: &Database<'_>,
+    updates: Vec<Update>,
+    take: &mut dyn FnMut() -> Vec<Update>,
+) -> Vec<Result<(), Error>> {
+    let mut batch = Batch::new(updates);
+    let outcome = batch.commit(host, db, take);
+    if let Err(e) = outcome {
+        batch.fail_all(&e);
+        return batch.results;
+    }
+    if !batch.deferred.is_empty() {
+        // Taken updates whose locks another transaction held: written after, in a transaction
+        // of their own that waits for them as a first batch does.
+        let deferred = std::mem::take(&mut batch.deferred);
+        let updates = deferred.iter().map(|&i| batch.updates[i].clone()).collect();
+        let written = write(host, db, updates, &mut Vec::new);
+        for (i, result) in deferred.into_iter().zip(written) {
+            batch.results[i] = result;
+        }
+    }
+    batch.results
+}
+
+struct Batch {
+    updates: Vec<Update>,
+    ids: Vec<Option<String>>,
+    results: Vec<Result<(), Error>>,
+    /// Updates left for a transaction of their own (their resource's lock was not free).
+    deferred: Vec<usize>,
+}
+
+impl Batch {
+    fn new(updates: Vec<Update>) -> Self {
+        let mut batch = Self {
+            updates: Vec::new(),
+            ids: Vec::new(),
+            results: Vec::new(),
+            deferred: Vec::new(),
+        };
+        batch.extend(updates);
+        batch
+    }
+
+    fn extend(&mut self, updates: Vec<Update>) {
+        for update in updates {
+            let (id, result) = match &update {
+                Ok(event) => match event.resource_id() {
+                    Ok(id) => (Some(id.to_owned()), Ok(())),
+                    Err(_) => (None, Err(Error::Invalid("status update without resourceid".into()))),
+                },
+                Err(e) => (None, Err(e.clone())),
+            };
+            self.updates.push(update);
+            self.ids.push(id);
+            self.results.push(result);
+        }
+    }
+
+    fn fail_all(&mut self, e: &Error) {
+        for result in self.results.iter_mut().filter(|r| r.is_ok()) {
             *result = Err(e.clone());
         }
     }
-    results
-}
 
-/// The batch's transaction. `results` holds an error for each update refused before it (or
-/// while it is judged); the others succeed if this does.
-fn commit(
-    host: &Host,
-    db: &Database<'_>,
-    updates: &[CloudEvent],
-    ids: &[Option<&str>],
-    results: &mut [Result<(), Error>],
-) -> Result<(), Error> {
-    let mut distinct: Vec<&str> = ids.iter().flatten().copied().collect();
-    distinct.sort_unstable();
-    distinct.dedup();
-    if distinct.is_empty() {
-        return Ok(());
+    /// The distinct resources of updates `from..`, sorted.
+    fn distinct(&self, from: usize) -> Vec<String> {
+        let mut ids: Vec<String> = self.ids[from..].iter().flatten().cloned().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
     }
-    let tx = db.begin()?;
-    store::lock_statuses(&tx, &distinct)?;
-    let mut targets: HashMap<String, StatusTarget> = store::read_status_targets(&tx, &distinct)?;
-    let now = Utc::now();
-    let mut writes: Vec<StatusWrite<'_>> = Vec::new();
-    for ((event, id), result) in updates.iter().zip(ids).zip(results.iter_mut()) {
-        let Some(id) = *id else { continue };
-        let decision = match decide(event, targets.get(id)) {
-            Ok(d) => d,
-            Err(e) => {
-                *result = Err(Error::Invalid(e.to_string()));
+
+    fn commit(&mut self, host: &Host, db: &Database<'_>, take: &mut dyn FnMut() -> Vec<Update>) -> Result<(), Error> {
+        let first = self.distinct(0);
+        if first.is_empty() {
+            return Ok(());
+        }
+        let tx = db.begin()?;
+        let refs: Vec<&str> = first.iter().map(String::as_str).collect();
+        store::lock_statuses(&tx, &refs)?;
+        let mut targets = store::read_status_targets(&tx, &refs)?;
+        let mut held: HashSet<String> = first.into_iter().collect();
+        let mut left: HashSet<String> = HashSet::new();
+        let now = Utc::now();
+        self.judge(host, &tx, 0..self.updates.len(), &mut targets, now)?;
+        loop {
+            let more = take();
+            if more.is_empty() {
+                break;
+            }
+            let from = self.updates.len();
+            self.extend(more);
+            // Locks of the batch's first part were taken in key order and waited for; those of
+            // later parts are only tried, so this transaction never waits holding locks out of
+            // order (no deadlock against Maestro or another replica).
+            let new: Vec<String> = self
+                .distinct(from)
+                .into_iter()
+                .filter(|id| !held.contains(id) && !left.contains(id))
+                .collect();
+            let refs: Vec<&str> = new.iter().map(String::as_str).collect();
+            let locked = store::try_lock_statuses(&tx, &refs)?;
+            let now_held: Vec<&str> = refs.iter().copied().filter(|id| locked.contains(*id)).collect();
+            targets.extend(store::read_status_targets(&tx, &now_held)?);
+            for id in new {
+                match locked.contains(&id) {
+                    true => held.insert(id),
+                    false => left.insert(id),
+                };
+            }
+            let mut part = Vec::new();
+            for i in from..self.updates.len() {
+                match &self.ids[i] {
+                    Some(id) if left.contains(id) => self.deferred.push(i),
+                    Some(_) => part.push(i),
+                    None => {}
+                }
+            }
+            self.judge(host, &tx, part, &mut targets, now)?;
+        }
+        tx.commit()
+    }
+
+    /// Judges and writes updates `which` (in their order) in `tx`, against `targets` as the
+    /// updates before left them.
+    fn judge(
+        &mut self,
+        host: &Host,
+        tx: &Transaction<'_>,
+        which: impl IntoIterator<Item = usize>,
+        targets: &mut HashMap<String, StatusTarget>,
+        now: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let mut writes: Vec<StatusWrite<'_>> = Vec::new();
+        for i in which {
+            let (Some(id), Ok(event)) = (self.ids[i].as_deref(), &self.updates[i]) else {
+                continue;
+            };
+            if self.results[i].is_err() {
                 continue;
             }
-        };
-        match decision {
-            Decision::Update { status } => {
-                if let Some(target) = targets.get_mut(id) {
-                    target.status = Some(status.clone());
+            let decision = match decide(event, targets.get(id)) {
+                Ok(d) => d,
+                Err(e) => {
+                    self.results[i] = Err(Error::Invalid(e.to_string()));
+                    continue;
                 }
-                writes.push(StatusWrite { id, status });
-            }
-            // The whole row (its payload goes into the StatusDelete event), read under the lock,
-            // after the statuses decided before it are written: the events keep their order.
-            Decision::Delete { status } => {
-                store::store_statuses(&tx, &writes, now)?;
-                writes.clear();
-                if let Some(row) = store::read_resource(&tx, id)? {
-                    store::delete_resource(&tx, &row, &status, now)?;
+            };
+            match decision {
+                Decision::Update { status } => {
+                    if let Some(target) = targets.get_mut(id) {
+                        target.status = Some(status.clone());
+                    }
+                    writes.push(StatusWrite { id, status });
                 }
-                targets.remove(id);
-                host.debug(&format!(
-                    "status of resource {id}: deleted by the agent; resource removed"
-                ));
+                // The whole row (its payload goes into the StatusDelete event), read under the
+                // lock, after the statuses decided before it are written: the events keep their
+                // order.
+                Decision::Delete { status } => {
+                    store::store_statuses(tx, &writes, now)?;
+                    writes.clear();
+                    if let Some(row) = store::read_resource(tx, id)? {
+                        store::delete_resource(tx, &row, &status, now)?;
+                    }
+                    targets.remove(id);
+                    host.debug(&format!(
+                        "status of resource {id}: deleted by the agent; resource removed"
+                    ));
+                }
+                // Only the rare outcomes are logged: a line formatted for every stored status
+                // costs each update a string and a host call, and the host drops it below its
+                // debug level.
+                Decision::UnknownResource => {
+                    host.debug(&format!("status of resource {id}: unknown resource; nothing written"))
+                }
+                Decision::Skip(_) => {}
             }
-            // Only the rare outcomes are logged: a line formatted for every stored status costs
-            // each update a string and a host call, and the host drops it below its debug level.
-            Decision::UnknownResource => {
-                host.debug(&format!("status of resource {id}: unknown resource; nothing written"))
-            }
-            Decision::Skip(_) => {}
         }
+        store::store_statuses(tx, &writes, now)
     }
-    store::store_statuses(&tx, &writes, now)?;
-    tx.commit()
 }

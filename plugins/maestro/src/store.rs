@@ -1,7 +1,7 @@
 //! Maestro's tables through the host's `pg` capability: the statements of [`crate::sql`] with
 //! their parameters bound and their rows read into the plugin's types.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use conductor_plugin_sdk::Database;
 use conductor_plugin_sdk::pg::LockKey;
@@ -189,6 +189,36 @@ pub fn lock_statuses(tx: &Transaction<'_>, ids: &[&str]) -> Result<(), Error> {
         })
         .collect();
     tx.query(sql::LOCK_STATUSES, &[(&Value::from(keys)).into()]).map(drop)
+}
+
+/// Tries Maestro's `resource_status` lock of each resource of `ids` without waiting; the ids
+/// whose lock this transaction now holds.
+pub fn try_lock_statuses(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashSet<String>, Error> {
+    if ids.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let mut by_pair: HashMap<(i32, i32), Vec<&str>> = HashMap::new();
+    let keys: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            let (a, b) = lock_pair(id, RESOURCE_STATUS_LOCK);
+            by_pair.entry((a, b)).or_default().push(id);
+            json!({"a": a, "b": b})
+        })
+        .collect();
+    let rows = tx.query(sql::TRY_LOCK_STATUSES, &[(&Value::from(keys)).into()])?;
+    let mut held = HashSet::new();
+    for row in rows.iter() {
+        if row.bool("held")? != Some(true) {
+            continue;
+        }
+        let pair = (
+            row.int("a")?.and_then(|a| i32::try_from(a).ok()).unwrap_or_default(),
+            row.int("b")?.and_then(|b| i32::try_from(b).ok()).unwrap_or_default(),
+        );
+        held.extend(by_pair.get(&pair).into_iter().flatten().map(|id| (*id).to_owned()));
+    }
+    Ok(held)
 }
 
 /// What status updates for the resources `ids` are judged against, unscoped, by id (a resource

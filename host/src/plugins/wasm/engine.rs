@@ -19,6 +19,10 @@ use crate::plugins::runtime::LoadError;
 const EPOCH_TICK: Duration = Duration::from_millis(5);
 pub(super) const WIT_PACKAGE: &str = "conductor:plugin/";
 
+/// The conductor interfaces every component may import, granted or not: the shared types, and
+/// the line of requests a batch call may take from (it reaches nothing outside the plugin).
+pub(super) const UNGRANTED: [&str; 2] = ["types", "requests"];
+
 /// The process-wide engine: async host functions, epoch interruption, the component model.
 pub(super) fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
@@ -131,11 +135,21 @@ pub(super) fn imported_interfaces(component: &Component) -> Result<Vec<(String, 
     Ok(interfaces)
 }
 
+/// Whether a component takes waiting requests into its `handle-batch` calls (it imports
+/// `requests.take-waiting`).
+pub fn takes_waiting(component: &Component) -> bool {
+    imported_interfaces(component).is_ok_and(|imports| {
+        imports
+            .iter()
+            .any(|(interface, uses_functions)| interface == "requests" && *uses_functions)
+    })
+}
+
 /// The capabilities a component uses: the conductor interfaces it imports functions from.
 pub(super) fn used_capabilities(component: &Component) -> Result<Vec<Capability>, LoadError> {
     let mut caps = Vec::new();
     for (interface, uses_functions) in imported_interfaces(component)? {
-        if !uses_functions || interface == "types" {
+        if !uses_functions || UNGRANTED.contains(&interface.as_str()) {
             continue;
         }
         match Capability::parse(&interface) {

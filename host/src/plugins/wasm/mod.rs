@@ -22,4 +22,5 @@ mod state;
 
 pub use bindings::TransactionHandle;
 pub use compiled::{set_folder as set_compile_cache, set_max_size as set_compile_cache_max_size};
+pub use engine::takes_waiting;
 pub use runtime::{WasmRuntime, check_config, describe};

@@ -14,7 +14,7 @@ use wasmtime::component::{Component, Linker};
 
 use super::bindings::conductor::plugin::types;
 use super::bindings::{self, ConductorPlugin, TransactionHandle, convert};
-use super::engine::{WIT_PACKAGE, compile, engine, imported_interfaces, used_capabilities};
+use super::engine::{UNGRANTED, WIT_PACKAGE, compile, engine, imported_interfaces, used_capabilities};
 use super::imports;
 use super::state::{State, arm, store};
 use crate::config::PluginLimits;
@@ -34,7 +34,8 @@ fn linker(capabilities: &Capabilities, component: &Component) -> Result<Linker<S
     let mut linker = Linker::<State>::new(engine());
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm)?;
     imports::add_types_to_linker(&mut linker).map_err(wasm)?;
-    let mut linked = vec!["types".to_owned()];
+    imports::add_requests_to_linker(&mut linker).map_err(wasm)?;
+    let mut linked: Vec<String> = UNGRANTED.iter().map(|i| (*i).to_owned()).collect();
     for capability in Capability::ALL {
         if !capabilities.granted(capability) {
             continue;
@@ -222,7 +223,7 @@ impl WasmRuntime {
             .iter()
             .filter(|(interface, uses_functions)| {
                 *uses_functions
-                    && interface != "types"
+                    && !UNGRANTED.contains(&interface.as_str())
                     && Capability::parse(interface).is_none_or(|c| !capabilities.granted(c))
             })
             .map(|(interface, _)| interface.clone())

@@ -21,7 +21,9 @@ in-memory capabilities in their place:
 What it records, like the Rust SDK's `fakes::FakeHost`: `kv` (a dict), `logs` ((level, message)
 pairs), `timers` (name -> (after_ms, repeat)), `emitted` (the events, `take_emitted()` empties
 it), `metrics` ((name, (label values)) -> value: counters summed, gauges as last set); `blobs`
-(name -> bytes) holds the files the plugin may read. `emit` answers `subscribers` (1 unless set). A plugin calls capabilities through their
+(name -> bytes) holds the files the plugin may read; `waiting` holds the requests
+(`wit_world.imports.requests.Waiting`, oldest first) that `requests.take_waiting` hands the running
+`handle_batch`, as the host hands over what arrives while a batch runs. `emit` answers `subscribers` (1 unless set). A plugin calls capabilities through their
 modules (`kv.get(...)`, not `from wit_world.imports.kv import get`), so the fake reaches every call.
 `pg` and `kube` are not faked: test SQL against a real PostgreSQL, as tests/maestro.rs does.
 """
@@ -33,7 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 
 class FakeHost:
-    """In-memory `emit`, `log`, `timer`, `kv`, `metrics` and `blob`, recording what the plugin did."""
+    """In-memory `emit`, `log`, `timer`, `kv`, `metrics`, `blob` and `requests`, recording what the plugin did."""
 
     kv: Dict[str, bytes]
     logs: List[Tuple[str, str]]
@@ -41,6 +43,7 @@ class FakeHost:
     emitted: List[Any]
     metrics: Dict[Tuple[str, Tuple[str, ...]], float]
     blobs: Dict[str, bytes]
+    waiting: List[Any]
 
     def __init__(self, subscribers: int = 1) -> None:
         self.kv = {}
@@ -49,6 +52,7 @@ class FakeHost:
         self.emitted = []
         self.metrics = {}
         self.blobs = {}
+        self.waiting = []
         self.subscribers = subscribers
         self._patched = []
 
@@ -65,6 +69,7 @@ class FakeHost:
             "kv": {"get": self._kv_get, "set": self._kv_set, "delete": self._kv_delete},
             "metrics": {"counter_add": self._counter_add, "gauge_set": self._gauge_set},
             "blob": {"read": self._blob_read},
+            "requests": {"take_waiting": self._take_waiting},
         }
         for interface, functions in fakes.items():
             try:
@@ -117,3 +122,7 @@ class FakeHost:
         if name not in self.blobs:
             raise KeyError(f"no file named {name!r} (put it in FakeHost.blobs)")
         return self.blobs[name]
+
+    def _take_waiting(self, max: int) -> List[Any]:
+        taken, self.waiting = self.waiting[:max], self.waiting[max:]
+        return taken

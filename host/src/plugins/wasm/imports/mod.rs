@@ -9,7 +9,7 @@ mod pg;
 use conductor_plugin_sdk::Capability;
 use wasmtime::component::{HasSelf, Linker};
 
-use super::bindings::conductor::plugin::{self as wit, blob, emit, kv, log, metrics, timer, types};
+use super::bindings::conductor::plugin::{self as wit, blob, emit, kv, log, metrics, requests, timer, types};
 use super::bindings::convert;
 use super::state::{State, wit_error};
 
@@ -33,6 +33,23 @@ pub(super) fn add_to_linker(linker: &mut Linker<State>, capability: Capability) 
 }
 
 impl types::Host for State {}
+
+/// Links `requests`, which every plugin may use (it grants nothing outside the plugin).
+pub(super) fn add_requests_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    requests::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+}
+
+impl requests::Host for State {
+    async fn take_waiting(&mut self, max: u32) -> Vec<requests::Waiting> {
+        crate::plugins::requests::take_waiting(usize::try_from(max).unwrap_or(usize::MAX))
+            .into_iter()
+            .map(|r| requests::Waiting {
+                identity: convert::to_wit_identity(r.identity),
+                event: convert::to_wit_event(&r.event),
+            })
+            .collect()
+    }
+}
 
 impl emit::Host for State {
     async fn emit(&mut self, event: types::CloudEvent) -> Result<u32, types::Error> {
