@@ -37,6 +37,19 @@ async fn someone_waits_for_a_lock(db: &MaestroDb) {
     .await;
 }
 
+/// A transaction holding resource `id`'s `resource_status` lock, as Maestro's status writes take
+/// it, until it ends.
+async fn hold_status_lock(db: &MaestroDb, id: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut holder = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+        .bind(advisory_key(id))
+        .bind(advisory_key("resource_status"))
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    holder
+}
+
 type Sent = tokio::task::JoinHandle<Result<(), tonic::Status>>;
 
 /// Publishes `event` on `agent`'s connection, without waiting for the answer; then waits a
@@ -64,13 +77,7 @@ async fn a_batch_commits_once_and_judges_each_update_as_if_alone_in_order() {
     let mut maestro = db.listen_status_events().await;
 
     // Maestro holds x's status lock: the update of x holds the plugin's one instance.
-    let mut holder = db.pool.begin().await.unwrap();
-    sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
-        .bind(advisory_key(&x))
-        .bind(advisory_key("resource_status"))
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let holder = hold_status_lock(&db, &x).await;
     let first = send(&c, status_update("cluster1", &x, 1, 10, "Applied")).await;
     someone_waits_for_a_lock(&db).await;
 
@@ -151,18 +158,8 @@ async fn a_taken_update_whose_lock_is_held_is_written_after_the_batch_commits() 
     let (z, _) = db.create("cluster1", "z", true).await;
     // The call lasts until y's lock is let go.
     let c = one_instance(&db, "call_timeout = \"60s\"");
-    let lock = async |id: &str| {
-        let mut holder = db.pool.begin().await.unwrap();
-        sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
-            .bind(advisory_key(id))
-            .bind(advisory_key("resource_status"))
-            .execute(&mut *holder)
-            .await
-            .unwrap();
-        holder
-    };
-    let holds_x = lock(&x).await;
-    let holds_y = lock(&y).await;
+    let holds_x = hold_status_lock(&db, &x).await;
+    let holds_y = hold_status_lock(&db, &y).await;
     let first = send(&c, status_update("cluster1", &x, 1, 10, "Applied")).await;
     someone_waits_for_a_lock(&db).await;
     let y_older = send(&c, status_update("cluster1", &y, 1, 10, "Applied")).await;
