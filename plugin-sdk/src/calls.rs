@@ -32,7 +32,7 @@ pub trait HostCalls: Send + Sync {
     fn blob(&self, name: &str) -> Result<Vec<u8>, Error>;
     /// Requests waiting for the plugin, for the running `handle_batch` to take (none by default:
     /// a backend without a line).
-    fn take_waiting(&self, max: usize) -> Vec<crate::Request> {
+    fn take_waiting(&self, max: usize) -> Vec<crate::request::Request> {
         let _ = max;
         Vec::new()
     }

@@ -43,7 +43,7 @@ pub struct Recorded {
     pub blobs: BTreeMap<String, Vec<u8>>,
     /// Agent requests waiting for the plugin, oldest first, for `take_waiting` to take
     /// ([`FakeHost::put_waiting`]).
-    pub waiting: std::collections::VecDeque<crate::Request>,
+    pub waiting: std::collections::VecDeque<crate::request::Request>,
     revision: u64,
 }
 
@@ -96,7 +96,7 @@ impl FakeHost {
 
     /// Puts `request` behind those waiting for the plugin: the next `take_waiting` of its
     /// `handle_batch` takes it, as the host hands over what arrives while a batch runs.
-    pub fn put_waiting(&self, request: crate::Request) {
+    pub fn put_waiting(&self, request: crate::request::Request) {
         self.recorded().waiting.push_back(request);
     }
 
@@ -447,7 +447,7 @@ impl HostCalls for Shared {
         }
         Ok(())
     }
-    fn take_waiting(&self, max: usize) -> Vec<crate::Request> {
+    fn take_waiting(&self, max: usize) -> Vec<crate::request::Request> {
         let waiting = &mut self.0.recorded().waiting;
         let n = max.min(waiting.len());
         waiting.drain(..n).collect()

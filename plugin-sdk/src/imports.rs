@@ -72,10 +72,10 @@ pub fn metric(kind: MetricKind, name: &str, labels: &[&str], value: f64) -> Resu
     }
     .map_err(from_wit_error)
 }
-pub fn take_waiting(max: usize) -> Vec<crate::Request> {
+pub fn take_waiting(max: usize) -> Vec<crate::request::Request> {
     wit::requests::take_waiting(u32::try_from(max).unwrap_or(u32::MAX))
         .into_iter()
-        .map(|w| crate::Request {
+        .map(|w| crate::request::Request {
             identity: from_wit_identity(w.identity),
             event: from_wit_event(w.event),
         })

@@ -31,6 +31,7 @@ pub mod metric;
 pub mod ocm;
 pub mod pg;
 pub mod plugin;
+pub mod request;
 pub mod retry;
 mod wit_convert;
 

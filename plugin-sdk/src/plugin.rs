@@ -8,6 +8,7 @@ use crate::host::Host;
 use crate::kube::WatchEvent;
 pub use crate::metric::{MetricDescription, MetricKind};
 use crate::pg::{Listening, Notification};
+pub use crate::request::Request;
 use crate::{CloudEvent, Error, Identity};
 
 /// The version of the plugin contract (`conductor:plugin@…` in `wit/plugin.wit`, the one source
@@ -156,13 +157,6 @@ impl std::fmt::Display for Capability {
 pub struct ListOptions {
     pub cluster_name: String,
     pub data_type: String,
-}
-
-/// An agent → hub event and who sent it: one request of a batch ([`Plugin::handle_batch`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Request {
-    pub identity: Identity,
-    pub event: CloudEvent,
 }
 
 /// Something the host observed for the plugin.

@@ -83,6 +83,7 @@ const RUST: &[File] = &[
     sdk_file!("src/ocm/types.rs"),
     sdk_file!("src/pg.rs"),
     sdk_file!("src/plugin.rs"),
+    sdk_file!("src/request.rs"),
     sdk_file!("src/retry.rs"),
     sdk_file!("src/wit_convert.rs"),
     sdk_file!("wit/plugin.wit"),

@@ -127,7 +127,7 @@ impl Host {
     /// assert_eq!(host.take_waiting(10).len(), 1);
     /// assert!(host.take_waiting(10).is_empty());
     /// ```
-    pub fn take_waiting(&self, max: usize) -> Vec<crate::Request> {
+    pub fn take_waiting(&self, max: usize) -> Vec<crate::request::Request> {
         call!(self, take_waiting(max))
     }
 
