@@ -45,7 +45,7 @@ impl requests::Host for State {
             .into_iter()
             .map(|r| requests::Waiting {
                 identity: convert::to_wit_identity(r.identity),
-                event: convert::to_wit_event(&r.event),
+                event: convert::into_wit_event(r.event),
             })
             .collect()
     }
