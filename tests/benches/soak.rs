@@ -19,10 +19,10 @@
 //! writes them (`docs/maestro-database.md` §6.1: rows, an `events` row and its NOTIFY, each in
 //! autocommit; updates and soft deletes under Maestro's `resources` lock), each for a random
 //! cluster (`SOAK_SEED`, 46). During the warm-up (the first tenth) 60 % creates and 40 %
-//! updates build the live set; after it 25 % creates, 50 % updates and 25 % soft deletes of a
-//! live resource of that cluster (a create when it has none) hold it steady, so that what the
-//! replicas hold is the same at the end as after the warm-up and resident memory can be judged
-//! flat. Creates and updates go through the load tool's Maestro driver
+//! updates build the live set; after it 50 % updates and 50 % churn hold it at its size at the
+//! warm-up's end: a churn write creates while the live set is below that size and soft-deletes a
+//! live resource of its cluster otherwise (a create when the cluster has none). What the replicas
+//! hold is then the same at the end as after the warm-up, and resident memory can be judged flat. Creates and updates go through the load tool's Maestro driver
 //! (`conductor_load::hub::maestro`).
 //!
 //! **The fault.** At half time replica B is killed (SIGKILL) and started again `SOAK_DOWN_SECONDS`
@@ -54,7 +54,8 @@
 //!   B's second life from its restart), at the end, and the least-squares slope in MiB per hour
 //!   after the warm-up; B's figures restart with it; A's are also given for each half (it takes
 //!   B's agents at the kill), the second from a warm-up after B's restart; every sample is
-//!   written to the CSV file `SOAK_SAMPLES` names (replica, life, seconds, MiB), if set;
+//!   written to the CSV file `SOAK_SAMPLES` names (replica, life, seconds, MiB, live resources),
+//!   if set; each row also gives the live set at its first and last sample;
 //! - each write's latency to its agent's first delivery (p50, p99, max, p99 by tenth of the run),
 //!   the duplicates by tenth, and the `events` rows not yet reconciled, sampled with the memory:
 //!   the events a catch-up would send again;
@@ -71,7 +72,7 @@ mod support;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -178,6 +179,10 @@ struct Writer {
     clusters: Vec<String>,
     /// The live resources of each cluster.
     live: Vec<Vec<Resource>>,
+    /// How many there are in all.
+    live_total: usize,
+    /// The live set's size at the warm-up's end, which the steady mix holds.
+    steady_size: Option<usize>,
     mix: Mix,
     done: Writes,
     /// Where each write's time is told.
@@ -197,6 +202,8 @@ impl Writer {
             hub,
             pool,
             live: vec![Vec::new(); clusters.len()],
+            live_total: 0,
+            steady_size: None,
             clusters,
             mix: Mix(seed),
             done: Writes::default(),
@@ -218,15 +225,23 @@ impl Writer {
         Ok(self.done)
     }
 
-    /// One write for a random cluster: while `warming`, 60 % creates and 40 % updates; then 25 %
-    /// creates, 50 % updates and 25 % soft deletes.
+    /// One write for a random cluster: while `warming`, 60 % creates and 40 % updates; then 50 %
+    /// updates and 50 % churn (a create or a soft delete) that holds the live set's size.
     async fn write_one(&mut self, warming: bool) -> Result<()> {
         let c = self.mix.below(self.clusters.len());
         let roll = self.mix.below(100);
-        let (creates, updates) = if warming { (60, 100) } else { (25, 75) };
         let began = Instant::now();
         let written = |id: &str, version: i32| self.ledger.timeline.written((id.to_owned(), version), began);
-        if self.live[c].is_empty() || roll < creates {
+        let create = if warming {
+            roll < 60
+        } else {
+            // Half of the steady writes are churn: a create while the live set is below its size
+            // at the warm-up's end, a soft delete otherwise, so that it stays that size.
+            let size = *self.steady_size.get_or_insert(self.live_total);
+            roll >= 50 && self.live_total < size
+        };
+        let update = !create && (warming || roll < 50);
+        if self.live[c].is_empty() || create {
             let (cluster, name) = (self.clusters[c].clone(), format!("work-{}", self.done.creates));
             let (id, version) = self.hub.create(&cluster, &name).await?;
             written(&id, version as i32);
@@ -237,7 +252,8 @@ impl Writer {
                 version,
             });
             self.done.creates += 1;
-        } else if roll < updates {
+            self.live_total += 1;
+        } else if update {
             let i = self.mix.below(self.live[c].len());
             let (version, _) = self.hub.update_announced(&self.live[c][i]).await?;
             written(&self.live[c][i].id, version as i32);
@@ -250,7 +266,9 @@ impl Writer {
             written(&resource.id, DELETE);
             self.done.deleted.insert(resource.id);
             self.done.deletes += 1;
+            self.live_total -= 1;
         }
+        self.ledger.live.store(self.live_total, Ordering::Relaxed);
         Ok(())
     }
 
@@ -497,6 +515,8 @@ struct Ledger {
     timeline: Timeline,
     /// The next status's sequence tick: increasing across all agents, so per resource too.
     ticks: AtomicI64,
+    /// The writer's live resources: what the replicas hold.
+    live: AtomicUsize,
 }
 
 impl Ledger {
@@ -759,10 +779,18 @@ struct MemorySample {
     /// Seconds since the writes started.
     at: f64,
     mib: f64,
+    /// The live resources (all clusters') at that moment.
+    live: usize,
 }
 
 /// Samples each replica that is up every `every`, until aborted.
-async fn sample_memory(replicas: Arc<Replicas>, start: Instant, every: Duration, out: Arc<Mutex<Vec<MemorySample>>>) {
+async fn sample_memory(
+    replicas: Arc<Replicas>,
+    ledger: Arc<Ledger>,
+    start: Instant,
+    every: Duration,
+    out: Arc<Mutex<Vec<MemorySample>>>,
+) {
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
@@ -778,6 +806,7 @@ async fn sample_memory(replicas: Arc<Replicas>, start: Instant, every: Duration,
                     life,
                     at,
                     mib: s.rss as f64 / (1024.0 * 1024.0),
+                    live: ledger.live.load(Ordering::Relaxed),
                 };
                 out.lock().expect("the samples").push(sample);
             }
@@ -807,6 +836,8 @@ async fn sample_unreconciled(pool: PgPool, start: Instant, every: Duration, out:
 struct MemoryFigures {
     warm_mib: f64,
     end_mib: f64,
+    warm_live: usize,
+    end_live: usize,
     slope_mib_per_hour: f64,
     samples: usize,
 }
@@ -818,6 +849,8 @@ fn memory_figures(samples: &[MemorySample], warm_until: f64) -> Option<MemoryFig
     Some(MemoryFigures {
         warm_mib: first.mib,
         end_mib: last.mib,
+        warm_live: first.live,
+        end_live: last.live,
         slope_mib_per_hour: slope(&warm) * 3600.0,
         samples: warm.len(),
     })
@@ -1101,8 +1134,13 @@ fn print_memory_row(label: &str, mine: &[MemorySample], warm_until: f64, until: 
     let within: Vec<MemorySample> = mine.iter().filter(|s| s.at <= until).copied().collect();
     match memory_figures(&within, warm_until) {
         Some(m) => println!(
-            "  | {label}: resident MiB at warm-up end / at the end, slope after warm-up | {:.1} / {:.1}, {:+.1} MiB/h ({} samples) |",
-            m.warm_mib, m.end_mib, m.slope_mib_per_hour, m.samples
+            "  | {label}: resident MiB at warm-up end / at the end, slope after warm-up (live resources) | {:.1} / {:.1}, {:+.1} MiB/h ({} samples; live {} → {}) |",
+            m.warm_mib,
+            m.end_mib,
+            m.slope_mib_per_hour,
+            m.samples,
+            thousands(m.warm_live as u64),
+            thousands(m.end_live as u64)
         ),
         None => println!("  | {label}: resident memory | no sample after its warm-up |"),
     }
@@ -1233,6 +1271,7 @@ async fn soak(settings: Settings) -> Result<(Run, Arc<Ledger>)> {
     let samples = Arc::new(Mutex::new(Vec::new()));
     let sampler = tokio::spawn(sample_memory(
         Arc::clone(&replicas),
+        Arc::clone(&ledger),
         started,
         settings.sample_every,
         Arc::clone(&samples),
@@ -1260,9 +1299,9 @@ async fn soak(settings: Settings) -> Result<(Run, Arc<Ledger>)> {
     if let Some(path) = std::env::var_os("SOAK_SAMPLES") {
         let csv: String = samples
             .iter()
-            .map(|s| format!("{},{},{:.1},{:.2}\n", NAMES[s.replica], s.life, s.at, s.mib))
+            .map(|s| format!("{},{},{:.1},{:.2},{}\n", NAMES[s.replica], s.life, s.at, s.mib, s.live))
             .collect();
-        std::fs::write(&path, format!("replica,life,seconds,mib\n{csv}")).context("writing SOAK_SAMPLES")?;
+        std::fs::write(&path, format!("replica,life,seconds,mib,live\n{csv}")).context("writing SOAK_SAMPLES")?;
     }
     let unreconciled = unreconciled.lock().expect("the samples").clone();
     let run = Run {
