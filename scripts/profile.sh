@@ -7,7 +7,10 @@
 #
 # Prints the ten functions with the most samples of their own. A CPU bench calls it with
 # PROFILE_SVG set (see BENCHMARKS.md); perf must be allowed to sample the process
-# (kernel.perf_event_paranoid ≤ 2 for a process of the same user).
+# (kernel.perf_event_paranoid ≤ 2 for a process of the same user). With CONDUCTOR_WASM_PERFMAP=1
+# in the profiled conductor's environment, WebAssembly plugins' functions have names: wasmtime
+# writes /tmp/perf-<pid>.map, which perf reads (build the plugin with
+# CARGO_PROFILE_PLUGIN_STRIP=false to keep its function names).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 pid="${1:?usage: scripts/profile.sh PID SECONDS OUT.svg [TITLE]}"

@@ -27,8 +27,13 @@ fuzz_target!(|bytes: &[u8]| {
     let target = maestro_plugin::status::StatusTarget {
         consumer_name: row.consumer_name.clone(),
         version: row.version,
-        metadata: json.as_ref().and_then(|j| j.get("metadata")).cloned(),
-        status: json.clone(),
+        metadata: json
+            .as_ref()
+            .and_then(|j| j.get("metadata"))
+            .and_then(|m| serde_json::value::to_raw_value(m).ok()),
+        status: json.as_ref().map(|j| maestro_plugin::status::StoredStatus {
+            sequence: j.get("sequenceid").and_then(Value::as_str).map(str::to_owned),
+        }),
     };
     let _ = maestro_plugin::status::decide(&event, Some(&target));
     let _ = maestro_plugin::sequence::Snowflake::parse(&String::from_utf8_lossy(data));

@@ -55,7 +55,9 @@ impl From<&String> for PgValue {
 
 impl From<&serde_json::Value> for PgValue {
     fn from(v: &serde_json::Value) -> Self {
-        Self::Json(v.to_string())
+        // Written straight into a buffer: `to_string` (Display) goes through a formatter, write
+        // by write. A `Value` always serializes (its keys are strings).
+        Self::Json(serde_json::to_string(v).unwrap_or_default())
     }
 }
 

@@ -2,9 +2,13 @@
 //! change: the `metadata` extension, a JSON string on the wire, is stored as a JSON object
 //! (`docs/maestro-database.md` §2). These convert both ways.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, SecondsFormat, Utc};
 use conductor_plugin_sdk::ocm::extensions::METADATA;
 use conductor_plugin_sdk::{CloudEvent, ExtensionValue};
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,6 +78,84 @@ pub fn to_json_map(event: &CloudEvent) -> Result<Value, PayloadError> {
     Ok(Value::Object(m))
 }
 
+/// A value of [`status_json`]'s object: borrowed from the event where it can be.
+enum Field<'a> {
+    Str(&'a str),
+    Owned(String),
+    Int(i32),
+    Bool(bool),
+    Bytes(&'a [u8]),
+    Raw(&'a RawValue),
+    Value(Value),
+}
+
+impl Serialize for Field<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Field::Str(v) => s.serialize_str(v),
+            Field::Owned(v) => s.serialize_str(v),
+            Field::Int(v) => s.serialize_i32(*v),
+            Field::Bool(v) => s.serialize_bool(*v),
+            Field::Bytes(v) => s.collect_seq(v.iter()),
+            Field::Raw(v) => v.serialize(s),
+            Field::Value(v) => v.serialize(s),
+        }
+    }
+}
+
+/// The stored form of a status update (what [`to_json_map`] gives, its `metadata` replaced by
+/// `metadata`, the spec's, when there is one), written as JSON text without building it: `data`
+/// is copied as the agent sent it (checked to be JSON), the keys in the order a JSON map takes.
+pub fn status_json(event: &CloudEvent, metadata: Option<&RawValue>) -> Result<Box<RawValue>, PayloadError> {
+    let mut m: BTreeMap<&str, Field<'_>> = BTreeMap::new();
+    m.insert("specversion", Field::Str(&event.spec_version));
+    m.insert("id", Field::Str(&event.id));
+    m.insert("source", Field::Str(&event.source));
+    m.insert("type", Field::Str(&event.ty));
+    if let Some(t) = &event.time {
+        m.insert("time", Field::Owned(format_time(t)));
+    }
+    for (key, value) in [
+        ("datacontenttype", &event.data_content_type),
+        ("dataschema", &event.data_schema),
+        ("subject", &event.subject),
+    ] {
+        if let Some(v) = value {
+            m.insert(key, Field::Str(v));
+        }
+    }
+    let data = match &event.data {
+        Some(data) => Some(data_json(data)?),
+        None => None,
+    };
+    if let Some(data) = data {
+        m.insert("data", Field::Raw(data));
+    }
+    for (name, value) in &event.extensions {
+        let v = match value {
+            ExtensionValue::String(_) if name == METADATA && metadata.is_some() => continue,
+            ExtensionValue::String(s) if name == METADATA => {
+                Field::Value(serde_json::from_str(s).unwrap_or_else(|_| s.clone().into()))
+            }
+            ExtensionValue::String(s) | ExtensionValue::Uri(s) | ExtensionValue::UriRef(s) => Field::Str(s),
+            ExtensionValue::Integer(i) => Field::Int(*i),
+            ExtensionValue::Boolean(b) => Field::Bool(*b),
+            ExtensionValue::Timestamp(t) => Field::Owned(format_time(t)),
+            ExtensionValue::Bytes(b) => Field::Bytes(b),
+        };
+        m.insert(name, v);
+    }
+    if let Some(meta) = metadata {
+        m.insert(METADATA, Field::Raw(meta));
+    }
+    serde_json::value::to_raw_value(&m).map_err(|e| PayloadError::Data(e.to_string()))
+}
+
+/// An event's `data` as the JSON it must be.
+fn data_json(data: &[u8]) -> Result<&RawValue, PayloadError> {
+    serde_json::from_slice(data).map_err(|e| PayloadError::Data(e.to_string()))
+}
+
 /// An event from its stored form: `metadata` back to a JSON string, numbers as integers,
 /// other JSON values as strings.
 pub fn from_json_map(stored: &Value) -> Result<CloudEvent, PayloadError> {
@@ -139,6 +221,32 @@ mod tests {
         assert_eq!(e.data_json::<Value>().unwrap()["manifests"][0]["kind"], "ConfigMap");
         let back = to_json_map(&e).unwrap();
         assert_eq!(back, stored_spec());
+    }
+
+    #[test]
+    fn a_status_written_as_text_is_the_stored_form_with_the_specs_metadata() {
+        let mut e = from_json_map(&stored_spec()).unwrap();
+        e.set_extension("sequenceid", "1");
+        e.set_extension("flag", true);
+        e.data = Some(br#"{ "conditions": [{"type": "Applied", "status": "True"}], "b": 1, "a": [] }"#.to_vec());
+        // Without the spec's metadata, the event's own (a JSON string) becomes an object.
+        let text = status_json(&e, None).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(text.get()).unwrap(),
+            to_json_map(&e).unwrap()
+        );
+        // With it, it replaces the event's.
+        let spec_meta = RawValue::from_string(r#"{"name":"from-spec"}"#.into()).unwrap();
+        let text = status_json(&e, Some(&spec_meta)).unwrap();
+        let mut expected = to_json_map(&e).unwrap();
+        expected["metadata"] = json!({"name": "from-spec"});
+        assert_eq!(serde_json::from_str::<Value>(text.get()).unwrap(), expected);
+        // The top-level keys in a JSON map's order, as Maestro writes them; `data` as sent.
+        let at = |key: &str| text.get().find(&format!("\"{key}\":")).unwrap();
+        assert!(at("data") < at("id") && at("id") < at("metadata") && at("metadata") < at("specversion"));
+        assert!(text.get().contains(r#""b": 1, "a": []"#));
+        e.data = Some(b"{not json".to_vec());
+        assert!(matches!(status_json(&e, None), Err(PayloadError::Data(_))));
     }
 
     #[test]

@@ -106,10 +106,12 @@ pub const TRY_LOCK_STATUSES: &str = "SELECT k.a, k.b, pg_try_advisory_xact_lock(
      SELECT DISTINCT a, b FROM json_to_recordset($1::json) AS q(a int, b int) ORDER BY a, b) k";
 /// What status updates are judged against ([`crate::status::StatusTarget`]): the resources of
 /// `$1` (a JSON array of ids), unscoped, each found by primary key, with only the `metadata` of
-/// its payload (a manifest may be large, and a status update copies nothing else of it). A row
-/// per resource found, with its `id`.
+/// its payload (a manifest may be large, and a status update copies nothing else of it) and only
+/// the `sequenceid` of its status, as JSON (the status is parsed once, by PostgreSQL). A row per
+/// resource found, with its `id`.
 pub const READ_STATUS_TARGETS: &str = "SELECT q.id, r.consumer_name, r.version, r.payload->'metadata' AS metadata, \
-     r.status::text AS status FROM json_array_elements_text($1::json) AS q(id) \
+     r.status IS NOT NULL AS has_status, r.status->'sequenceid' AS sequence \
+     FROM json_array_elements_text($1::json) AS q(id) \
      JOIN LATERAL (SELECT consumer_name, version, payload, status FROM resources WHERE id = q.id OFFSET 0) r ON true";
 /// One resource, unscoped (soft-deleted rows too).
 pub const READ_RESOURCE: &str = concat!("SELECT ", resource_columns!(), " FROM resources WHERE id = $1 LIMIT 1");

@@ -2,23 +2,45 @@
 //! The caller reads the row under the `resource_status` advisory lock, asks [`decide`], and
 //! writes what the decision says.
 
-use conductor_plugin_sdk::CloudEvent;
-use conductor_plugin_sdk::ocm::extensions::{METADATA, SEQUENCE_ID};
-use conductor_plugin_sdk::ocm::{OcmExtensions, conditions};
-use serde_json::Value;
+use std::borrow::Cow;
 
-use crate::payload::{PayloadError, to_json_map};
+use conductor_plugin_sdk::CloudEvent;
+use conductor_plugin_sdk::ocm::extensions::SEQUENCE_ID;
+use conductor_plugin_sdk::ocm::{OcmExtensions, conditions};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::payload::{PayloadError, status_json};
 use crate::sequence::{SequenceError, is_newer};
 
 /// What of a `resources` row a status update is judged against
-/// ([`crate::sql::READ_STATUS_TARGET`]).
-#[derive(Debug, Clone, PartialEq)]
+/// ([`crate::sql::READ_STATUS_TARGETS`]).
+#[derive(Debug, Clone)]
 pub struct StatusTarget {
     pub consumer_name: String,
     pub version: i64,
     /// The `metadata` of the row's payload (the spec's), copied into the stored status.
-    pub metadata: Option<Value>,
-    pub status: Option<Value>,
+    pub metadata: Option<Box<RawValue>>,
+    /// The stored status, if any: only its sequence id is judged, so only that is read.
+    pub status: Option<StoredStatus>,
+}
+
+/// What of a stored status an update is judged against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredStatus {
+    /// Its `sequenceid`, when that is a string.
+    pub sequence: Option<String>,
+}
+
+/// A status to store, as JSON text ([`status_json`]).
+#[derive(Debug, Clone)]
+pub struct Status(pub Box<RawValue>);
+
+impl PartialEq for Status {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
 }
 
 /// The decision for one status update.
@@ -28,9 +50,9 @@ pub enum Decision {
     UnknownResource,
     /// The agent finished deleting: insert a `StatusDelete` status event (with the row's
     /// `source` and `payload` and this status) plus NOTIFY, then hard-delete the row.
-    Delete { status: Value },
+    Delete { status: Status },
     /// Replace `resources.status` with this, then insert a `StatusUpdate` event plus NOTIFY.
-    Update { status: Value },
+    Update { status: Status },
     /// Succeed, write nothing: the update is stale, older or identical.
     Skip(Skip),
 }
@@ -39,7 +61,7 @@ pub enum Decision {
 pub enum Skip {
     /// The agent reported another version of the spec than the row has.
     OtherVersion,
-    /// The stored status is the same.
+    /// The stored status has this update's sequence id: it is this update, sent again.
     Unchanged,
     /// The stored status has a newer (or the same) sequence id.
     OlderSequence,
@@ -78,18 +100,12 @@ pub fn decide(event: &CloudEvent, found: Option<&StatusTarget>) -> Result<Decisi
         });
     }
     // The agent's event as received, with the spec's metadata (an object) in place of its own.
-    let mut status = to_json_map(event)?;
-    if let (Some(map), Some(meta)) = (status.as_object_mut(), &row.metadata) {
-        map.insert(METADATA.to_owned(), meta.clone());
-    }
-    if conditions::is_deleted(&status["data"]) {
+    let status = Status(status_json(event, row.metadata.as_deref())?);
+    if reports_deleted(event) {
         return Ok(Decision::Delete { status });
     }
     if row.version != version {
         return Ok(Decision::Skip(Skip::OtherVersion));
-    }
-    if row.status.as_ref() == Some(&status) {
-        return Ok(Decision::Skip(Skip::Unchanged));
     }
     let new_sequence = event
         .extension_str(SEQUENCE_ID)
@@ -97,15 +113,55 @@ pub fn decide(event: &CloudEvent, found: Option<&StatusTarget>) -> Result<Decisi
     let stored_sequence = match &row.status {
         None => None,
         Some(stored) => Some(
-            stored[SEQUENCE_ID]
-                .as_str()
+            stored
+                .sequence
+                .as_deref()
                 .ok_or_else(|| StatusError::StoredWithoutSequence(id.to_owned()))?,
         ),
     };
+    // A status is stored with its update's sequence id: the same id is the same update, sent
+    // again (the agent retries), skipped without judging the id.
+    if stored_sequence == Some(new_sequence) {
+        return Ok(Decision::Skip(Skip::Unchanged));
+    }
     if !is_newer(new_sequence, stored_sequence)? {
         return Ok(Decision::Skip(Skip::OlderSequence));
     }
     Ok(Decision::Update { status })
+}
+
+/// Whether the agent's status (the event's `data`) holds the condition `Deleted=True`
+/// ([`conditions::is_deleted`]), read without building the status.
+fn reports_deleted(event: &CloudEvent) -> bool {
+    #[derive(Deserialize)]
+    struct Data<'a> {
+        #[serde(borrow, default)]
+        conditions: Option<Vec<Condition<'a>>>,
+    }
+    #[derive(Deserialize)]
+    struct Condition<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        status: Option<Cow<'a, str>>,
+    }
+    let Some(data) = event.data.as_deref() else {
+        return false;
+    };
+    // Only an object has conditions.
+    if data.trim_ascii_start().first() != Some(&b'{') {
+        return false;
+    }
+    match serde_json::from_slice::<Data<'_>>(data) {
+        Ok(d) => d
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.kind.as_deref() == Some(conditions::DELETED) && c.status.as_deref() == Some("True")),
+        // Another shape (a condition that is not an object, a type that is not a string): the
+        // whole status decides.
+        Err(_) => serde_json::from_slice::<Value>(data).is_ok_and(|v| conditions::is_deleted(&v)),
+    }
 }
 
 #[cfg(test)]
@@ -117,9 +173,13 @@ mod tests {
         StatusTarget {
             consumer_name: "cluster1".into(),
             version: 2,
-            metadata: Some(json!({"name": "nginx", "namespace": "cluster1"})),
+            metadata: Some(RawValue::from_string(r#"{"name":"nginx","namespace":"cluster1"}"#.into()).unwrap()),
             status: None,
         }
+    }
+
+    fn parsed(status: &Status) -> Value {
+        serde_json::from_str(status.0.get()).unwrap()
     }
 
     fn update(version: i32, sequence: i64, condition: &str) -> CloudEvent {
@@ -144,13 +204,16 @@ mod tests {
         let Decision::Update { status } = decide(&update(2, 10, "Applied"), Some(&row())).unwrap() else {
             panic!("expected an update");
         };
+        let status = parsed(&status);
         assert_eq!(status["metadata"], json!({"name": "nginx", "namespace": "cluster1"}));
         assert_eq!(status["data"]["conditions"][0]["type"], "Applied");
         assert_eq!(status["source"], "cluster1-work-agent");
         assert!(status["sequenceid"].is_string());
 
         let mut stored = row();
-        stored.status = Some(status.clone());
+        stored.status = Some(StoredStatus {
+            sequence: status["sequenceid"].as_str().map(str::to_owned),
+        });
         assert_eq!(
             decide(&update(2, 10, "Applied"), Some(&stored)),
             Ok(Decision::Skip(Skip::Unchanged))
@@ -162,6 +225,28 @@ mod tests {
         assert!(matches!(
             decide(&update(2, 11, "Available"), Some(&stored)),
             Ok(Decision::Update { .. })
+        ));
+    }
+
+    #[test]
+    fn an_update_sent_again_is_skipped_even_when_its_sequence_id_is_no_snowflake() {
+        // Stored when nothing was: the first status's id is not judged (§5.2 step 10).
+        let mut first = update(2, 10, "Applied");
+        first.set_extension("sequenceid", "not-a-snowflake");
+        let Decision::Update { status } = decide(&first, Some(&row())).unwrap() else {
+            panic!("expected an update");
+        };
+        let status = parsed(&status);
+        let mut stored = row();
+        stored.status = Some(StoredStatus {
+            sequence: status["sequenceid"].as_str().map(str::to_owned),
+        });
+        // The agent sends it again (its answer was lost): OK, nothing written, not refused.
+        assert_eq!(decide(&first, Some(&stored)), Ok(Decision::Skip(Skip::Unchanged)));
+        // Another id against it must be judged, and cannot be.
+        assert!(matches!(
+            decide(&update(2, 11, "Available"), Some(&stored)),
+            Err(StatusError::Sequence(_))
         ));
     }
 
@@ -185,7 +270,7 @@ mod tests {
             Err(StatusError::Missing("sequenceid"))
         );
         let mut stored = row();
-        stored.status = Some(json!({"data": {}}));
+        stored.status = Some(StoredStatus { sequence: None });
         assert_eq!(
             decide(&update(2, 10, "Applied"), Some(&stored)),
             Err(StatusError::StoredWithoutSequence("r-1".into()))
@@ -197,6 +282,38 @@ mod tests {
         let Decision::Delete { status } = decide(&update(1, 1, "Deleted"), Some(&row())).unwrap() else {
             panic!("expected a delete");
         };
-        assert_eq!(status["metadata"]["name"], "nginx");
+        assert_eq!(parsed(&status)["metadata"]["name"], "nginx");
+    }
+
+    #[test]
+    fn deleted_is_read_as_the_whole_status_would_say() {
+        let with = |data: &str| {
+            let mut e = update(2, 10, "Applied");
+            e.data = Some(data.as_bytes().to_vec());
+            e
+        };
+        for (data, deleted) in [
+            (
+                r#"{"conditions":[{"type":"Applied","status":"True"},{"type":"Deleted","status":"True"}]}"#,
+                true,
+            ),
+            (
+                r#"{"resourceStatus":{"x":[1,2]},"conditions":[{"status":"True","type":"Deleted","reason":"Gone"}]}"#,
+                true,
+            ),
+            (r#"{"conditions":[{"type":"Deleted","status":"False"}]}"#, false),
+            (r#"{"conditions":null}"#, false),
+            (r#"{}"#, false),
+            // Shapes the typed reading refuses: the whole status decides.
+            (r#"{"conditions":[{"type":"Deleted","status":true}]}"#, false),
+            (r#"{"conditions":[7,{"type":"Deleted","status":"True"}]}"#, true),
+            (r#"{"conditions":{"type":"Deleted","status":"True"}}"#, false),
+            (r#"[[{"type":"Deleted","status":"True"}]]"#, false),
+        ] {
+            let event = with(data);
+            let whole: Value = serde_json::from_str(data).unwrap();
+            assert_eq!(reports_deleted(&event), deleted, "{data}");
+            assert_eq!(conditions::is_deleted(&whole), deleted, "{data}");
+        }
     }
 }

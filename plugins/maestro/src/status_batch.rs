@@ -22,10 +22,10 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use conductor_plugin_sdk::ocm::OcmExtensions;
+use conductor_plugin_sdk::ocm::extensions::SEQUENCE_ID;
 use conductor_plugin_sdk::{CloudEvent, Database, Error, Host, Transaction};
-use serde_json::Value;
 
-use crate::status::{Decision, StatusTarget, decide};
+use crate::status::{Decision, Status, StatusTarget, StoredStatus, decide};
 use crate::store::{self, StatusWrite};
 
 /// A status update to write, or why it is refused before it is judged.
@@ -66,7 +66,7 @@ struct Batch {
     deferred: Vec<usize>,
     /// Statuses decided and not yet written (update, status): written together, before a
     /// resource is deleted and before the `COMMIT`, so a part taken in costs no write of its own.
-    unwritten: Vec<(usize, Value)>,
+    unwritten: Vec<(usize, Status)>,
 }
 
 impl Batch {
@@ -167,11 +167,11 @@ impl Batch {
     fn write_decided(&mut self, tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<(), Error> {
         let unwritten = std::mem::take(&mut self.unwritten);
         let writes: Vec<StatusWrite<'_>> = unwritten
-            .into_iter()
+            .iter()
             .filter_map(|(i, status)| {
                 Some(StatusWrite {
-                    id: self.ids[i].as_deref()?,
-                    status,
+                    id: self.ids[*i].as_deref()?,
+                    status: &status.0,
                 })
             })
             .collect();
@@ -205,7 +205,8 @@ impl Batch {
             match decision {
                 Decision::Update { status } => {
                     if let Some(target) = targets.get_mut(id) {
-                        target.status = Some(status.clone());
+                        let sequence = event.extension_str(SEQUENCE_ID).ok().map(str::to_owned);
+                        target.status = Some(StoredStatus { sequence });
                     }
                     self.unwritten.push((i, status));
                 }
@@ -217,7 +218,7 @@ impl Batch {
                     self.write_decided(tx, now)?;
                     let id = id.as_str();
                     if let Some(row) = store::read_resource(tx, id)? {
-                        store::delete_resource(tx, &row, &status, now)?;
+                        store::delete_resource(tx, &row, &status.0, now)?;
                     }
                     targets.remove(id);
                     host.debug(&format!(

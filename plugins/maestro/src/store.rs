@@ -6,11 +6,12 @@ use std::collections::{HashMap, HashSet};
 use conductor_plugin_sdk::Database;
 use conductor_plugin_sdk::pg::LockKey;
 use conductor_plugin_sdk::{Error, PgRow, PgRows, PgValue, Timestamp, Transaction};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::spec::ResourceRow;
 use crate::sql;
-use crate::status::StatusTarget;
+use crate::status::{StatusTarget, StoredStatus};
 
 /// The last Maestro migration this plugin understands (`docs/maestro-database.md` §1.1).
 pub const LAST_MIGRATION: &str = "202412181141";
@@ -230,8 +231,20 @@ pub fn read_status_targets(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap
             let target = StatusTarget {
                 consumer_name: text(&row, "consumer_name")?,
                 version: row.int("version")?.unwrap_or_default(),
-                metadata: row.json("metadata")?,
-                status: row.json("status")?,
+                metadata: match row.text("metadata")? {
+                    Some(text) => Some(
+                        RawValue::from_string(text.to_owned())
+                            .map_err(|e| Error::Internal(format!("the payload's metadata is not JSON: {e}")))?,
+                    ),
+                    None => None,
+                },
+                status: match row.bool("has_status")? {
+                    // A `sequenceid` that is not a JSON string is none.
+                    Some(true) => Some(StoredStatus {
+                        sequence: row.text("sequence")?.and_then(|s| serde_json::from_str(s).ok()),
+                    }),
+                    _ => None,
+                },
             };
             Ok((text(&row, "id")?, target))
         })
@@ -241,7 +254,7 @@ pub fn read_status_targets(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap
 /// A status to store: the resource, and the status.
 pub struct StatusWrite<'a> {
     pub id: &'a str,
-    pub status: Value,
+    pub status: &'a RawValue,
 }
 
 /// Stores `writes` (in their order; a resource takes its last), a `StatusUpdate` event for each
@@ -250,17 +263,28 @@ pub fn store_statuses(tx: &Transaction<'_>, writes: &[StatusWrite<'_>], now: Tim
     if writes.is_empty() {
         return Ok(());
     }
+    /// One element of `$1`, serialized as it is: a status is not copied.
+    #[derive(serde::Serialize)]
+    struct Row<'a> {
+        id: &'a str,
+        status: &'a RawValue,
+        event: String,
+        last: bool,
+    }
     let mut seen = std::collections::HashSet::new();
-    let mut rows: Vec<Value> = writes
+    let mut rows: Vec<Row<'_>> = writes
         .iter()
         .rev()
-        .map(|w| {
-            let last = seen.insert(w.id);
-            json!({"id": w.id, "status": w.status, "event": uuid::Uuid::new_v4().to_string(), "last": last})
+        .map(|w| Row {
+            id: w.id,
+            status: w.status,
+            event: uuid::Uuid::new_v4().to_string(),
+            last: seen.insert(w.id),
         })
         .collect();
     rows.reverse();
-    tx.query(sql::STORE_STATUSES, &[(&Value::from(rows)).into(), now.into()])
+    let rows = serde_json::to_string(&rows).map_err(|e| Error::Internal(format!("statuses as JSON: {e}")))?;
+    tx.query(sql::STORE_STATUSES, &[PgValue::Json(rows), now.into()])
         .map(drop)
 }
 
@@ -337,7 +361,12 @@ pub fn pending_events(db: &Database<'_>, since: Option<Timestamp>, after: Option
 
 /// The agent deleted the work: a `StatusDelete` event carrying what Maestro needs to tell the
 /// source (the row's source and payload, this status) plus NOTIFY, then the hard delete.
-pub fn delete_resource(tx: &Transaction<'_>, row: &ResourceRow, status: &Value, now: Timestamp) -> Result<(), Error> {
+pub fn delete_resource(
+    tx: &Transaction<'_>,
+    row: &ResourceRow,
+    status: &RawValue,
+    now: Timestamp,
+) -> Result<(), Error> {
     let event_id = uuid::Uuid::new_v4().to_string();
     let params: [PgValue; 6] = [
         (&event_id).into(),
@@ -345,7 +374,7 @@ pub fn delete_resource(tx: &Transaction<'_>, row: &ResourceRow, status: &Value, 
         (&row.id).into(),
         (&row.source).into(),
         (&crate::spec::stamped_payload(row)).into(),
-        status.into(),
+        PgValue::Json(status.get().to_owned()),
     ];
     tx.query(sql::INSERT_STATUS_DELETE, &params)?;
     tx.execute(sql::HARD_DELETE, &[(&row.id).into()]).map(drop)

@@ -29,6 +29,10 @@ pub(super) fn engine() -> &'static Engine {
     ENGINE.get_or_init(|| {
         let mut config = wasmtime::Config::new();
         config.wasm_component_model(true).epoch_interruption(true);
+        // Guest code named in a profile: `perf` reads the map the engine writes (/tmp/perf-<pid>.map).
+        if std::env::var_os("CONDUCTOR_WASM_PERFMAP").is_some() {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config).expect("a valid wasmtime configuration");
         let ticker = engine.weak();
         std::thread::Builder::new()
