@@ -1,36 +1,30 @@
 //! The last `metadata` the hub sent for each resource, so that a synthetic resync delete for a
 //! resource only the agent still holds can name it (`docs/protocol.md` §5.1, fix 2). Bounded:
-//! past the limit the oldest entries are forgotten first. Every operation is O(1) (amortized):
-//! entries carry the sequence number of their place in the eviction order, and places left by
-//! forgotten or refreshed entries are skipped (and compacted away) instead of searched for.
+//! past the limit the oldest entries are forgotten first. Every operation is O(1): the entries
+//! are kept in the order they were first put, linked, so forgetting one leaves nothing behind
+//! (a queue of keys with stale places would hold a copy of every key forgotten since it was last
+//! compacted: resident memory that rose for half an hour at a time under churn).
 
-use std::collections::{HashMap, VecDeque};
+use hashlink::LinkedHashMap;
 
 type Key = (String, String, String);
 
 struct Entry {
     source: String,
     metadata: String,
-    /// The entry's place in `order`.
-    seq: u64,
 }
 
 pub struct RememberedMetadata {
     limit: usize,
-    entries: HashMap<Key, Entry>,
-    /// Keys oldest first, with the sequence number they were queued under; stale places (the
-    /// key was forgotten, or queued again later) are skipped.
-    order: VecDeque<(u64, Key)>,
-    next_seq: u64,
+    /// Oldest first: a refreshed entry keeps its place.
+    entries: LinkedHashMap<Key, Entry>,
 }
 
 impl RememberedMetadata {
     pub fn new(limit: usize) -> Self {
         Self {
             limit,
-            entries: HashMap::new(),
-            order: VecDeque::new(),
-            next_seq: 0,
+            entries: LinkedHashMap::new(),
         }
     }
 
@@ -42,32 +36,20 @@ impl RememberedMetadata {
         match self.entries.get_mut(&key) {
             Some(entry) => {
                 // Refreshed: keeps its place in line, as before.
-                entry.source = source.to_owned();
-                entry.metadata = metadata.to_owned();
+                entry.source.replace_range(.., source);
+                entry.metadata.replace_range(.., metadata);
             }
             None => {
-                let seq = self.next_seq;
-                self.next_seq += 1;
-                self.order.push_back((seq, key.clone()));
-                self.entries.insert(
-                    key,
-                    Entry {
-                        source: source.to_owned(),
-                        metadata: metadata.to_owned(),
-                        seq,
-                    },
-                );
+                let entry = Entry {
+                    source: source.to_owned(),
+                    metadata: metadata.to_owned(),
+                };
+                self.entries.insert(key, entry);
             }
         }
         while self.entries.len() > self.limit {
-            let Some((seq, oldest)) = self.order.pop_front() else {
-                break;
-            };
-            if self.entries.get(&oldest).is_some_and(|e| e.seq == seq) {
-                self.entries.remove(&oldest);
-            }
+            self.entries.pop_front();
         }
-        self.compact();
     }
 
     /// `(source, metadata)` of a resource.
@@ -80,21 +62,17 @@ impl RememberedMetadata {
     pub fn forget(&mut self, cluster: &str, data_type: &str, id: &str) {
         self.entries
             .remove(&(cluster.to_owned(), data_type.to_owned(), id.to_owned()));
-        self.compact();
     }
 
-    /// Drops stale places once they outnumber the live entries, so `order` stays O(entries).
-    fn compact(&mut self) {
-        if self.order.len() > 2 * self.entries.len() + 64 {
-            let entries = &self.entries;
-            self.order
-                .retain(|(seq, key)| entries.get(key).is_some_and(|e| e.seq == *seq));
-        }
-    }
-
+    /// The heap the entries hold beyond the table itself, in bytes: bounded by the entries alone.
     #[cfg(test)]
-    fn places(&self) -> usize {
-        self.order.len()
+    fn held_bytes(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|((c, t, i), e)| {
+                c.capacity() + t.capacity() + i.capacity() + e.source.capacity() + e.metadata.capacity()
+            })
+            .sum()
     }
 }
 
@@ -124,7 +102,8 @@ mod tests {
             m.put("c", "t", &id, "kube", "{}");
             m.forget("c", "t", &id);
         }
-        assert!(m.places() < 200, "{} places kept for no entries", m.places());
+        assert_eq!(m.entries.len(), 0);
+        assert_eq!(m.held_bytes(), 0);
         // A forgotten key put again is one entry, evicted in its new place.
         m.put("c", "t", "x", "kube", "{}");
         m.forget("c", "t", "x");
@@ -134,5 +113,29 @@ mod tests {
         }
         assert!(m.get("c", "t", "x").is_none(), "the oldest goes first");
         assert_eq!(m.entries.len(), 10);
+    }
+
+    #[test]
+    fn churn_through_a_steady_set_holds_what_the_set_holds() {
+        // A live set of 1,000 resources, each replaced by a new one, ten times over (as a source
+        // deletes works and creates others): what is held is the set's, never the churn's.
+        let mut m = RememberedMetadata::new(100_000);
+        let put = |m: &mut RememberedMetadata, i: usize| {
+            m.put("cluster", "works", &format!("{i:08}"), "maestro", "{\"name\":\"w\"}")
+        };
+        for i in 0..1_000 {
+            put(&mut m, i);
+        }
+        let steady = m.held_bytes();
+        for i in 1_000..11_000 {
+            m.forget("cluster", "works", &format!("{:08}", i - 1_000));
+            put(&mut m, i);
+            assert!(
+                m.held_bytes() <= steady,
+                "{} bytes held at {i}, {steady} for the set",
+                m.held_bytes()
+            );
+        }
+        assert_eq!(m.entries.len(), 1_000);
     }
 }
