@@ -39,7 +39,13 @@ fuzz_target!(|bytes: &[u8]| {
     let _ = maestro_plugin::sequence::Snowflake::parse(&String::from_utf8_lossy(data));
     if let Some(json) = json {
         if let Ok(stored) = maestro_plugin::payload::from_json_map(&json) {
-            let _ = maestro_plugin::payload::to_json_map(&stored);
+            // What is written back must be JSON, with or without the spec's metadata.
+            let meta = serde_json::value::RawValue::from_string(r#"{"name":"x"}"#.into()).expect("JSON");
+            for metadata in [None, Some(meta.as_ref())] {
+                if let Ok(text) = maestro_plugin::payload::status_json(&stored, metadata) {
+                    assert!(serde_json::from_str::<Value>(text.get()).is_ok(), "not JSON: {}", text.get());
+                }
+            }
         }
         let _ = maestro_plugin::spec::stamped_payload(&row);
         let _ = conductor_plugin_sdk::ocm::codec::manifest_work_event(&json, "kube", "create_request");

@@ -56,8 +56,8 @@ impl From<&String> for PgValue {
 impl From<&serde_json::Value> for PgValue {
     fn from(v: &serde_json::Value) -> Self {
         // Written straight into a buffer: `to_string` (Display) goes through a formatter, write
-        // by write. A `Value` always serializes (its keys are strings).
-        Self::Json(serde_json::to_string(v).unwrap_or_default())
+        // by write.
+        Self::Json(serde_json::to_string(v).expect("a JSON value serializes: its map keys are strings"))
     }
 }
 

@@ -8,8 +8,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use conductor_plugin_sdk::ocm::extensions::METADATA;
 use conductor_plugin_sdk::{CloudEvent, ExtensionValue};
 use serde::{Serialize, Serializer};
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PayloadError {
@@ -39,45 +39,6 @@ fn format_time(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
-/// The stored form of an event: structured JSON with `metadata` as an object.
-pub fn to_json_map(event: &CloudEvent) -> Result<Value, PayloadError> {
-    let mut m = Map::new();
-    m.insert("specversion".into(), event.spec_version.clone().into());
-    m.insert("id".into(), event.id.clone().into());
-    m.insert("source".into(), event.source.clone().into());
-    m.insert("type".into(), event.ty.clone().into());
-    if let Some(t) = &event.time {
-        m.insert("time".into(), format_time(t).into());
-    }
-    for (key, value) in [
-        ("datacontenttype", &event.data_content_type),
-        ("dataschema", &event.data_schema),
-        ("subject", &event.subject),
-    ] {
-        if let Some(v) = value {
-            m.insert(key.into(), v.clone().into());
-        }
-    }
-    if let Some(data) = &event.data {
-        let data: Value = serde_json::from_slice(data).map_err(|e| PayloadError::Data(e.to_string()))?;
-        m.insert("data".into(), data);
-    }
-    for (name, value) in &event.extensions {
-        let v = match value {
-            ExtensionValue::String(s) if name == METADATA => {
-                serde_json::from_str(s).unwrap_or_else(|_| s.clone().into())
-            }
-            ExtensionValue::String(s) | ExtensionValue::Uri(s) | ExtensionValue::UriRef(s) => s.clone().into(),
-            ExtensionValue::Integer(i) => (*i).into(),
-            ExtensionValue::Boolean(b) => (*b).into(),
-            ExtensionValue::Timestamp(t) => format_time(t).into(),
-            ExtensionValue::Bytes(b) => Value::Array(b.iter().map(|x| Value::from(*x)).collect()),
-        };
-        m.insert(name.clone(), v);
-    }
-    Ok(Value::Object(m))
-}
-
 /// A value of [`status_json`]'s object: borrowed from the event where it can be.
 enum Field<'a> {
     Str(&'a str),
@@ -103,9 +64,10 @@ impl Serialize for Field<'_> {
     }
 }
 
-/// The stored form of a status update (what [`to_json_map`] gives, its `metadata` replaced by
-/// `metadata`, the spec's, when there is one), written as JSON text without building it: `data`
-/// is copied as the agent sent it (checked to be JSON), the keys in the order a JSON map takes.
+/// The stored form of an event: structured JSON with `metadata` as an object (the event's own,
+/// parsed from its string, or `metadata`, the spec's, when there is one), written as JSON text
+/// without building a tree: `data` is copied as the agent sent it (checked to be JSON), the keys
+/// in the order a JSON map takes, as Maestro writes them.
 pub fn status_json(event: &CloudEvent, metadata: Option<&RawValue>) -> Result<Box<RawValue>, PayloadError> {
     let mut m: BTreeMap<&str, Field<'_>> = BTreeMap::new();
     m.insert("specversion", Field::Str(&event.spec_version));
@@ -124,12 +86,8 @@ pub fn status_json(event: &CloudEvent, metadata: Option<&RawValue>) -> Result<Bo
             m.insert(key, Field::Str(v));
         }
     }
-    let data = match &event.data {
-        Some(data) => Some(data_json(data)?),
-        None => None,
-    };
-    if let Some(data) = data {
-        m.insert("data", Field::Raw(data));
+    if let Some(data) = &event.data {
+        m.insert("data", Field::Raw(data_json(data)?));
     }
     for (name, value) in &event.extensions {
         let v = match value {
@@ -199,7 +157,47 @@ pub fn from_json_map(stored: &Value) -> Result<CloudEvent, PayloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Map, json};
+
+    /// The stored form built as a tree, field by field: the oracle `status_json`'s text is checked
+    /// against.
+    fn to_json_map(event: &CloudEvent) -> Result<Value, PayloadError> {
+        let mut m = Map::new();
+        m.insert("specversion".into(), event.spec_version.clone().into());
+        m.insert("id".into(), event.id.clone().into());
+        m.insert("source".into(), event.source.clone().into());
+        m.insert("type".into(), event.ty.clone().into());
+        if let Some(t) = &event.time {
+            m.insert("time".into(), format_time(t).into());
+        }
+        for (key, value) in [
+            ("datacontenttype", &event.data_content_type),
+            ("dataschema", &event.data_schema),
+            ("subject", &event.subject),
+        ] {
+            if let Some(v) = value {
+                m.insert(key.into(), v.clone().into());
+            }
+        }
+        if let Some(data) = &event.data {
+            let data: Value = serde_json::from_slice(data).map_err(|e| PayloadError::Data(e.to_string()))?;
+            m.insert("data".into(), data);
+        }
+        for (name, value) in &event.extensions {
+            let v = match value {
+                ExtensionValue::String(s) if name == METADATA => {
+                    serde_json::from_str(s).unwrap_or_else(|_| s.clone().into())
+                }
+                ExtensionValue::String(s) | ExtensionValue::Uri(s) | ExtensionValue::UriRef(s) => s.clone().into(),
+                ExtensionValue::Integer(i) => (*i).into(),
+                ExtensionValue::Boolean(b) => (*b).into(),
+                ExtensionValue::Timestamp(t) => format_time(t).into(),
+                ExtensionValue::Bytes(b) => Value::Array(b.iter().map(|x| Value::from(*x)).collect()),
+            };
+            m.insert(name.clone(), v);
+        }
+        Ok(Value::Object(m))
+    }
 
     fn stored_spec() -> Value {
         json!({
@@ -219,8 +217,8 @@ mod tests {
         assert_eq!(meta["name"], "nginx");
         assert_eq!(e.extension("resourceversion"), Some(&ExtensionValue::Integer(2)));
         assert_eq!(e.data_json::<Value>().unwrap()["manifests"][0]["kind"], "ConfigMap");
-        let back = to_json_map(&e).unwrap();
-        assert_eq!(back, stored_spec());
+        let back = status_json(&e, None).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(back.get()).unwrap(), stored_spec());
     }
 
     #[test]
