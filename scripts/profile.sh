@@ -10,7 +10,8 @@
 # (kernel.perf_event_paranoid ≤ 2 for a process of the same user). With CONDUCTOR_WASM_PERFMAP=1
 # in the profiled conductor's environment, WebAssembly plugins' functions have names: wasmtime
 # writes /tmp/perf-<pid>.map, which perf reads (build the plugin with
-# CARGO_PROFILE_PLUGIN_STRIP=false to keep its function names).
+# CARGO_PROFILE_PLUGIN_STRIP=false to keep its function names). PROFILE_FOLDED=1 keeps the folded
+# stacks beside the SVG (OUT.folded), for sums by frame (grep, awk) the picture does not give.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 pid="${1:?usage: scripts/profile.sh PID SECONDS OUT.svg [TITLE]}"
@@ -26,6 +27,7 @@ perf record -q -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$pid" -o "$data"
 perf script --no-inline -i "$data" 2>/dev/null | inferno-collapse-perf > "$data.folded"
 mkdir -p "$(dirname "$out")"
 inferno-flamegraph --title "$title" < "$data.folded" > "$out"
+if [ "${PROFILE_FOLDED:-0}" = 1 ]; then cp "$data.folded" "${out%.svg}.folded"; fi
 echo "profile: $(wc -l < "$data.folded") stacks → $out; most samples of their own:" >&2
 # The report ends early (head): its SIGPIPE is no failure of the profile.
 perf report -i "$data" --no-children --no-inline --stdio --sort symbol -g none -q 2>/dev/null \
