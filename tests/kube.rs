@@ -12,6 +12,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use conductor_blackbox_tests::events::{self, attr, attr_str, condition, data_json, work_status as status};
+use conductor_blackbox_tests::latency::{assert_within_three_times, p99};
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
 use conductor_blackbox_tests::{
     CLUSTERS, CloudEventServiceClient, Conductor, Form, LEASES, Sub, WORKS, proto, publish, python_agent, subscribe,
@@ -1034,14 +1035,6 @@ fn read_stream(client: CloudEventServiceClient<Channel>, mut sub: Sub) -> std::s
     arrivals
 }
 
-/// The 99th percentile of `samples` (the highest but 1 % of them).
-fn p99(samples: &[Duration]) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    let rank = (sorted.len() * 99).div_ceil(100).max(1);
-    sorted[rank - 1]
-}
-
 /// A client of the test API server itself (not through the front), for the test's own writes.
 async fn api_client(hub: &Hub) -> kube::Client {
     kube::Client::try_from(
@@ -1317,35 +1310,12 @@ async fn a_mass_delete_in_ten_clusters_ends_no_stream_and_delivers_every_delete(
             })
             .collect()
     };
-    let (quiet_share, during_share) = (conductor_share(&quiet), conductor_share(&during));
-    let bound = 3 * p99(&quiet_share).max(CONDUCTOR_SHARE_FLOOR);
-    eprintln!(
-        "conductor's share (the API server's watch event → the agent): quiet p99 {:?}, during the burst p99 {:?}, \
-         max {:?} (bound {bound:?})",
-        p99(&quiet_share),
-        p99(&during_share),
-        during_share.iter().max().unwrap(),
-    );
-    assert!(
-        p99(&during_share) <= bound,
-        "the eleventh cluster's creates waited in conductor behind the deletes: p99 {:?} against quiet {:?}",
-        p99(&during_share),
-        p99(&quiet_share)
+    assert_within_three_times(
+        &conductor_share(&quiet),
+        &conductor_share(&during),
+        "the deletes, in conductor (the API server's watch event → the agent)",
     );
 }
-
-/// The quiet figure below which [`a_mass_delete_in_ten_clusters_ends_no_stream_and_delivers_every_delete`]
-/// takes this floor for its 3× bound on conductor's share, as `tests/maestro_burst.rs` does: the
-/// eleventh cluster's create may wait for the batch of deletes being handled and its own
-/// (`limits.event_batch`, 100 events), tens of milliseconds in a release build and up to a few
-/// hundred in a debug build. Measured with the soak beside it: release 1.5 ms quiet, 50 ms during
-/// the burst; debug 4.1–4.5 and 104–236 ms. A conductor that fell behind the watch would add
-/// seconds.
-const CONDUCTOR_SHARE_FLOOR: Duration = if cfg!(debug_assertions) {
-    Duration::from_millis(150)
-} else {
-    Duration::from_millis(20)
-};
 
 /// When a watch of the works of the eleventh cluster's namespace (`steady`), in this test, saw
 /// each appear (by uid): the API server's own share of a create's latency.

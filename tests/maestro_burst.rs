@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use conductor_blackbox_tests::events::{attr, attr_str};
+use conductor_blackbox_tests::latency::assert_within_three_times;
 use conductor_blackbox_tests::{Conductor, Sub, WORKS, assert_no_work_agent_cut_off, scraped, subscribe};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -20,26 +21,6 @@ use tokio::sync::Mutex;
 
 /// One test at a time (see the module's doc).
 static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
-
-/// A quiet p99 below this is taken as this: a bound of 3× a 2 ms figure measured on an idle
-/// machine would be a bound on the machine's noise, not on conductor. A debug build (what the
-/// test suite runs) takes 100–300 ms on two cores just to read a commit of 10,000 NOTIFYs and
-/// file them by consumer — a create that lands right behind them waits that long whatever the
-/// order after — where a release build takes about 15 ms; so a debug build's floor is 150 ms
-/// (one queue in arrival order, as before, made the eleventh cluster wait 3.4 s).
-/// The release figures, measured by these tests with `CONDUCTOR_BIN` naming a release binary,
-/// are in BENCHMARKS.md ("Bursts and backlogs on the maestro source").
-const QUIET_FLOOR: Duration = if cfg!(debug_assertions) {
-    Duration::from_millis(150)
-} else {
-    Duration::from_millis(20)
-};
-
-fn p99(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    let at = (samples.len() * 99).div_ceil(100).saturating_sub(1);
-    samples[at]
-}
 
 /// `count` resources for each of `clusters` (consumer rows, resource rows at version 1), written
 /// at once with no events: works their agents already hold.
@@ -162,22 +143,6 @@ async fn timed_creates(
         .collect();
     timed.sort_by_key(|t| t.written);
     timed
-}
-
-/// The p99 of the creates made while the others' events drained against `quiet`'s, within 3×
-/// (a quiet figure below [`QUIET_FLOOR`] taken as the floor).
-fn assert_within_three_times(quiet: &[Duration], during: &[Duration], what: &str) {
-    let (quiet_p99, during_p99) = (p99(quiet.to_vec()), p99(during.to_vec()));
-    let bound = 3 * quiet_p99.max(QUIET_FLOOR);
-    let slowest = during.iter().max().copied().unwrap_or_default();
-    eprintln!(
-        "{what}: quiet p99 {quiet_p99:?}; {} creates meanwhile, p99 {during_p99:?}, slowest {slowest:?} (bound {bound:?})",
-        during.len()
-    );
-    assert!(
-        during_p99 <= bound,
-        "the eleventh cluster's creates waited behind {what}: p99 {during_p99:?} against quiet {quiet_p99:?} (bound {bound:?}); all: {during:?}"
-    );
 }
 
 /// The case: ten clusters hold 1,000 resources each; a source soft-deletes all 10,000 in

@@ -3,6 +3,7 @@
 
 pub mod certs;
 pub mod events;
+pub mod latency;
 
 use std::{
     io::{BufRead, BufReader},
