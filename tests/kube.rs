@@ -258,6 +258,97 @@ async fn manifestworks_reach_their_agent_and_status_deletion_and_resync_follow_t
     );
 }
 
+/// Watch events queued for the kube plugin so far, or folded into one queued
+/// (`conductor_plugin_events_queued_total` and `_coalesced_total`, `kind="watch"`).
+async fn watch_events_of_kube_plugin(c: &Conductor) -> f64 {
+    let metrics = c.admin_get("/metrics").await.unwrap().1;
+    metrics
+        .lines()
+        .filter(|l| {
+            (l.starts_with("conductor_plugin_events_queued_total{")
+                || l.starts_with("conductor_plugin_events_coalesced_total{"))
+                && l.contains(r#"plugin="kube""#)
+                && l.contains(r#"kind="watch""#)
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The count of [`watch_events_of_kube_plugin`] once it has not moved for a second.
+async fn watch_events_settled(c: &Conductor) -> f64 {
+    let mut last = watch_events_of_kube_plugin(c).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = watch_events_of_kube_plugin(c).await;
+        if now == last {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "watch events still arriving after 20 s");
+        last = now;
+    }
+}
+
+/// The kube plugin watches ManifestWorks with `skip-status-only` (contract 0.6.2,
+/// `kube.watch-with`): the status it writes for each of the agent's updates is not handed back to
+/// it as a watch event, while a change of the work still is, and reaches the agent.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_statuses_the_plugin_writes_do_not_come_back_to_it() {
+    let hub = hub().await;
+    let c = Conductor::start(&kube_config(&hub.front, Form::Component)).unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut agent = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    let work = hub.create_work("cluster1", "web", 1);
+    let id = uid(&work);
+    next_where(&mut agent, "web's create", |e| {
+        attr_str(e, "ce-resourceid") == Some(&id)
+    })
+    .await;
+    // The first status also adds the cleanup finalizer: a change of the metadata, handed over.
+    publish(&mut client, status("cluster1", &id, 1, condition("Applied")))
+        .await
+        .unwrap();
+    eventually("web's first status", || {
+        hub.work("cluster1", "web")
+            .is_some_and(|w| w["status"]["conditions"][0]["type"] == "Applied")
+    })
+    .await;
+    let before = watch_events_settled(&c).await;
+    assert!(before >= 1.0, "the work's creation was a watch event");
+
+    // Statuses alone: each written, none handed to the plugin, nothing sent to the agent.
+    for state in ["Available", "Progressing", "Degraded"] {
+        publish(&mut client, status("cluster1", &id, 1, condition(state)))
+            .await
+            .unwrap();
+        eventually("the new status", || {
+            hub.work("cluster1", "web")
+                .is_some_and(|w| w["status"]["conditions"][0]["type"] == state)
+        })
+        .await;
+    }
+    nothing_for(&mut agent, Duration::from_millis(700)).await;
+    assert_eq!(
+        watch_events_settled(&c).await,
+        before,
+        "a status the plugin wrote came back to it as a watch event"
+    );
+
+    // A change of the work itself still reaches the plugin and the agent.
+    hub.patch_work(
+        "cluster1",
+        "web",
+        json!({"metadata": {"labels": {"tier": "front"}}}),
+        "",
+    );
+    let updated = next_where(&mut agent, "web's label change", |e| {
+        attr_str(e, "ce-resourceid") == Some(&id)
+    })
+    .await;
+    assert_eq!(updated.r#type, format!("{WORKS}.spec.update_request"));
+    assert!(watch_events_of_kube_plugin(&c).await > before);
+}
+
 /// The API server and etcd restarted under a running watch: changes made just before and right
 /// after the restart all reach the agent.
 #[tokio::test(flavor = "multi_thread")]

@@ -28,6 +28,13 @@ pub trait HostCalls: Send + Sync {
     fn kv_delete(&self, key: &str) -> bool;
     fn pg(&self, request: PgRequest) -> Result<PgReply, Error>;
     fn kube(&self, request: KubeRequest) -> Result<KubeReply, Error>;
+    /// A [`KubeRequest::Watch`] with `options` (`kube.watch-with`, contract 0.6.2). By default the
+    /// options are not passed on (they are hints; the native ABI carries none) and it is a plain
+    /// watch.
+    fn kube_watch_with(&self, request: KubeRequest, options: crate::kube::WatchOptions) -> Result<KubeReply, Error> {
+        let _ = options;
+        self.kube(request)
+    }
     fn metric(&self, kind: MetricKind, name: &str, labels: &[&str], value: f64) -> Result<(), Error>;
     fn blob(&self, name: &str) -> Result<Vec<u8>, Error>;
     /// Requests waiting for the plugin, for the running `handle_batch` to take (none by default:

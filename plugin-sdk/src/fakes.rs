@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::calls::{HostCalls, Level};
 use crate::host::Host;
-use crate::kube::{ApiResource, KubeReply, KubeRequest, Selector};
+use crate::kube::{ApiResource, KubeReply, KubeRequest, Selector, WatchOptions};
 use crate::metric::MetricKind;
 use crate::pg::{PgReply, PgRequest};
 use crate::{CloudEvent, Error, Status, StatusDetails};
@@ -29,6 +29,10 @@ pub struct Recorded {
     pub kv: BTreeMap<String, Vec<u8>>,
     /// Watches asked for: resource, namespace and selector.
     pub watches: Vec<(ApiResource, Option<String>, Selector)>,
+    /// The options of each of `watches`, at its index (the default for [`Kube::watch`]).
+    ///
+    /// [`Kube::watch`]: crate::Kube::watch
+    pub watch_options: Vec<WatchOptions>,
     /// Every kube call but watches, in order.
     pub kube_calls: Vec<KubeRequest>,
     /// The fake API server's objects by (`<plural>.<group>`, namespace, name).
@@ -419,6 +423,9 @@ impl HostCalls for Shared {
         )))
     }
     fn kube(&self, request: KubeRequest) -> Result<KubeReply, Error> {
+        self.kube_watch_with(request, WatchOptions::default())
+    }
+    fn kube_watch_with(&self, request: KubeRequest, options: WatchOptions) -> Result<KubeReply, Error> {
         let mut recorded = self.0.recorded();
         if let KubeRequest::Watch {
             resource,
@@ -426,9 +433,16 @@ impl HostCalls for Shared {
             selector,
         } = &request
         {
+            // Watching twice is one watch; a watch with other options is another.
             let watch = (resource.clone(), namespace.clone(), selector.clone());
-            if !recorded.watches.contains(&watch) {
+            let known = recorded
+                .watches
+                .iter()
+                .zip(&recorded.watch_options)
+                .any(|(w, o)| *w == watch && *o == options);
+            if !known {
                 recorded.watches.push(watch);
+                recorded.watch_options.push(options);
             }
             return Ok(KubeReply::Done);
         }

@@ -148,6 +148,26 @@ pub fn pg(request: PgRequest) -> Result<PgReply, Error> {
     }
 }
 
+/// A watch with `options` (`kube.watch-with`); any other request as [`kube`].
+pub fn kube_watch_with(request: KubeRequest, options: crate::kube::WatchOptions) -> Result<KubeReply, Error> {
+    let KubeRequest::Watch {
+        resource,
+        namespace,
+        selector,
+    } = request
+    else {
+        return kube(request);
+    };
+    wit::kube::watch_with(
+        &to_wit_api_resource(&resource),
+        namespace.as_deref(),
+        &to_wit_selector(&selector),
+        to_wit_watch_options(options),
+    )
+    .map(|()| KubeReply::Done)
+    .map_err(from_wit_error)
+}
+
 pub fn kube(request: KubeRequest) -> Result<KubeReply, Error> {
     use wit::kube as k;
     let reply = match request {

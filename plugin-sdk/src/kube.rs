@@ -86,6 +86,18 @@ impl Selector {
     }
 }
 
+/// What a watch leaves out ([`Kube::watch_with`](crate::Kube::watch_with)); the default leaves
+/// out nothing, as [`Kube::watch`](crate::Kube::watch).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WatchOptions {
+    /// A change that touched only the object's `status` (its `metadata.resourceVersion` and
+    /// `metadata.managedFields` aside) is not delivered: a plugin that writes statuses is not
+    /// handed the echo of each write. The watch's cache holds it all the same, and a list (at
+    /// start, after a broken watch) delivers every object. A hint: the host may still deliver
+    /// such a change (a native library's host does), and the plugin treats it as any other.
+    pub skip_status_only: bool,
+}
+
 /// What happened to a watched object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Change {

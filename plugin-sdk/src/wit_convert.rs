@@ -381,5 +381,17 @@ macro_rules! __wit_conversions {
                 fields: s.fields,
             }
         }
+
+        pub fn to_wit_watch_options(o: $crate::kube::WatchOptions) -> __wit_kube::WatchOptions {
+            __wit_kube::WatchOptions {
+                skip_status_only: o.skip_status_only,
+            }
+        }
+
+        pub fn from_wit_watch_options(o: __wit_kube::WatchOptions) -> $crate::kube::WatchOptions {
+            $crate::kube::WatchOptions {
+                skip_status_only: o.skip_status_only,
+            }
+        }
     };
 }

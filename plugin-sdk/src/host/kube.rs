@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::Host;
 use crate::Error;
-use crate::kube::{ApiResource, KubeReply, KubeRequest, Selector};
+use crate::kube::{ApiResource, KubeReply, KubeRequest, Selector, WatchOptions};
 
 fn unexpected(reply: KubeReply) -> Error {
     Error::Internal(format!("the host answered a kube call with {reply:?}"))
@@ -52,6 +52,36 @@ impl<'h> Kube<'h> {
             namespace: ns(namespace),
             selector: selector.clone(),
         })? {
+            KubeReply::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// [`Kube::watch`] with `options`: e.g. a plugin that writes the status of the objects it
+    /// watches and does not act on status changes asks not to be handed the echo of its writes
+    /// (contract 0.6.2). A watch with other options is another watch.
+    ///
+    /// ```
+    /// # use conductor_plugin_sdk::kube::{ApiResource, Selector, WatchOptions};
+    /// let fake = conductor_plugin_sdk::fakes::FakeHost::new();
+    /// let works = ApiResource::new("work.open-cluster-management.io", "v1", "ManifestWork", "manifestworks");
+    /// let options = WatchOptions { skip_status_only: true };
+    /// fake.host().kube().watch_with(&works, None, &Selector::default(), options).unwrap();
+    /// assert_eq!(fake.recorded().watch_options, [options]);
+    /// ```
+    pub fn watch_with(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        selector: &Selector,
+        options: WatchOptions,
+    ) -> Result<(), Error> {
+        let request = KubeRequest::Watch {
+            resource: resource.clone(),
+            namespace: ns(namespace),
+            selector: selector.clone(),
+        };
+        match self.host.kube_watch_with(request, options)? {
             KubeReply::Done => Ok(()),
             other => Err(unexpected(other)),
         }

@@ -17,7 +17,7 @@ pub use kube::Kube;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::calls::HostCalls;
 use crate::calls::Level;
-use crate::kube::{KubeReply, KubeRequest};
+use crate::kube::{KubeReply, KubeRequest, WatchOptions};
 use crate::metric::MetricKind;
 use crate::pg::{PgReply, PgRequest};
 use crate::{CloudEvent, Error};
@@ -147,6 +147,11 @@ impl Host {
 
     pub(crate) fn kube_call(&self, request: KubeRequest) -> Result<KubeReply, Error> {
         call!(self, kube(request))
+    }
+
+    /// A [`KubeRequest::Watch`] with `options` (`kube.watch-with`).
+    pub(crate) fn kube_watch_with(&self, request: KubeRequest, options: WatchOptions) -> Result<KubeReply, Error> {
+        call!(self, kube_watch_with(request, options))
     }
 
     /// Adds `value` (at least 0) to the counter `name`, one of the plugin's declared metrics

@@ -15,7 +15,7 @@ pub mod registration;
 pub mod resources;
 pub mod works;
 
-use conductor_plugin_sdk::kube::{Change, Selector};
+use conductor_plugin_sdk::kube::{Change, Selector, WatchOptions};
 use conductor_plugin_sdk::ocm::{EventType, SubResource, actions, data_types};
 use conductor_plugin_sdk::{
     Capability, CloudEvent, Description, Error, Host, HostEvent, Identity, ListOptions, MetricKind, Plugin,
@@ -91,10 +91,13 @@ impl Plugin for Kube {
         })
     }
 
-    /// Once per plugin: a watch on every kind agents subscribe to.
+    /// Once per plugin: a watch on every kind agents subscribe to. Agents hear of no status
+    /// change of a ManifestWork ([`works::action`]), and the plugin writes one for each status
+    /// update: its watch of works skips them, so the plugin is not handed the echo of each write.
     fn start(&mut self, host: &Host) -> Result<(), Error> {
         let kube = host.kube();
-        kube.watch(&manifest_works(), None, &Selector::default())
+        let skip_status = WatchOptions { skip_status_only: true };
+        kube.watch_with(&manifest_works(), None, &Selector::default(), skip_status)
             .map_err(|e| e.context("cannot watch ManifestWorks"))?;
         for w in watched_registration() {
             kube.watch(&w.resource, None, &w.selector)
@@ -167,16 +170,22 @@ mod tests {
         let host = fake.host();
         let mut plugin = Kube { write_attempts: 5 };
         plugin.start(&host).unwrap();
-        let watched: Vec<String> = fake
-            .recorded()
+        let recorded = fake.recorded();
+        let watched: Vec<String> = recorded
             .watches
             .iter()
-            .map(|(r, ns, s)| format!("{}@{} {ns:?} {:?}", r.name(), r.version, s.labels))
+            .zip(&recorded.watch_options)
+            .map(|((r, ns, s), o)| {
+                let skips = if o.skip_status_only { " skips status-only" } else { "" };
+                format!("{}@{} {ns:?} {:?}{skips}", r.name(), r.version, s.labels)
+            })
             .collect();
+        // Only works skip status changes: the others' statuses are news to agents (a CSR's
+        // certificate, a cluster's conditions).
         assert_eq!(
             watched,
             [
-                "manifestworks.work.open-cluster-management.io@v1 None None",
+                "manifestworks.work.open-cluster-management.io@v1 None None skips status-only",
                 "managedclusters.cluster.open-cluster-management.io@v1 None None",
                 "certificatesigningrequests.certificates.k8s.io@v1 None Some(\"open-cluster-management.io/cluster-name\")",
                 "leases.coordination.k8s.io@v1 None Some(\"open-cluster-management.io/cluster-name\")",

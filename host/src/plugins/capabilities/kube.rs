@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use conductor_plugin_sdk::kube::{ApiResource, KubeReply, KubeRequest, Selector};
+use conductor_plugin_sdk::kube::{ApiResource, KubeReply, KubeRequest, Selector, WatchOptions};
 use conductor_plugin_sdk::{Capability, Error};
 
 use super::guard::{Guard, Mode};
@@ -75,16 +75,10 @@ impl KubeHost {
                 resource,
                 namespace,
                 selector,
-            } => {
-                let (client, _) = self.allowed(Verb::Watch, resource.name(), None).await?;
-                let key = WatchKey {
-                    resource,
-                    namespace,
-                    labels: selector.labels,
-                    fields: selector.fields,
-                };
-                self.watch(client, key).await.map(|()| KubeReply::Done)
-            }
+            } => self
+                .watch(resource, namespace, selector, WatchOptions::default())
+                .await
+                .map(|()| KubeReply::Done),
             KubeRequest::Get {
                 resource,
                 namespace,
@@ -235,8 +229,29 @@ impl KubeHost {
         reply
     }
 
+    /// Watches `resource` for the plugin (`kube.watch`, `kube.watch-with`): once however often
+    /// it asks with the same options.
+    pub async fn watch(
+        &self,
+        resource: ApiResource,
+        namespace: Option<String>,
+        selector: Selector,
+        options: WatchOptions,
+    ) -> Result<(), Error> {
+        self.guard.check(Capability::Kube)?;
+        let (client, _) = self.allowed(Verb::Watch, resource.name(), None).await?;
+        let key = WatchKey {
+            resource,
+            namespace,
+            labels: selector.labels,
+            fields: selector.fields,
+            options,
+        };
+        self.start_watch(client, key).await
+    }
+
     /// Starts a watch for the plugin, once however often it asks.
-    async fn watch(&self, client: kube::Client, key: WatchKey) -> Result<(), Error> {
+    async fn start_watch(&self, client: kube::Client, key: WatchKey) -> Result<(), Error> {
         self.guard.serving("a watch")?;
         let mut watches = self.watches.lock().await;
         if watches.contains_key(&key) {

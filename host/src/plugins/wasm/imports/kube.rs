@@ -32,6 +32,25 @@ impl kube::Host for State {
         self.kube(request).await.map(drop)
     }
 
+    async fn watch_with(
+        &mut self,
+        resource: kube::ApiResource,
+        namespace: Option<String>,
+        selector: kube::Selector,
+        options: kube::WatchOptions,
+    ) -> Result<(), types::Error> {
+        self.caps()
+            .kube()
+            .watch(
+                convert::from_wit_api_resource(resource),
+                namespace,
+                convert::from_wit_selector(selector),
+                convert::from_wit_watch_options(options),
+            )
+            .await
+            .map_err(wit_error)
+    }
+
     async fn get(
         &mut self,
         resource: kube::ApiResource,
