@@ -70,6 +70,19 @@ impl Hub {
         assert_eq!(code, 200, "{body}");
     }
 
+    /// cluster1's agent reports `state` for the first generation of work `name` (`id`); waits
+    /// until the work's status holds it.
+    async fn report(&self, client: &mut CloudEventServiceClient<Channel>, name: &str, id: &str, state: &str) {
+        publish(client, status("cluster1", id, 1, condition(state)))
+            .await
+            .unwrap();
+        eventually(&format!("{name}'s status {state}"), || {
+            self.work("cluster1", name)
+                .is_some_and(|w| w["status"]["conditions"][0]["type"] == state)
+        })
+        .await;
+    }
+
     fn delete_work(&self, cluster: &str, name: &str) {
         let (code, body) = self.api.request(
             "DELETE",
@@ -154,14 +167,7 @@ async fn manifestworks_reach_their_agent_and_status_deletion_and_resync_follow_t
     nothing_for(&mut agent2, Duration::from_millis(500)).await;
 
     // The agent's status lands on the work, with the cleanup finalizer first.
-    publish(&mut client, status("cluster1", &id, 1, condition("Applied")))
-        .await
-        .unwrap();
-    eventually("web's status", || {
-        hub.work("cluster1", "web")
-            .is_some_and(|w| w["status"]["conditions"][0]["type"] == "Applied")
-    })
-    .await;
+    hub.report(&mut client, "web", &id, "Applied").await;
     let stored = hub.work("cluster1", "web").unwrap();
     assert_eq!(stored["metadata"]["finalizers"], json!([FINALIZER]));
     assert_eq!(stored["status"]["resourceStatus"]["manifests"], json!([]));
@@ -305,27 +311,13 @@ async fn the_statuses_the_plugin_writes_do_not_come_back_to_it() {
     })
     .await;
     // The first status also adds the cleanup finalizer: a change of the metadata, handed over.
-    publish(&mut client, status("cluster1", &id, 1, condition("Applied")))
-        .await
-        .unwrap();
-    eventually("web's first status", || {
-        hub.work("cluster1", "web")
-            .is_some_and(|w| w["status"]["conditions"][0]["type"] == "Applied")
-    })
-    .await;
+    hub.report(&mut client, "web", &id, "Applied").await;
     let before = watch_events_settled(&c).await;
     assert!(before >= 1.0, "the work's creation was a watch event");
 
     // Statuses alone: each written, none handed to the plugin, nothing sent to the agent.
     for state in ["Available", "Progressing", "Degraded"] {
-        publish(&mut client, status("cluster1", &id, 1, condition(state)))
-            .await
-            .unwrap();
-        eventually("the new status", || {
-            hub.work("cluster1", "web")
-                .is_some_and(|w| w["status"]["conditions"][0]["type"] == state)
-        })
-        .await;
+        hub.report(&mut client, "web", &id, state).await;
     }
     nothing_for(&mut agent, Duration::from_millis(700)).await;
     assert_eq!(
