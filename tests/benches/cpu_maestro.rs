@@ -28,8 +28,8 @@
 //!  cargo bench -p conductor-blackbox-tests --bench cpu_maestro`
 //!
 //! `PROFILE=1` profiles conductor alone instead (no figures): `PROFILE_SECONDS` (10) of each
-//! scenario's load under `scripts/profile.sh`, flame graphs in
-//! `docs/benchmarks/cpu-maestro-{status,spec}.svg`.
+//! scenario's load under `scripts/profile.sh`, flame graphs `cpu-maestro-{status,spec}.svg` in
+//! `PROFILE_DIR`, by default `docs/benchmarks/` (as `cpu_kube`).
 
 #[path = "../support/maestro.rs"]
 mod support;
@@ -410,11 +410,12 @@ fn print_spec(f: &Figures) {
 /// `PROFILE=1`: conductor alone under each scenario's load for `seconds`, profiled.
 async fn profile(bench: &mut Bench, status: bool, spec: bool, seconds: u64) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = std::env::var_os("PROFILE_DIR").map_or_else(|| root.join("docs/benchmarks"), PathBuf::from);
     let c = bench.conductor();
     let (clients, mut delivered) = connect(&c.url(), bench.agents, true).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let start = |name: &str, title: &str| -> Child {
-        let out: PathBuf = root.join(format!("docs/benchmarks/cpu-maestro-{name}.svg"));
+        let out = dir.join(format!("cpu-maestro-{name}.svg"));
         Command::new(root.join("scripts/profile.sh"))
             .arg(c.pid().to_string())
             .arg(seconds.to_string())
