@@ -28,6 +28,22 @@ fn ns(namespace: Option<&str>) -> Option<String> {
     namespace.map(str::to_owned)
 }
 
+fn watch_request(resource: &ApiResource, namespace: Option<&str>, selector: &Selector) -> KubeRequest {
+    KubeRequest::Watch {
+        resource: resource.clone(),
+        namespace: ns(namespace),
+        selector: selector.clone(),
+    }
+}
+
+/// A call answered with nothing but its success.
+fn done(reply: KubeReply) -> Result<(), Error> {
+    match reply {
+        KubeReply::Done => Ok(()),
+        other => Err(unexpected(other)),
+    }
+}
+
 /// The Kubernetes API server, as the plugin reaches it ([`Host::kube`]).
 pub struct Kube<'h> {
     host: &'h Host,
@@ -47,14 +63,7 @@ impl<'h> Kube<'h> {
     /// a broken watch and keeps a cache that [`Kube::list`] and [`Kube::get`] are served from.
     /// Watching twice is one watch. Call it from [`crate::Plugin::start`].
     pub fn watch(&self, resource: &ApiResource, namespace: Option<&str>, selector: &Selector) -> Result<(), Error> {
-        match self.call(KubeRequest::Watch {
-            resource: resource.clone(),
-            namespace: ns(namespace),
-            selector: selector.clone(),
-        })? {
-            KubeReply::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        done(self.call(watch_request(resource, namespace, selector))?)
     }
 
     /// [`Kube::watch`] with `options`: e.g. a plugin that writes the status of the objects it
@@ -76,15 +85,8 @@ impl<'h> Kube<'h> {
         selector: &Selector,
         options: WatchOptions,
     ) -> Result<(), Error> {
-        let request = KubeRequest::Watch {
-            resource: resource.clone(),
-            namespace: ns(namespace),
-            selector: selector.clone(),
-        };
-        match self.host.kube_watch_with(request, options)? {
-            KubeReply::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        let request = watch_request(resource, namespace, selector);
+        done(self.host.kube_watch_with(request, options)?)
     }
 
     /// The object, or `None` if it does not exist.
@@ -187,14 +189,11 @@ impl<'h> Kube<'h> {
     }
 
     pub fn delete(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Result<(), Error> {
-        match self.call(KubeRequest::Delete {
+        done(self.call(KubeRequest::Delete {
             resource: resource.clone(),
             namespace: ns(namespace),
             name: name.to_owned(),
-        })? {
-            KubeReply::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        })?)
     }
 
     /// Asks for a token of the ServiceAccount `name` in `namespace` (`request` is an
