@@ -11,7 +11,11 @@
 //! - **kube status**: the agents publish `STATUS_UPDATES` (3,000) status updates at `STATUS_RATE`
 //!   (100/s) in all, each agent one at a time; the figure is CPU per status written. Floor:
 //!   `floor-kube status`: the same merge patches of the status subresource, straight to the API
-//!   server with kube-rs, at the same rate from as many tasks.
+//!   server with kube-rs, at the same rate from as many tasks. The floor that is asked:
+//!   `floor-kube serve-status`, a plain tonic server the same agents publish the same updates to,
+//!   which judges each against its own watch of the works and sends the same patch: what conductor
+//!   spends beyond it is its own (the plugin, the broker, the watch cache), where the first floor
+//!   also leaves out the agents' requests and the watch.
 //!
 //! conductor and the floor reach the API server the same way (the test API server's plain-HTTP
 //! front, in this process). Each figure is the median of `RUNS` (3) runs. With `PROFILE=1` (into
@@ -127,6 +131,20 @@ fn floor_command(mode: &str, kubeconfig: &std::path::Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_floor-kube"));
     c.arg(mode).arg(kubeconfig);
     c
+}
+
+/// A floor program in a mode that serves gRPC (`deliver`, `serve-status`), once it printed its
+/// address.
+fn serving_floor(mode: &str, kubeconfig: &std::path::Path) -> Server {
+    let mut child = floor_command(mode, kubeconfig)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("floor-kube starts");
+    let mut addr = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut addr)
+        .unwrap();
+    Server::Floor(child, addr.trim().to_owned())
 }
 
 /// The agents: one connection and one subscription per cluster; what they receive is recorded.
@@ -296,9 +314,10 @@ async fn delivery(
     (used, missing, reached)
 }
 
-/// One status phase through conductor: every agent publishes its share of `updates` status
-/// updates, one at a time, `rate`/s in all; returns (CPU seconds, failed publishes).
-async fn status_through_conductor(
+/// One status phase through a gRPC server (conductor, or the floor that is asked): every agent
+/// publishes its share of `updates` status updates, one at a time, `rate`/s in all; returns (CPU
+/// seconds, failed publishes).
+async fn status_through_grpc(
     agents: &Agents,
     uids: &[Vec<String>],
     pid: u32,
@@ -402,6 +421,8 @@ async fn written_last(admin: &kube::Client, clusters: usize, per_agent: usize, t
 struct Row {
     conductor: Vec<f64>,
     floor: Vec<f64>,
+    /// The status floor that is asked (`floor-kube serve-status`); not kept for deliveries.
+    served: Vec<f64>,
 }
 
 fn us(cpu_seconds: f64, events: usize) -> f64 {
@@ -457,11 +478,13 @@ async fn main() {
         .map(|_| Row {
             conductor: vec![],
             floor: vec![],
+            served: vec![],
         })
         .collect();
     let mut status_row = Row {
         conductor: vec![],
         floor: vec![],
+        served: vec![],
     };
     let mut serial = 0;
     for run in 0..runs {
@@ -500,10 +523,10 @@ async fn main() {
         // Warm-up: one update per work, so each carries the cleanup finalizer (its first update
         // writes it) and the measured updates are one status write each.
         let tag = format!("c{run}w");
-        status_through_conductor(&agents, &uids, pid, (total, 200.0), &tag, None).await;
+        status_through_grpc(&agents, &uids, pid, (total, 200.0), &tag, None).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let tag = format!("c{run}");
-        let (used, failed) = status_through_conductor(
+        let (used, failed) = status_through_grpc(
             &agents,
             &uids,
             pid,
@@ -523,15 +546,7 @@ async fn main() {
         drop(server);
 
         // The floor: delivery at each rate.
-        let mut child = floor_command("deliver", &front.kubeconfig)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("floor-kube starts");
-        let mut addr = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut addr)
-            .unwrap();
-        let server = Server::Floor(child, addr.trim().to_owned());
+        let server = serving_floor("deliver", &front.kubeconfig);
         let pid = server.pid();
         let agents = connect_agents(&server, clusters).await;
         agents.settle(total).await;
@@ -589,6 +604,21 @@ async fn main() {
         drop(stdin);
         let _ = child.kill();
         let _ = child.wait();
+
+        // The floor that is asked: the same agents' updates, answered by a plain tonic server that
+        // judges each against its own watch of the works and patches it.
+        let server = serving_floor("serve-status", &front.kubeconfig);
+        let pid = server.pid();
+        let agents = connect_agents(&server, clusters).await;
+        let tag = format!("s{run}w");
+        status_through_grpc(&agents, &uids, pid, (total, 200.0), &tag, None).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let tag = format!("s{run}");
+        let (used, failed) = status_through_grpc(&agents, &uids, pid, (updates, status_rate), &tag, None).await;
+        let ok = written_last(&admin, clusters, updates / clusters, &tag).await;
+        let per = us(used, updates);
+        println!("  run {run}: served floor status: {per:.1} µs/status ({used:.2} CPU s, {failed} failed, {ok})");
+        status_row.served.push(per);
     }
     println!("median of {runs} runs (CPU µs per event, conductor / floor = ratio):");
     for (rate, row) in rates.iter().zip(delivery_rows) {
@@ -598,7 +628,15 @@ async fn main() {
             c / f
         );
     }
-    let (c, f) = (median(status_row.conductor), median(status_row.floor));
-    println!("  kube status: conductor {c:.1} µs, floor {f:.1} µs, {:.2}×", c / f);
+    let (c, f, served) = (
+        median(status_row.conductor),
+        median(status_row.floor),
+        median(status_row.served),
+    );
+    println!(
+        "  kube status: conductor {c:.1} µs, floor {f:.1} µs, {:.2}×; the floor that is asked {served:.1} µs, {:.2}×",
+        c / f,
+        c / served
+    );
     println!("load average at the end: {}", load_average());
 }

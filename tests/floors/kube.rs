@@ -10,7 +10,14 @@
 //! - `floor-kube status KUBECONFIG`: lists the works (setup), prints `ready`, then for each line
 //!   `TAG RATE UPDATES AGENTS` on stdin sends the status patches the kube plugin would write for
 //!   that many updates from that many agents (one task each, one cluster each) at that rate, and
-//!   prints `done <written>`.
+//!   prints `done <written>`. Nobody asks it: it is the patches alone.
+//! - `floor-kube serve-status KUBECONFIG`: the least a server answering the agents' status updates
+//!   as the kube plugin does can do. It watches the works with a plain kube-rs `watcher`, keeping
+//!   of each only what a status update is judged against (name, namespace, resourceVersion,
+//!   generation, conditions, manifests), and answers each `Publish` over tonic by judging it as the
+//!   plugin does (an older generation is stale, an identical status is not written) and sending
+//!   the same merge patch of the status subresource: plaintext, no authorization, no plugin.
+//!   Prints the address it serves on, then serves until killed.
 
 #[path = "kube_common.rs"]
 mod common;
@@ -29,9 +36,10 @@ use conductor_blackbox_tests::proto::{
 use conductor_plugin_sdk::ocm::{actions, codec};
 use conductor_plugin_sdk::{CloudEvent, ExtensionValue};
 use futures::StreamExt;
+use kube::Resource;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::watcher;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 type Outbox = tokio::sync::mpsc::Sender<Result<proto::CloudEvent, tonic::Status>>;
 
@@ -96,12 +104,22 @@ type Subscribers = Arc<Mutex<HashMap<String, Vec<Outbox>>>>;
 
 struct Floor {
     subscribers: Subscribers,
+    /// The works a `serve-status` floor answers status updates for; none in `deliver`.
+    statuses: Option<Arc<StatusFloor>>,
 }
 
 #[tonic::async_trait]
 impl CloudEventService for Floor {
-    async fn publish(&self, _request: tonic::Request<PublishRequest>) -> Result<tonic::Response<()>, tonic::Status> {
-        Err(tonic::Status::unimplemented("the floor only delivers"))
+    async fn publish(&self, request: tonic::Request<PublishRequest>) -> Result<tonic::Response<()>, tonic::Status> {
+        let Some(statuses) = &self.statuses else {
+            return Err(tonic::Status::unimplemented("the floor only delivers"));
+        };
+        let event = request
+            .into_inner()
+            .event
+            .ok_or_else(|| tonic::Status::invalid_argument("no event"))?;
+        statuses.apply(&event).await?;
+        Ok(tonic::Response::new(()))
     }
 
     type SubscribeStream = Pin<Box<dyn futures::Stream<Item = Result<proto::CloudEvent, tonic::Status>> + Send>>;
@@ -215,7 +233,142 @@ async fn deliver(kubeconfig: &str) {
     println!("{}", listener.local_addr().expect("its address"));
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
-        .add_service(CloudEventServiceServer::new(Floor { subscribers }))
+        .add_service(CloudEventServiceServer::new(Floor {
+            subscribers,
+            statuses: None,
+        }))
+        .serve_with_incoming(incoming)
+        .await
+        .expect("serves");
+}
+
+/// What a status update is judged against, of one work.
+struct Known {
+    namespace: String,
+    name: String,
+    resource_version: String,
+    generation: i64,
+    conditions: Value,
+    manifests: Value,
+}
+
+impl Known {
+    fn of(work: DynamicObject) -> Option<(String, Self)> {
+        let meta = work.metadata;
+        let mut data = work.data;
+        let mut status = data["status"].take();
+        let known = Self {
+            namespace: meta.namespace?,
+            name: meta.name?,
+            resource_version: meta.resource_version?,
+            generation: meta.generation.unwrap_or(0),
+            conditions: status["conditions"].take(),
+            manifests: status["resourceStatus"]["manifests"].take(),
+        };
+        Some((meta.uid?, known))
+    }
+}
+
+/// The `serve-status` floor: its works, kept from a watch, and the client it patches with.
+struct StatusFloor {
+    works: Mutex<HashMap<String, Known>>,
+    client: kube::Client,
+}
+
+fn text_attr<'e>(event: &'e proto::CloudEvent, key: &str) -> Result<&'e str, tonic::Status> {
+    match event.attributes.get(key).and_then(|a| a.attr.as_ref()) {
+        Some(Attr::CeString(s)) => Ok(s),
+        _ => Err(tonic::Status::invalid_argument(format!("no {key}"))),
+    }
+}
+
+impl StatusFloor {
+    /// One agent's status update, judged and written as the kube plugin does (`works::apply`),
+    /// the work's finalizer aside: the bench's works carry it from conductor's warm-up.
+    async fn apply(&self, event: &proto::CloudEvent) -> Result<(), tonic::Status> {
+        let cluster = text_attr(event, "ce-clustername")?;
+        let uid = text_attr(event, "ce-resourceid")?;
+        text_attr(event, "ce-sequenceid")?;
+        let generation = match event.attributes.get("ce-resourceversion").and_then(|a| a.attr.as_ref()) {
+            Some(Attr::CeInteger(v)) => i64::from(*v),
+            _ => return Err(tonic::Status::invalid_argument("no resourceversion")),
+        };
+        let mut data: Value = match &event.data {
+            Some(Data::BinaryData(b)) => serde_json::from_slice(b),
+            Some(Data::TextData(t)) => serde_json::from_str(t),
+            _ => return Err(tonic::Status::invalid_argument("no status")),
+        }
+        .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+        let conditions = data["conditions"].take();
+        let manifests = data["resourceStatus"].take();
+        let (name, precondition) = {
+            let works = self.works.lock().expect("works");
+            let Some(work) = works.get(uid) else {
+                return Ok(());
+            };
+            if work.namespace != cluster {
+                return Err(tonic::Status::invalid_argument("another cluster's work"));
+            }
+            if work.generation > generation || (work.conditions == conditions && work.manifests == manifests) {
+                return Ok(());
+            }
+            (
+                work.name.clone(),
+                json!({"uid": uid, "resourceVersion": work.resource_version}),
+            )
+        };
+        let patch = json!({"metadata": precondition,
+                           "status": {"conditions": conditions, "resourceStatus": {"manifests": manifests}}});
+        // The answer is not kept (the watch brings the work as written), so it is not decoded.
+        let unavailable = |e: kube::Error| tonic::Status::unavailable(e.to_string());
+        let request = kube::core::Request::new(DynamicObject::url_path(&works_resource(), Some(cluster)))
+            .patch_subresource("status", &name, &PatchParams::default(), &Patch::Merge(&patch))
+            .map_err(|e| unavailable(kube::Error::BuildRequest(e)))?;
+        self.client.request_text(request).await.map_err(unavailable)?;
+        Ok(())
+    }
+}
+
+async fn serve_status(kubeconfig: &str) {
+    let client = client(kubeconfig).await;
+    let statuses = Arc::new(StatusFloor {
+        works: Mutex::default(),
+        client: client.clone(),
+    });
+    {
+        let statuses = Arc::clone(&statuses);
+        let works: Api<DynamicObject> = Api::all_with(client, &works_resource());
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(watcher(works, watcher::Config::default()));
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Apply(w) | watcher::Event::InitApply(w)) => {
+                        if let Some((uid, known)) = Known::of(w) {
+                            statuses.works.lock().expect("works").insert(uid, known);
+                        }
+                    }
+                    Ok(watcher::Event::Delete(w)) => {
+                        if let Some(uid) = w.metadata.uid {
+                            statuses.works.lock().expect("works").remove(&uid);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        eprintln!("floor-kube: watch: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                    }
+                }
+            }
+        });
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    println!("{}", listener.local_addr().expect("its address"));
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    tonic::transport::Server::builder()
+        .add_service(CloudEventServiceServer::new(Floor {
+            subscribers: Arc::default(),
+            statuses: Some(statuses),
+        }))
         .serve_with_incoming(incoming)
         .await
         .expect("serves");
@@ -326,8 +479,9 @@ fn main() {
     match args.get(1..).unwrap_or_default() {
         [mode, kubeconfig] if mode == "deliver" => rt.block_on(deliver(kubeconfig)),
         [mode, kubeconfig] if mode == "status" => rt.block_on(status(kubeconfig)),
+        [mode, kubeconfig] if mode == "serve-status" => rt.block_on(serve_status(kubeconfig)),
         _ => {
-            eprintln!("usage: floor-kube deliver|status KUBECONFIG");
+            eprintln!("usage: floor-kube deliver|status|serve-status KUBECONFIG");
             std::process::exit(2);
         }
     }
