@@ -229,14 +229,21 @@ async fn deliver(kubeconfig: &str) {
             }
         });
     }
+    serve(Floor {
+        subscribers,
+        statuses: None,
+    })
+    .await;
+}
+
+/// Serves `floor` over plaintext tonic on a free port of the loopback, once it printed the
+/// address; until killed.
+async fn serve(floor: Floor) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
     println!("{}", listener.local_addr().expect("its address"));
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
-        .add_service(CloudEventServiceServer::new(Floor {
-            subscribers,
-            statuses: None,
-        }))
+        .add_service(CloudEventServiceServer::new(floor))
         .serve_with_incoming(incoming)
         .await
         .expect("serves");
@@ -361,17 +368,11 @@ async fn serve_status(kubeconfig: &str) {
             }
         });
     }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
-    println!("{}", listener.local_addr().expect("its address"));
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    tonic::transport::Server::builder()
-        .add_service(CloudEventServiceServer::new(Floor {
-            subscribers: Arc::default(),
-            statuses: Some(statuses),
-        }))
-        .serve_with_incoming(incoming)
-        .await
-        .expect("serves");
+    serve(Floor {
+        subscribers: Arc::default(),
+        statuses: Some(statuses),
+    })
+    .await;
 }
 
 /// A work the status floor patches: its name, uid and the resourceVersion its last write left.
