@@ -15,7 +15,7 @@ DIR also may not use an item their parent (or any ancestor inside DIR) defines: 
 their siblings and on the rest of the crate, never upward (`host/src/plugins`: `docs/architecture.md`).
 
 Exits 1 and prints each cycle or upward import when there is one; prints nothing and exits 0
-otherwise.
+otherwise; exits 2 with the usage when no crate is given.
 """
 
 import re
@@ -251,6 +251,10 @@ def main() -> int:
             upward.append(Path(args.pop(0)))
         else:
             crates.append(Path(arg))
+    if not crates:
+        # Without a crate nothing would be read, and the silence would pass for no cycle.
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
     for src in crates:
         problems.extend(find_cycles(src))
     for folder in upward:
