@@ -1,4 +1,4 @@
-//! The server's CPU time and memory, read from `/proc/<pid>` (Linux).
+//! The server's CPU time, memory and context switches, read from `/proc/<pid>` (Linux).
 
 use anyhow::{Context, Result};
 
@@ -39,8 +39,49 @@ pub fn sample(pid: u32) -> Result<Sample> {
     })
 }
 
+/// The context switches of process `pid` so far, voluntary and involuntary, summed over its
+/// threads (`/proc/<pid>/task/*/status`). A voluntary one is a thread that parked (on I/O, a
+/// lock, or a runtime with nothing to run) and was woken again: per event, the hand-overs between
+/// threads the event took. Threads that have ended are no longer counted.
+pub fn context_switches(pid: u32) -> Result<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).with_context(|| format!("process {pid}"))?;
+    let mut switches = 0;
+    for task in tasks {
+        // A thread that ends while it is read is skipped.
+        let Ok(status) = std::fs::read_to_string(task?.path().join("status")) else {
+            continue;
+        };
+        for line in status.lines() {
+            if let Some(n) = line
+                .strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            {
+                switches += n.trim().parse::<u64>().context("malformed status")?;
+            }
+        }
+    }
+    Ok(switches)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn counts_the_switches_of_every_thread() {
+        let pid = std::process::id();
+        let before = super::context_switches(pid).unwrap();
+        // Another thread parks and is woken 20 times.
+        std::thread::spawn(|| {
+            for _ in 0..20 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            // Counted while the thread runs: an ended thread's switches are gone.
+            super::context_switches(std::process::id()).unwrap()
+        })
+        .join()
+        .map(|after| assert!(after >= before + 20, "{before} → {after}"))
+        .unwrap();
+    }
+
     #[test]
     fn reads_this_process() {
         let before = super::sample(std::process::id()).unwrap();

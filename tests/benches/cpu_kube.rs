@@ -6,7 +6,8 @@
 //! - **kube delivery**: `CLUSTERS` (100) work agents, each on its own gRPC connection subscribed
 //!   to its own cluster; ManifestWorks changed in the API server at `RATES` (100 and 500)
 //!   changes/s, `CHANGES` (3,000) each, paced; the figure is CPU per delivered event, once every
-//!   change arrived. Floor: `floor-kube deliver` (tests/floors/kube.rs): a plain kube-rs watcher,
+//!   change arrived, beside the server's context switches per event (summed over its threads: how
+//!   often a thread parked and was woken again, the hand-overs an event took). Floor: `floor-kube deliver` (tests/floors/kube.rs): a plain kube-rs watcher,
 //!   the SDK's ManifestWork → CloudEvent conversion, tonic, no plugin, no authorization.
 //! - **kube status**: the agents publish `STATUS_UPDATES` (3,000) status updates at `STATUS_RATE`
 //!   (100/s) in all, each agent one at a time; the figure is CPU per status written. Floor:
@@ -42,6 +43,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use conductor_blackbox_tests::context_switches as switches;
 use conductor_blackbox_tests::cpu_seconds as cpu;
 use conductor_blackbox_tests::events::{self, attr_str, integer, string};
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
@@ -242,9 +244,20 @@ fn profile(pid: u32, seconds: f64, name: &str, title: &str) -> Option<Child> {
         .ok()
 }
 
+/// What one delivery phase measured of the server, from the first write to the last arrival.
+struct Delivered {
+    /// CPU seconds.
+    cpu: f64,
+    /// Context switches of the server's threads.
+    switches: u64,
+    /// Changes that never reached their agent.
+    missing: usize,
+    /// The rate the writes reached, per second.
+    reached: f64,
+}
+
 /// One delivery phase: `changes` spec changes written at `rate`/s, each a new generation of one
-/// work; returns (CPU seconds of `pid` from the first write to the last arrival, missing, the
-/// rate the writes reached).
+/// work.
 async fn delivery(
     admin: &kube::Client,
     agents: &Agents,
@@ -253,7 +266,7 @@ async fn delivery(
     (changes, rate): (usize, f64),
     serial: usize,
     profile_as: Option<(&str, &str)>,
-) -> (f64, usize, f64) {
+) -> Delivered {
     let ar = works_resource();
     let apis: Vec<Api<DynamicObject>> = (0..clusters)
         .map(|c| Api::namespaced_with(admin.clone(), &format!("cluster-{c}"), &ar))
@@ -261,7 +274,7 @@ async fn delivery(
     let written: Arc<Mutex<Vec<String>>> = Arc::default();
     let limit = Arc::new(tokio::sync::Semaphore::new(64));
     let profiler = profile_as.and_then(|(name, title)| profile(pid, changes as f64 / rate, name, title));
-    let before = cpu(pid);
+    let (before, switched) = (cpu(pid), switches(pid));
     let started = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -307,11 +320,16 @@ async fn delivery(
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    let used = cpu(pid) - before;
+    let (cpu, switches) = (cpu(pid) - before, switches(pid) - switched);
     if let Some(mut p) = profiler {
         let _ = p.wait();
     }
-    (used, missing, reached)
+    Delivered {
+        cpu,
+        switches,
+        missing,
+        reached,
+    }
 }
 
 /// One status phase through a gRPC server (conductor, or the floor that is asked): every agent
@@ -421,6 +439,9 @@ async fn written_last(admin: &kube::Client, clusters: usize, per_agent: usize, t
 struct Row {
     conductor: Vec<f64>,
     floor: Vec<f64>,
+    /// Context switches per event of conductor and of the floor (deliveries only).
+    conductor_switches: Vec<f64>,
+    floor_switches: Vec<f64>,
     /// The status floor that is asked (`floor-kube serve-status`); not kept for deliveries.
     served: Vec<f64>,
 }
@@ -478,12 +499,16 @@ async fn main() {
         .map(|_| Row {
             conductor: vec![],
             floor: vec![],
+            conductor_switches: vec![],
+            floor_switches: vec![],
             served: vec![],
         })
         .collect();
     let mut status_row = Row {
         conductor: vec![],
         floor: vec![],
+        conductor_switches: vec![],
+        floor_switches: vec![],
         served: vec![],
     };
     let mut serial = 0;
@@ -497,7 +522,7 @@ async fn main() {
         for (i, rate) in rates.iter().enumerate() {
             let name = format!("cpu-kube-delivery-{rate}");
             let title = format!("conductor: kube delivery, {rate} changes/s, {clusters} agents");
-            let (used, missing, reached) = delivery(
+            let d = delivery(
                 &admin,
                 &agents,
                 pid,
@@ -508,12 +533,16 @@ async fn main() {
             )
             .await;
             serial += 1;
-            let per = us(used, changes);
+            let (per, switched) = (us(d.cpu, changes), d.switches as f64 / changes as f64);
             println!(
-                "  run {run}: conductor delivery {rate}/s: {per:.1} µs/event ({used:.2} CPU s, {missing} missing, writes {reached:.0}/s, load {})",
+                "  run {run}: conductor delivery {rate}/s: {per:.1} µs/event ({:.2} CPU s, {switched:.1} switches/event, {} missing, writes {:.0}/s, load {})",
+                d.cpu,
+                d.missing,
+                d.reached,
                 load_average()
             );
             delivery_rows[i].conductor.push(per);
+            delivery_rows[i].conductor_switches.push(switched);
         }
         let uids: Vec<Vec<String>> = works_by_cluster(&admin, clusters)
             .await
@@ -551,7 +580,7 @@ async fn main() {
         let agents = connect_agents(&server, clusters).await;
         agents.settle(total).await;
         for (i, rate) in rates.iter().enumerate() {
-            let (used, missing, reached) = delivery(
+            let d = delivery(
                 &admin,
                 &agents,
                 pid,
@@ -562,11 +591,13 @@ async fn main() {
             )
             .await;
             serial += 1;
-            let per = us(used, changes);
+            let (per, switched) = (us(d.cpu, changes), d.switches as f64 / changes as f64);
             println!(
-                "  run {run}: floor delivery {rate}/s: {per:.1} µs/event ({used:.2} CPU s, {missing} missing, writes {reached:.0}/s)"
+                "  run {run}: floor delivery {rate}/s: {per:.1} µs/event ({:.2} CPU s, {switched:.1} switches/event, {} missing, writes {:.0}/s)",
+                d.cpu, d.missing, d.reached
             );
             delivery_rows[i].floor.push(per);
+            delivery_rows[i].floor_switches.push(switched);
         }
         drop(agents);
         drop(server);
@@ -624,8 +655,10 @@ async fn main() {
     for (rate, row) in rates.iter().zip(delivery_rows) {
         let (c, f) = (median(row.conductor), median(row.floor));
         println!(
-            "  kube delivery {rate}/s: conductor {c:.1} µs, floor {f:.1} µs, {:.2}×",
-            c / f
+            "  kube delivery {rate}/s: conductor {c:.1} µs, floor {f:.1} µs, {:.2}×; context switches per event: conductor {:.1}, floor {:.1}",
+            c / f,
+            median(row.conductor_switches),
+            median(row.floor_switches)
         );
     }
     let (c, f, served) = (

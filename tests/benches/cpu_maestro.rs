@@ -17,7 +17,8 @@
 //!   batch of one, five round trips) or `spec-pipelined` (the same in two).
 //!
 //! CPU is user + system time from `/proc/<pid>/stat`, read just before and just after the measured
-//! phase (never over start-up); PostgreSQL's is the sum over the postmaster and its children
+//! phase (never over start-up), beside the server's context switches per event (summed over its
+//! threads: how often a thread parked and was woken again, the hand-overs an event took); PostgreSQL's is the sum over the postmaster and its children
 //! (`ppid`), reaped children included (the postmaster's `cutime`/`cstime`). Each run starts
 //! conductor and the floors afresh and alternates which goes first; the figures are the medians of
 //! `RUNS` (3). `INSTANCES` (8) plugin instances, `REQUEST_CALLS` (1, the shipped configurations'
@@ -40,6 +41,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use conductor_blackbox_tests::context_switches as switches;
 use conductor_blackbox_tests::cpu_seconds as cpu;
 use conductor_blackbox_tests::events::{attr, attr_str};
 use conductor_blackbox_tests::proto::cloud_event::Data;
@@ -67,6 +69,8 @@ struct Phase {
     events: usize,
     server: f64,
     postgres: f64,
+    /// The server's context switches.
+    switches: u64,
     /// Wall-clock seconds the phase took.
     seconds: f64,
 }
@@ -74,6 +78,10 @@ struct Phase {
 impl Phase {
     fn server_us(&self) -> f64 {
         self.server * 1e6 / self.events as f64
+    }
+
+    fn switches_per_event(&self) -> f64 {
+        self.switches as f64 / self.events as f64
     }
 
     fn postgres_us(&self) -> f64 {
@@ -87,11 +95,13 @@ impl Phase {
 
 /// Measures `work` (which returns how many events it made): CPU of `pid` and of PostgreSQL.
 async fn measured(pid: u32, postmaster: u32, work: impl std::future::Future<Output = usize>) -> Phase {
-    let (server, postgres, started) = (cpu(pid), support::postgres_cpu(postmaster), Instant::now());
+    let (server, switched, postgres) = (cpu(pid), switches(pid), support::postgres_cpu(postmaster));
+    let started = Instant::now();
     let events = work.await;
     Phase {
         events,
         server: cpu(pid) - server,
+        switches: switches(pid) - switched,
         postgres: support::postgres_cpu(postmaster) - postgres,
         seconds: started.elapsed().as_secs_f64(),
     }
@@ -269,6 +279,9 @@ struct Figures {
     pg_conductor: Vec<f64>,
     pg_floor: Vec<f64>,
     pg_bench: Vec<f64>,
+    /// Context switches per event of conductor and of the floor.
+    switches: Vec<f64>,
+    floor_switches: Vec<f64>,
     /// Status only: conductor's updates per second, its commits per update, pgbench's tps.
     rate: Vec<f64>,
     commits: Vec<f64>,
@@ -380,6 +393,7 @@ fn print_status(f: &Figures) {
         median(f.pg_floor.clone()),
         median(f.pg_bench.clone()),
     );
+    print_switches("status", "update", f);
     let (rate, tps) = (median(f.rate.clone()), median(f.pg_tps.clone()));
     println!(
         "maestro status: conductor {rate:.0} updates/s, {:.3} commits/update; pgbench (8 clients, one update a transaction) {tps:.0} tps ({:.2}×)",
@@ -391,6 +405,14 @@ fn print_status(f: &Figures) {
 /// The floor mode of the spec scenario: `SPEC_FLOOR`, else `spec`.
 fn spec_floor() -> String {
     std::env::var("SPEC_FLOOR").unwrap_or_else(|_| "spec".to_owned())
+}
+
+fn print_switches(scenario: &str, event: &str, f: &Figures) {
+    println!(
+        "maestro {scenario}: context switches per {event}: conductor {:.1}, floor {:.1}",
+        median(f.switches.clone()),
+        median(f.floor_switches.clone()),
+    );
 }
 
 fn print_spec(f: &Figures) {
@@ -405,6 +427,7 @@ fn print_spec(f: &Figures) {
         median(f.pg_conductor.clone()),
         median(f.pg_floor.clone()),
     );
+    print_switches("spec", "event", f);
 }
 
 /// `PROFILE=1`: conductor alone under each scenario's load for `seconds`, profiled.
@@ -508,13 +531,15 @@ fn main() {
                         let (p, commits) = bench.status_on(&clients, c.pid()).await;
                         conductor_status.get_or_insert(bench.db.resource("res-0").await.and_then(|r| r.status));
                         println!(
-                            "run {run}: status, conductor: {} updates, {:.0} µs/update (PostgreSQL {:.0} µs), {:.0} updates/s, {commits:.3} commits/update",
+                            "run {run}: status, conductor: {} updates, {:.0} µs/update (PostgreSQL {:.0} µs), {:.0} updates/s, {commits:.3} commits/update, {:.1} switches/update",
                             p.events,
                             p.server_us(),
                             p.postgres_us(),
                             p.per_second(),
+                            p.switches_per_event(),
                         );
                         st.conductor.push(p.server_us());
+                        st.switches.push(p.switches_per_event());
                         st.pg_conductor.push(p.postgres_us());
                         st.rate.push(p.per_second());
                         st.commits.push(commits);
@@ -524,12 +549,14 @@ fn main() {
                         let p = bench.spec(&mut delivered, c.pid(), &mut first).await;
                         conductor_spec = conductor_spec.or(first);
                         println!(
-                            "run {run}: spec, conductor: {} events, {:.0} µs/event (PostgreSQL {:.0} µs)",
+                            "run {run}: spec, conductor: {} events, {:.0} µs/event (PostgreSQL {:.0} µs), {:.1} switches/event",
                             p.events,
                             p.server_us(),
-                            p.postgres_us()
+                            p.postgres_us(),
+                            p.switches_per_event(),
                         );
                         sp.conductor.push(p.server_us());
+                        sp.switches.push(p.switches_per_event());
                         sp.pg_conductor.push(p.postgres_us());
                     }
                 } else {
@@ -539,12 +566,14 @@ fn main() {
                         let p = bench.status(&floor.url, floor.pid()).await;
                         floor_status.get_or_insert(bench.db.resource("res-0").await.and_then(|r| r.status));
                         println!(
-                            "run {run}: status, floor: {} updates, {:.0} µs/update (PostgreSQL {:.0} µs)",
+                            "run {run}: status, floor: {} updates, {:.0} µs/update (PostgreSQL {:.0} µs), {:.1} switches/update",
                             p.events,
                             p.server_us(),
-                            p.postgres_us()
+                            p.postgres_us(),
+                            p.switches_per_event(),
                         );
                         st.floor.push(p.server_us());
+                        st.floor_switches.push(p.switches_per_event());
                         st.pg_floor.push(p.postgres_us());
                     }
                     if spec {
@@ -555,12 +584,14 @@ fn main() {
                         let p = bench.spec(&mut delivered, floor.pid(), &mut first).await;
                         floor_spec = floor_spec.or(first);
                         println!(
-                            "run {run}: spec, floor: {} events, {:.0} µs/event (PostgreSQL {:.0} µs)",
+                            "run {run}: spec, floor: {} events, {:.0} µs/event (PostgreSQL {:.0} µs), {:.1} switches/event",
                             p.events,
                             p.server_us(),
-                            p.postgres_us()
+                            p.postgres_us(),
+                            p.switches_per_event(),
                         );
                         sp.floor.push(p.server_us());
+                        sp.floor_switches.push(p.switches_per_event());
                         sp.pg_floor.push(p.postgres_us());
                     }
                 }

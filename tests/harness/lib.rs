@@ -570,6 +570,12 @@ pub fn cpu_seconds(pid: u32) -> f64 {
         .cpu_seconds
 }
 
+/// The context switches of process `pid`'s threads so far (`conductor_load::process`): per event,
+/// the hand-overs between threads the event took.
+pub fn context_switches(pid: u32) -> u64 {
+    conductor_load::process::context_switches(pid).expect("the process's /proc/<pid>/task")
+}
+
 /// The resident memory of process `pid`, in KiB (`VmRSS` in `/proc/<pid>/status`).
 pub fn resident_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the process's status");
