@@ -7,8 +7,9 @@
 //!   to its own cluster; ManifestWorks changed in the API server at `RATES` (100 and 500)
 //!   changes/s, `CHANGES` (3,000) each, paced; the figure is CPU per delivered event, once every
 //!   change arrived, beside the server's context switches per event (summed over its threads: how
-//!   often a thread parked and was woken again, the hand-overs an event took). Floor: `floor-kube deliver` (tests/floors/kube.rs): a plain kube-rs watcher,
-//!   the SDK's ManifestWork → CloudEvent conversion, tonic, no plugin, no authorization.
+//!   often a thread parked and was woken again, the hand-overs an event took). Floor:
+//!   `floor-kube deliver` (tests/floors/kube.rs): a plain kube-rs watcher, the SDK's
+//!   ManifestWork → CloudEvent conversion, tonic, no plugin, no authorization.
 //! - **kube status**: the agents publish `STATUS_UPDATES` (3,000) status updates at `STATUS_RATE`
 //!   (100/s) in all, each agent one at a time; the figure is CPU per status written. Floor:
 //!   `floor-kube status`: the same merge patches of the status subresource, straight to the API
@@ -320,13 +321,13 @@ async fn delivery(
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    let (cpu, switches) = (cpu(pid) - before, switches(pid) - switched);
+    let (used, took) = (cpu(pid) - before, switches(pid) - switched);
     if let Some(mut p) = profiler {
         let _ = p.wait();
     }
     Delivered {
-        cpu,
-        switches,
+        cpu: used,
+        switches: took,
         missing,
         reached,
     }

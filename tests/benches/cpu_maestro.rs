@@ -18,8 +18,9 @@
 //!
 //! CPU is user + system time from `/proc/<pid>/stat`, read just before and just after the measured
 //! phase (never over start-up), beside the server's context switches per event (summed over its
-//! threads: how often a thread parked and was woken again, the hand-overs an event took); PostgreSQL's is the sum over the postmaster and its children
-//! (`ppid`), reaped children included (the postmaster's `cutime`/`cstime`). Each run starts
+//! threads: how often a thread parked and was woken again, the hand-overs an event took);
+//! PostgreSQL's is the sum over the postmaster and its children (`ppid`), reaped children
+//! included (the postmaster's `cutime`/`cstime`). Each run starts
 //! conductor and the floors afresh and alternates which goes first; the figures are the medians of
 //! `RUNS` (3). `INSTANCES` (8) plugin instances, `REQUEST_CALLS` (1, the shipped configurations'
 //! `limits.request_calls`) agent calls at once, twice as many pooled connections (the floors
@@ -93,7 +94,8 @@ impl Phase {
     }
 }
 
-/// Measures `work` (which returns how many events it made): CPU of `pid` and of PostgreSQL.
+/// Measures `work` (which returns how many events it made): CPU and context switches of `pid`,
+/// CPU of PostgreSQL.
 async fn measured(pid: u32, postmaster: u32, work: impl std::future::Future<Output = usize>) -> Phase {
     let (server, switched, postgres) = (cpu(pid), switches(pid), support::postgres_cpu(postmaster));
     let started = Instant::now();
