@@ -152,6 +152,18 @@ mod tests {
         told
     }
 
+    /// A cache and its filler after a first list of `names` (each at generation 1, `Applied`).
+    fn listed(skip_status_only: bool, names: &[&str]) -> (Arc<Cache>, Filler) {
+        let cache = Arc::new(Cache::default());
+        let mut filler = Filler::new(Arc::clone(&cache), skip_status_only);
+        filler.apply(watcher::Event::Init);
+        for name in names {
+            filler.apply(watcher::Event::InitApply(work(name, 1, "Applied")));
+        }
+        filler.apply(watcher::Event::InitDone);
+        (cache, filler)
+    }
+
     fn generation(cache: &Cache, name: &str) -> Option<i64> {
         cache.get("cluster1", name).and_then(|o| o.metadata.generation)
     }
@@ -189,12 +201,7 @@ mod tests {
 
     #[test]
     fn listing_again_serves_the_old_objects_until_done_and_reports_the_vanished_deleted() {
-        let cache = Arc::new(Cache::default());
-        let mut filler = Filler::new(Arc::clone(&cache), false);
-        filler.apply(watcher::Event::Init);
-        filler.apply(watcher::Event::InitApply(work("a", 1, "Applied")));
-        filler.apply(watcher::Event::InitApply(work("b", 1, "Applied")));
-        filler.apply(watcher::Event::InitDone);
+        let (cache, mut filler) = listed(false, &["a", "b"]);
 
         filler.apply(watcher::Event::Init);
         filler.apply(watcher::Event::InitApply(work("a", 3, "Applied")));
@@ -217,11 +224,7 @@ mod tests {
 
     #[test]
     fn a_watch_that_skips_status_only_changes_keeps_them_without_delivering_them() {
-        let cache = Arc::new(Cache::default());
-        let mut filler = Filler::new(Arc::clone(&cache), true);
-        filler.apply(watcher::Event::Init);
-        filler.apply(watcher::Event::InitApply(work("a", 1, "Applied")));
-        filler.apply(watcher::Event::InitDone);
+        let (cache, mut filler) = listed(true, &["a"]);
         assert!(
             filler
                 .apply(watcher::Event::Apply(work("a", 1, "Available")))
