@@ -326,7 +326,9 @@ impl PgSession {
             database = database.as_deref().unwrap_or_default(),
             statement = statement(&request),
         );
-        let reply = tracing::Instrument::instrument(self.dispatch(pg, request), span).await;
+        // Boxed: the statement's future (sqlx's, the pool's) is kilobytes, and the layers above
+        // it — this call, the instance's state, wasmtime's host function — would each move it.
+        let reply = tracing::Instrument::instrument(Box::pin(self.dispatch(pg, request)), span).await;
         if let Some(database) = database {
             pg.guard
                 .metrics()
@@ -540,6 +542,28 @@ mod tests {
         )
         .unwrap();
         (dir, pg, databases)
+    }
+
+    /// A call's future stays small however large the statement's is: wasmtime's host function
+    /// and the instance's state each move it by value (a copy of kilobytes per statement).
+    #[tokio::test]
+    async fn a_call_moves_no_statement_future() {
+        let config: DatabaseConfig = toml::from_str("url = \"postgres://conductor@127.0.0.1:1/db\"").unwrap();
+        let no_options = BTreeMap::new();
+        let databases = Databases::new(
+            &BTreeMap::from([("db".to_owned(), config)]),
+            &no_options,
+            |p| p.to_owned(),
+            Metrics::new(),
+            Arc::default(),
+        )
+        .unwrap();
+        let caps = capabilities(databases, Mode::Serve);
+        let mut session = PgSession::default();
+        let statement = std::mem::size_of_val(&session.dispatch(&caps, query("SELECT 1", vec![], None)));
+        let call = std::mem::size_of_val(&session.call(&caps, query("SELECT 1", vec![], None)));
+        assert!(statement > 1024, "the statement's future: {statement} bytes");
+        assert!(call <= 512, "the call's future: {call} bytes");
     }
 
     /// The capability against a real PostgreSQL: every value type both ways, errors with their
