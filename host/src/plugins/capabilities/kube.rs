@@ -67,8 +67,14 @@ impl KubeHost {
         }
     }
 
-    /// Answers one `kube` call of the plugin.
+    /// Answers one `kube` call of the plugin. Boxed: the request's future (kube-rs's, the
+    /// client's) is kilobytes, and the layers above it — the instance's state, wasmtime's host
+    /// function — would each move it.
     pub async fn call(&self, request: KubeRequest) -> Result<KubeReply, Error> {
+        Box::pin(self.dispatch(request)).await
+    }
+
+    async fn dispatch(&self, request: KubeRequest) -> Result<KubeReply, Error> {
         self.guard.check(Capability::Kube)?;
         match request {
             KubeRequest::Watch {
@@ -313,5 +319,46 @@ fn http_code(reply: &Result<KubeReply, Error>, verb: Verb) -> u16 {
         Err(Error::Invalid(_)) => 400,
         Err(Error::Denied(_)) => 403,
         Err(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use conductor_plugin_sdk::Capability;
+
+    use super::*;
+    use crate::plugins::capabilities::guard::Grants;
+    use crate::telemetry::Metrics;
+
+    /// A call's future stays small however large the request's is: wasmtime's host function and
+    /// the instance's state each move it by value (a copy of kilobytes per call).
+    #[test]
+    fn a_call_moves_no_request_future() {
+        let grants = Grants {
+            capabilities: [Capability::Kube].into(),
+            ..Grants::default()
+        };
+        let events = Arc::new(EventQueue::new(10, Metrics::new().plugin("p")));
+        let guard = Guard::new("p", grants, Mode::Serve, events.metrics().clone());
+        let kube = KubeHost::new(
+            Arc::new(guard),
+            Arc::new(Kubernetes::new(None)),
+            events,
+            Tasks::default(),
+        );
+        let get = || KubeRequest::Get {
+            resource: ApiResource {
+                group: "work.open-cluster-management.io".into(),
+                version: "v1".into(),
+                kind: "ManifestWork".into(),
+                plural: "manifestworks".into(),
+            },
+            namespace: Some("cluster1".into()),
+            name: "work1".into(),
+        };
+        let request = std::mem::size_of_val(&kube.dispatch(get()));
+        let call = std::mem::size_of_val(&kube.call(get()));
+        assert!(request > 1024, "the request's future: {request} bytes");
+        assert!(call <= 512, "the call's future: {call} bytes");
     }
 }
