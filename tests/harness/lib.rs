@@ -9,7 +9,11 @@ use std::{
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
-    sync::{Arc, Mutex, mpsc},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU32, Ordering},
+        mpsc,
+    },
     time::{Duration, Instant},
 };
 
@@ -91,7 +95,27 @@ pub fn bench_runtime<F: std::future::Future<Output = ()>>(raw_server: fn() -> F)
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
+///
+/// The port lies below the kernel's ephemeral range, so no outgoing connection on the machine can
+/// take it as its local port: a test that stops a server and starts it again on the same port
+/// (etcd, the API server, PostgreSQL) finds the port still free.
 pub fn free_port() -> u16 {
+    const LOWEST: u32 = 10_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral.saturating_sub(LOWEST);
+    // Test processes running side by side start at different places in the span.
+    let start = std::process::id().wrapping_mul(7_919);
+    for _ in 0..span {
+        let port = LOWEST + start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % span.max(1);
+        let port = u16::try_from(port).expect("ports below the ephemeral range fit in u16");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -49,18 +49,52 @@ pub fn certificates(dir: &Path) {
     pki.client("admin", "admin", &["system:masters"]);
 }
 
+/// etcd on `d`'s data, serving once this returns.
 fn spawn_etcd(d: &Path, (client, peer): (u16, u16)) -> Child {
     let url = format!("http://127.0.0.1:{client}");
-    Command::new(bin_dir().join("etcd"))
+    let mut etcd = Command::new(bin_dir().join("etcd"))
         .args(["--data-dir", &d.join("etcd").display().to_string(), "--unsafe-no-fsync"])
         .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
         .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
         .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{peer}")])
         .args(["--initial-cluster", &format!("default=http://127.0.0.1:{peer}")])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log_file(d, "etcd.log"))
         .spawn()
-        .expect("etcd starts")
+        .expect("etcd starts");
+    // The API server gives up on an etcd it has not reached within seconds: etcd serves first.
+    let health = format!("http://127.0.0.1:{client}/health");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !Command::new("curl")
+        .args(["-sf", &health])
+        .output()
+        .is_ok_and(|out| out.status.success())
+    {
+        let exited = etcd.try_wait().ok().flatten();
+        assert!(
+            exited.is_none() && Instant::now() < deadline,
+            "etcd did not serve ({exited:?}); its log:\n{}",
+            log_tail(d, "etcd.log")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    etcd
+}
+
+/// The last lines of the log `name` in `d`.
+fn log_tail(d: &Path, name: &str) -> String {
+    let log = std::fs::read_to_string(d.join(name)).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+/// `name` in `d`, opened for appending: a restarted process logs after the first one.
+fn log_file(d: &Path, name: &str) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(d.join(name))
+        .unwrap()
 }
 
 fn spawn_apiserver(d: &Path, etcd_port: u16, port: u16) -> Child {
@@ -75,13 +109,7 @@ fn spawn_apiserver(d: &Path, etcd_port: u16, port: u16) -> Child {
         .args(["--authentication-skip-lookup", "--enable-priority-and-fairness=false"])
         .args(["--disable-admission-plugins=NamespaceLifecycle,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,MutatingAdmissionPolicy"])
         .stdout(Stdio::null())
-        .stderr(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(d.join("apiserver.log"))
-                .unwrap(),
-        )
+        .stderr(log_file(d, "apiserver.log"))
         .spawn()
         .expect("apiextensions-apiserver starts")
 }
@@ -180,8 +208,9 @@ impl KubeApi {
         while !ready(self) {
             assert!(
                 Instant::now() < deadline,
-                "timed out waiting for {what}; API server log:\n{}",
-                std::fs::read_to_string(self.dir.path().join("apiserver.log")).unwrap_or_default()
+                "timed out waiting for {what}; etcd log:\n{}\nAPI server log:\n{}",
+                log_tail(self.dir.path(), "etcd.log"),
+                log_tail(self.dir.path(), "apiserver.log")
             );
             std::thread::sleep(Duration::from_millis(200));
         }
