@@ -347,12 +347,7 @@ mod tests {
             Tasks::default(),
         );
         let get = || KubeRequest::Get {
-            resource: ApiResource {
-                group: "work.open-cluster-management.io".into(),
-                version: "v1".into(),
-                kind: "ManifestWork".into(),
-                plural: "manifestworks".into(),
-            },
+            resource: conductor_plugin_sdk::ocm::resources::manifest_works(),
             namespace: Some("cluster1".into()),
             name: "work1".into(),
         };

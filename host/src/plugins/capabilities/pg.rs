@@ -533,15 +533,19 @@ mod tests {
             config.statement_timeout,
             HumanDuration(std::time::Duration::from_secs(30))
         );
-        let databases = Databases::new(
+        (dir, pg, databases(config))
+    }
+
+    /// The capability's databases: `config` named `db`.
+    fn databases(config: DatabaseConfig) -> Arc<Databases> {
+        Databases::new(
             &BTreeMap::from([("db".to_owned(), config)]),
             &BTreeMap::new(),
             |p| p.to_owned(),
             Metrics::new(),
             Arc::default(),
         )
-        .unwrap();
-        (dir, pg, databases)
+        .unwrap()
     }
 
     /// A call's future stays small however large the statement's is: wasmtime's host function
@@ -549,16 +553,7 @@ mod tests {
     #[tokio::test]
     async fn a_call_moves_no_statement_future() {
         let config: DatabaseConfig = toml::from_str("url = \"postgres://conductor@127.0.0.1:1/db\"").unwrap();
-        let no_options = BTreeMap::new();
-        let databases = Databases::new(
-            &BTreeMap::from([("db".to_owned(), config)]),
-            &no_options,
-            |p| p.to_owned(),
-            Metrics::new(),
-            Arc::default(),
-        )
-        .unwrap();
-        let caps = capabilities(databases, Mode::Serve);
+        let caps = capabilities(databases(config), Mode::Serve);
         let mut session = PgSession::default();
         let statement = std::mem::size_of_val(&session.dispatch(&caps, query("SELECT 1", vec![], None)));
         let call = std::mem::size_of_val(&session.call(&caps, query("SELECT 1", vec![], None)));
