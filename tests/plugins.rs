@@ -573,10 +573,39 @@ async fn start_static_works(
     (c, client, sub, id)
 }
 
+/// How often the epoch thread has woken in `c` so far.
+fn epoch_ticks(c: &Conductor) -> u64 {
+    conductor_blackbox_tests::thread_context_switches(c.pid(), "wasm-epoch")
+}
+
+/// Once no component call has started for a second the epoch ticks every 50 ms, not every 5 ms: a
+/// host with components loaded is not woken 200 times a second for nothing.
+#[tokio::test]
+async fn an_idle_host_is_not_woken_by_the_epoch_every_5ms() {
+    let file = plugin_artifact("static-works", Form::Component);
+    let c = Conductor::start(&static_works(Form::Component, &file, ALL_GRANTS).replace("announce_after_ms = 300", ""))
+        .unwrap();
+    let mut client = c.client().await.unwrap();
+    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
+    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
+        .await
+        .unwrap();
+    sub.next_event().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (idle, ticks) = (Instant::now(), epoch_ticks(&c));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ticks_per_second = (epoch_ticks(&c) - ticks) as f64 / idle.elapsed().as_secs_f64();
+    println!("idle, the epoch ticked {ticks_per_second:.0} times a second");
+    assert!(
+        ticks_per_second < 40.0,
+        "the epoch ticked {ticks_per_second:.0} times a second"
+    );
+}
+
 /// Two component calls looping forever (every instance of their plugin busy) hold no runtime
-/// thread: they yield at every epoch tick until their deadline, so another plugin's calls on
-/// the same (two-thread) runtime go on. Without the yields both threads would be stuck until
-/// the deadline, 3 s away.
+/// thread: they yield at every epoch tick (every 5 ms while they run) until their deadline, so
+/// another plugin's calls on the same (two-thread) runtime go on. Without the yields both threads
+/// would be stuck until the deadline, 3 s away.
 #[tokio::test]
 async fn endless_loops_in_components_do_not_delay_other_plugins() {
     let config = format!(
@@ -615,13 +644,22 @@ async fn endless_loops_in_components_do_not_delay_other_plugins() {
             .is_err_and(|s| s.code() == Code::Unavailable)
     })
     .await;
-    let mut latencies = Vec::new();
+    let (mut latencies, measuring, ticks) = (Vec::new(), Instant::now(), epoch_ticks(&c));
     while latencies.len() < 100 && !loops.iter().all(|l| l.is_finished()) {
         let started = Instant::now();
         status_update(&mut client, &id, "static").await.unwrap();
         latencies.push(started.elapsed());
     }
-    println!("measured {} calls", latencies.len());
+    let ticks_per_second = (epoch_ticks(&c) - ticks) as f64 / measuring.elapsed().as_secs_f64();
+    println!(
+        "measured {} calls; the epoch ticked {ticks_per_second:.0} times a second",
+        latencies.len()
+    );
+    // Every 5 ms while a call runs (200 a second).
+    assert!(
+        ticks_per_second > 80.0,
+        "the epoch ticked {ticks_per_second:.0} times a second"
+    );
     assert!(
         loops.iter().all(|l| !l.is_finished()),
         "the loops ran during the measurement"

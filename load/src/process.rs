@@ -44,13 +44,26 @@ pub fn sample(pid: u32) -> Result<Sample> {
 /// lock, or a runtime with nothing to run) and was woken again: per event, the hand-overs between
 /// threads the event took. Threads that have ended are no longer counted.
 pub fn context_switches(pid: u32) -> Result<u64> {
+    switches_of_threads(pid, None)
+}
+
+/// The context switches so far of process `pid`'s threads named `name` (their `comm`).
+pub fn thread_context_switches(pid: u32, name: &str) -> Result<u64> {
+    switches_of_threads(pid, Some(name))
+}
+
+fn switches_of_threads(pid: u32, name: Option<&str>) -> Result<u64> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).with_context(|| format!("process {pid}"))?;
     let mut switches = 0;
     for task in tasks {
+        let task = task?.path();
         // A thread that ends while it is read is skipped.
-        let Ok(status) = std::fs::read_to_string(task?.path().join("status")) else {
+        let Ok(status) = std::fs::read_to_string(task.join("status")) else {
             continue;
         };
+        if name.is_some_and(|name| status.lines().next() != Some(&format!("Name:\t{name}"))) {
+            continue;
+        }
         for line in status.lines() {
             if let Some(n) = line
                 .strip_prefix("voluntary_ctxt_switches:")
@@ -80,6 +93,23 @@ mod tests {
         .join()
         .map(|after| assert!(after >= before + 20, "{before} → {after}"))
         .unwrap();
+    }
+
+    #[test]
+    fn counts_the_switches_of_the_threads_named() {
+        let pid = std::process::id();
+        assert_eq!(super::thread_context_switches(pid, "no-such-thread").unwrap(), 0);
+        let switcher = std::thread::Builder::new()
+            .name("switcher".into())
+            .spawn(move || {
+                for _ in 0..20 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                super::thread_context_switches(pid, "switcher").unwrap()
+            })
+            .unwrap();
+        let switched = switcher.join().unwrap();
+        assert!(switched >= 20, "{switched}");
     }
 
     #[test]

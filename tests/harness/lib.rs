@@ -600,6 +600,11 @@ pub fn context_switches(pid: u32) -> u64 {
     conductor_load::process::context_switches(pid).expect("the process's /proc/<pid>/task")
 }
 
+/// The context switches so far of process `pid`'s threads named `name`.
+pub fn thread_context_switches(pid: u32, name: &str) -> u64 {
+    conductor_load::process::thread_context_switches(pid, name).expect("the process's /proc/<pid>/task")
+}
+
 /// The resident memory of process `pid`, in KiB (`VmRSS` in `/proc/<pid>/status`).
 pub fn resident_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the process's status");

@@ -1,10 +1,9 @@
-//! The process-wide wasmtime engine (component model, epoch interruption, a thread that ticks
-//! the epoch), compilation, and what a compiled component imports.
+//! The process-wide wasmtime engine (component model, epoch interruption, the thread that ticks
+//! the epoch: [`epoch`]), compilation, and what a compiled component imports.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use conductor_plugin_sdk::Capability;
 use parking_lot::Mutex;
@@ -12,11 +11,9 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
 
-use super::compiled;
+use super::{compiled, epoch};
 use crate::plugins::runtime::LoadError;
 
-/// The epoch advances this often: a busy guest yields to the async runtime at least this often.
-const EPOCH_TICK: Duration = Duration::from_millis(5);
 pub(super) const WIT_PACKAGE: &str = "conductor:plugin/";
 
 /// The conductor interfaces every component may import, granted or not: the shared types, and
@@ -34,17 +31,7 @@ pub(super) fn engine() -> &'static Engine {
             config.profiler(wasmtime::ProfilingStrategy::PerfMap);
         }
         let engine = Engine::new(&config).expect("a valid wasmtime configuration");
-        let ticker = engine.weak();
-        std::thread::Builder::new()
-            .name("wasm-epoch".into())
-            .spawn(move || {
-                while let Some(engine) = ticker.upgrade() {
-                    engine.increment_epoch();
-                    drop(engine);
-                    std::thread::sleep(EPOCH_TICK);
-                }
-            })
-            .expect("the epoch thread starts");
+        epoch::start_ticker(engine.weak());
         engine
     })
 }

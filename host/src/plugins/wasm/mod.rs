@@ -15,6 +15,7 @@
 mod bindings;
 mod compiled;
 mod engine;
+mod epoch;
 mod imports;
 mod output;
 mod runtime;

@@ -63,7 +63,7 @@ async fn sandboxed(component: &Component) -> Result<(Store<State>, ConductorPlug
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
     stub_conductor_imports(&mut linker, component).map_err(|e| LoadError::Incompatible(format!("{e:#}")))?;
     let mut store = store(State::new(None, 64 << 20));
-    arm(&mut store, Duration::from_secs(5));
+    let _running = arm(&mut store, Duration::from_secs(5));
     let plugin = ConductorPlugin::instantiate_async(&mut store, component, &linker)
         .await
         .map_err(|e| LoadError::Incompatible(format!("not a conductor:plugin component: {e:#}")))?;
@@ -255,7 +255,7 @@ impl WasmRuntime {
             Box::pin(async move {
                 let name = capabilities.plugin().to_owned();
                 let mut store = store(State::new(Some(capabilities), memory));
-                arm(&mut store, call_timeout);
+                let running = arm(&mut store, call_timeout);
                 let plugin = pre
                     .instantiate_async(&mut store)
                     .await
@@ -265,6 +265,7 @@ impl WasmRuntime {
                     .call_init(&mut store, &config_json)
                     .await
                     .map_err(|e| Error::Internal(format!("plugin init trapped: {e:#}")));
+                drop(running);
                 store.data_mut().pg.end_call(&name).await;
                 init?.map_err(convert::from_wit_error)?;
                 Ok(Instance {
@@ -298,10 +299,11 @@ impl WasmRuntime {
 
     /// One attempt of `call` on `instance`: the outcome, and the instance if it may serve again.
     async fn attempt(&self, mut instance: Instance, call: &WitRequest) -> (Attempt, Option<Instance>) {
-        arm(&mut instance.store, self.call_timeout);
+        let running = arm(&mut instance.store, self.call_timeout);
         // The epoch callback bounds the guest's own time (and reports it as such); this bounds
         // time spent waiting in host calls, just after.
         let outcome = tokio::time::timeout(self.call_timeout + HOST_CALL_GRACE, self.run(&mut instance, call)).await;
+        drop(running);
         instance.store.data_mut().pg.end_call(&self.name).await;
         match outcome {
             Ok(Ok(answer)) => {

@@ -17,6 +17,7 @@ use super::output::{Output, Tail};
 use super::bindings::conductor::plugin::types;
 use super::bindings::convert;
 use super::engine::engine;
+use super::epoch::Running;
 use crate::plugins::capabilities::{Capabilities, OutputStream, PgSession};
 
 pub(super) struct State {
@@ -180,9 +181,11 @@ pub(super) fn store(state: State) -> Store<State> {
     store
 }
 
-pub(super) fn arm(store: &mut Store<State>, timeout: Duration) {
+/// Arms `store` for a call of at most `timeout`; the call runs while the answer is held.
+pub(super) fn arm(store: &mut Store<State>, timeout: Duration) -> Running {
     store.data_mut().deadline = Instant::now() + timeout;
     store.set_epoch_deadline(1);
+    Running::start()
 }
 
 pub(super) fn wit_error(e: Error) -> types::Error {
