@@ -583,14 +583,7 @@ fn epoch_ticks(c: &Conductor) -> u64 {
 #[tokio::test]
 async fn an_idle_host_is_not_woken_by_the_epoch_every_5ms() {
     let file = plugin_artifact("static-works", Form::Component);
-    let c = Conductor::start(&static_works(Form::Component, &file, ALL_GRANTS).replace("announce_after_ms = 300", ""))
-        .unwrap();
-    let mut client = c.client().await.unwrap();
-    let mut sub = subscribe(&mut client, "cluster1", WORKS).await.unwrap();
-    publish(&mut client, events::resync_request(WORKS, "cluster1", &[]))
-        .await
-        .unwrap();
-    sub.next_event().await.unwrap();
+    let (c, ..) = start_static_works(Form::Component, &file).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let (idle, ticks) = (Instant::now(), epoch_ticks(&c));
     tokio::time::sleep(Duration::from_secs(2)).await;
