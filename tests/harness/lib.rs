@@ -110,7 +110,7 @@ pub fn free_port() -> u16 {
     // Test processes running side by side start at different places in the span.
     let start = std::process::id().wrapping_mul(7_919);
     for _ in 0..span {
-        let port = LOWEST + start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % span.max(1);
+        let port = LOWEST + start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % span;
         let port = u16::try_from(port).expect("ports below the ephemeral range fit in u16");
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;

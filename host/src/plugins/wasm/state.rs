@@ -181,7 +181,8 @@ pub(super) fn store(state: State) -> Store<State> {
     store
 }
 
-/// Arms `store` for a call of at most `timeout`; the call runs while the answer is held.
+/// Arms `store` for a call of at most `timeout`; the call counts as running (for the epoch's
+/// pace) while the returned guard is held.
 pub(super) fn arm(store: &mut Store<State>, timeout: Duration) -> Running {
     store.data_mut().deadline = Instant::now() + timeout;
     store.set_epoch_deadline(1);
