@@ -4,8 +4,9 @@
 //! the initial list or the agents' subscriptions).
 //!
 //! - **kube delivery**: `CLUSTERS` (100) work agents, each on its own gRPC connection subscribed
-//!   to its own cluster; ManifestWorks changed in the API server at `RATES` (100 and 500)
-//!   changes/s, `CHANGES` (3,000) each, paced; the figure is CPU per delivered event, once every
+//!   to its own cluster; ManifestWorks (each with the cleanup finalizer and an agent's status
+//!   from the start, as on a hub, so every phase reads objects of the same size) changed in the
+//!   API server at `RATES` (100 and 500) changes/s, `CHANGES` (3,000) each, paced; the figure is CPU per delivered event, once every
 //!   change arrived, beside the server's context switches per event (summed over its threads: how
 //!   often a thread parked and was woken again, the hand-overs an event took). Floor:
 //!   `floor-kube deliver` (tests/floors/kube.rs): a plain kube-rs watcher, the SDK's
@@ -74,7 +75,8 @@ async fn client(kubeconfig: &std::path::Path) -> kube::Client {
 fn work(cluster: &str, name: &str) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-        "metadata": {"name": name, "namespace": cluster, "labels": {"app": name}},
+        "metadata": {"name": name, "namespace": cluster, "labels": {"app": name},
+                     "finalizers": ["cluster.open-cluster-management.io/manifest-work-cleanup"]},
         "spec": {"workload": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
@@ -475,16 +477,24 @@ async fn main() {
         let ns = format!("cluster-{c}");
         let works: Api<DynamicObject> = Api::namespaced_with(admin.clone(), &ns, &ar);
         for w in 0..per_cluster {
+            let name = format!("w{w}");
+            works.create(&PostParams::default(), &work(&ns, &name)).await.unwrap();
+            // As on a hub, every work carries its agent's status from the start, so every
+            // delivery phase, conductor's and the floor's, reads objects of the same size.
+            let (conditions, manifests) = common::status("initial", w);
+            let status = json!({"status": {"conditions": conditions, "resourceStatus": {"manifests": manifests}}});
             works
-                .create(&PostParams::default(), &work(&ns, &format!("w{w}")))
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
                 .await
                 .unwrap();
         }
     }
+    let sample: Api<DynamicObject> = Api::namespaced_with(admin.clone(), "cluster-0", &ar);
+    let size = serde_json::to_string(&sample.get("w0").await.unwrap()).map_or(0, |j| j.len());
     let total = clusters * per_cluster;
     println!(
-        "cpu_kube: {total} works across {clusters} clusters, one agent (connection + subscription) per cluster; \
-         delivery: {changes} changes at {rates:?}/s; status: {updates} updates at {status_rate}/s; {runs} runs; \
+        "cpu_kube: {total} works across {clusters} clusters ({size} bytes of JSON each, with a status), \
+         one agent (connection + subscription) per cluster; delivery: {changes} changes at {rates:?}/s; status: {updates} updates at {status_rate}/s; {runs} runs; \
          the kube plugin: {}; load average {}",
         std::env::var("PLUGIN_FORM").unwrap_or_else(|_| "component".into()),
         load_average()
@@ -550,8 +560,7 @@ async fn main() {
             .into_iter()
             .map(|w| w.into_iter().map(|(_, uid)| uid).collect())
             .collect();
-        // Warm-up: one update per work, so each carries the cleanup finalizer (its first update
-        // writes it) and the measured updates are one status write each.
+        // Warm-up: one update per work through this server, before the measured updates.
         let tag = format!("c{run}w");
         status_through_grpc(&agents, &uids, pid, (total, 200.0), &tag, None).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
