@@ -1,8 +1,10 @@
 //! Agent → hub requests for one plugin, handed over in batches when they wait together.
 //!
-//! Every request joins one line. A caller that gets a turn — at most `pool_size` callers have
-//! one at a time, the instances the plugin may run — takes what waits in the line (up to
-//! `limits.request_batch`) and makes one call of it: `handle` for a request that waited alone,
+//! Every request joins one line. A caller that gets a turn — at most `limits.request_calls`
+//! callers (by default `pool_size`, the instances the plugin may run) have one at a time — takes
+//! its share of what waits in the line, the oldest first: the line divided among the turns (so a
+//! burst keeps every instance busy rather than going to one call while the others idle), at most
+//! `limits.request_batch`. It makes one call of it: `handle` for a request that waited alone,
 //! `handle-batch` for two or more. Each result goes back to its own caller. Nothing waits to make
 //! a batch: at low load a caller finds only its own request and calls at once, as before; under
 //! load, requests that arrive while every turn is taken wait in the line and go together in the
@@ -119,7 +121,10 @@ impl Requests {
             let carries_own = batch.iter().any(|w| w.id == id);
             match batch.len() {
                 // Another caller's batch took it: its answer comes from there.
-                0 => return answer_of(answered).await,
+                0 => {
+                    drop(turn);
+                    return answer_of(answered).await;
+                }
                 1 if carries_own => run(Arc::clone(self), calls, batch, turn).await,
                 _ => {
                     tokio::spawn(run(Arc::clone(self), Arc::clone(calls), batch, turn));
@@ -133,10 +138,13 @@ impl Requests {
         }
     }
 
-    /// Up to a batch of the requests waiting, oldest first.
+    /// A turn's share of the requests waiting, oldest first: the line divided among the turns,
+    /// at most a batch. A plugin that handles a batch one request after another (the SDKs'
+    /// default) thus keeps as many calls running as before batches; one that does a batch's work
+    /// at once gets the whole line with one turn (`limits.request_calls = 1`).
     fn take(&self) -> Vec<Waiting> {
         let mut line = self.line.lock();
-        let n = line.len().min(self.batch);
+        let n = line.len().div_ceil(self.size).min(self.batch);
         line.drain(..n).collect()
     }
 
@@ -526,6 +534,40 @@ mod tests {
         assert!(calls[1..].iter().all(|c| !c.is_empty() && c.len() <= 2), "{calls:?}");
         let order: Vec<String> = calls[1..].concat();
         assert_eq!(order, ["a", "b", "c", "d", "e"], "oldest first");
+    }
+
+    #[tokio::test]
+    async fn a_burst_is_shared_among_the_turns_not_given_to_one_call() {
+        let (requests, calls, recorder) = setup(2, 100);
+        for id in ["first", "second"] {
+            recorder.hold(id);
+        }
+        let busy = [send(&requests, &calls, "first"), send(&requests, &calls, "second")];
+        until(|| recorder.calls().len() == 2).await;
+        let ids = ["a", "b", "c", "d", "e", "f"];
+        let waiting: Vec<_> = ids.iter().map(|id| send(&requests, &calls, id)).collect();
+        until(|| requests.line.lock().len() == ids.len()).await;
+        // The first turn to come free takes its share, half the line; while that call runs, the
+        // next turn takes half of what is left, and the one after it the rest.
+        recorder.hold("a");
+        recorder.release("first");
+        until(|| recorder.calls().len() == 3).await;
+        assert_eq!(recorder.calls()[2], ["a", "b", "c"]);
+        recorder.release("second");
+        until(|| recorder.finished.lock().len() == 4).await;
+        assert_eq!(
+            recorder.calls()[3..],
+            [vec!["d", "e"], vec!["f"]],
+            "half of what is left, then the rest"
+        );
+        // Only the held call keeps a turn: a caller whose request another call carries waits for
+        // its answer without one.
+        until(|| requests.turns.available_permits() == 1).await;
+        recorder.release("a");
+        for task in busy.into_iter().chain(waiting) {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(recorder.calls()[2..].concat(), ids, "each once, oldest first");
     }
 
     #[tokio::test(start_paused = true)]
