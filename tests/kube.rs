@@ -17,13 +17,12 @@ use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
 use conductor_blackbox_tests::{
     CLUSTERS, CloudEventServiceClient, Conductor, Form, LEASES, Sub, WORKS, proto, publish, python_agent, subscribe,
 };
-use kube_api::{Front, KubeApi, kube_config};
+use kube_api::{FINALIZER, Front, KubeApi, kube_config};
 use serde_json::{Value, json};
 use tonic::Code;
 use tonic::transport::Channel;
 
 const WORK_PATH: &str = "/apis/work.open-cluster-management.io/v1";
-const FINALIZER: &str = "cluster.open-cluster-management.io/manifest-work-cleanup";
 
 struct Hub {
     api: KubeApi,

@@ -61,7 +61,8 @@ fn switches_of_threads(pid: u32, name: Option<&str>) -> Result<u64> {
         let Ok(status) = std::fs::read_to_string(task.join("status")) else {
             continue;
         };
-        if name.is_some_and(|name| status.lines().next() != Some(&format!("Name:\t{name}"))) {
+        let named = status.lines().next().and_then(|l| l.strip_prefix("Name:\t"));
+        if name.is_some_and(|name| named != Some(name)) {
             continue;
         }
         for line in status.lines() {

@@ -76,7 +76,7 @@ fn work(cluster: &str, name: &str) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
         "metadata": {"name": name, "namespace": cluster, "labels": {"app": name},
-                     "finalizers": ["cluster.open-cluster-management.io/manifest-work-cleanup"]},
+                     "finalizers": [kube_api::FINALIZER]},
         "spec": {"workload": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
@@ -478,11 +478,16 @@ async fn main() {
         let works: Api<DynamicObject> = Api::namespaced_with(admin.clone(), &ns, &ar);
         for w in 0..per_cluster {
             let name = format!("w{w}");
-            works.create(&PostParams::default(), &work(&ns, &name)).await.unwrap();
-            // As on a hub, every work carries its agent's status from the start, so every
-            // delivery phase, conductor's and the floor's, reads objects of the same size.
+            let created = works.create(&PostParams::default(), &work(&ns, &name)).await.unwrap();
+            // As on a hub, every work carries its agent's status from the start (the kube
+            // plugin's patch), so every delivery phase, conductor's and the floor's, reads
+            // objects of the same size.
             let (conditions, manifests) = common::status("initial", w);
-            let status = json!({"status": {"conditions": conditions, "resourceStatus": {"manifests": manifests}}});
+            let (uid, version) = (
+                created.metadata.uid.unwrap(),
+                created.metadata.resource_version.unwrap(),
+            );
+            let status = common::status_patch(&uid, &version, &conditions, &manifests);
             works
                 .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
                 .await

@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 use conductor_blackbox_tests::free_port;
 use serde_json::Value;
 
+/// The finalizer the kube plugin keeps on a ManifestWork until its agent reports it deleted.
+pub const FINALIZER: &str = "cluster.open-cluster-management.io/manifest-work-cleanup";
+
 pub struct KubeApi {
     pub dir: tempfile::TempDir,
     pub port: u16,
