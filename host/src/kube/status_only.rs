@@ -2,11 +2,12 @@
 //! status-only changes (`kube.watch-with`) keeps in its cache but does not hand to the plugin.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::DynamicObject;
+
+use super::object::Object;
 
 /// Whether `after` differs from `before` only in its `status`, `metadata.resourceVersion` and
 /// `metadata.managedFields`: what the API server changes when someone writes the status alone.
-pub fn only_status_changed(before: &DynamicObject, after: &DynamicObject) -> bool {
+pub fn only_status_changed(before: &Object, after: &Object) -> bool {
     // Every field of the metadata is named, so a field k8s-openapi adds is compared or left out
     // here on purpose, not forgotten.
     let ObjectMeta {
@@ -40,38 +41,28 @@ pub fn only_status_changed(before: &DynamicObject, after: &DynamicObject) -> boo
         && *owner_references == now.owner_references
         && *self_link == now.self_link
         && *uid == now.uid;
-    same_metadata && before.types == after.types && same_but_status(&before.data, &after.data)
-}
-
-/// Whether two objects' fields other than `metadata` are the same, `status` aside.
-fn same_but_status(before: &serde_json::Value, after: &serde_json::Value) -> bool {
-    let (Some(before), Some(after)) = (before.as_object(), after.as_object()) else {
-        return before == after;
-    };
-    let fields = |o: &'_ serde_json::Map<String, serde_json::Value>| o.keys().filter(|k| *k != "status").count();
-    fields(before) == fields(after)
-        && before
-            .iter()
-            .filter(|(k, _)| *k != "status")
-            .all(|(k, v)| after.get(k) == Some(v))
+    same_metadata && before.same_but_status(after)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn work(spec: serde_json::Value, status: serde_json::Value, resource_version: &str) -> DynamicObject {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "work.open-cluster-management.io/v1",
-            "kind": "ManifestWork",
-            "metadata": {
-                "name": "w", "namespace": "c1", "uid": "u1", "generation": 1,
-                "resourceVersion": resource_version, "labels": {"a": "b"},
-                "managedFields": [{"manager": resource_version}],
-            },
-            "spec": spec,
-            "status": status,
-        }))
+    fn work(spec: serde_json::Value, status: serde_json::Value, resource_version: &str) -> Object {
+        Object::from_json(
+            &serde_json::json!({
+                "apiVersion": "work.open-cluster-management.io/v1",
+                "kind": "ManifestWork",
+                "metadata": {
+                    "name": "w", "namespace": "c1", "uid": "u1", "generation": 1,
+                    "resourceVersion": resource_version, "labels": {"a": "b"},
+                    "managedFields": [{"manager": resource_version}],
+                },
+                "spec": spec,
+                "status": status,
+            })
+            .to_string(),
+        )
         .expect("a ManifestWork")
     }
 
@@ -104,8 +95,9 @@ mod tests {
         deleting.metadata.deletion_timestamp = serde_json::from_value(serde_json::json!("2026-12-06T00:00:00Z")).ok();
         assert!(deleting.metadata.deletion_timestamp.is_some());
         assert!(!only_status_changed(&before, &deleting));
-        let mut field = before.clone();
-        field.data["extra"] = serde_json::json!(true);
+        let mut field = serde_json::from_str::<serde_json::Value>(before.json()).unwrap();
+        field["extra"] = serde_json::json!(true);
+        let field = Object::from_json(&field.to_string()).unwrap();
         assert!(!only_status_changed(&before, &field));
         assert!(!only_status_changed(&field, &before));
     }

@@ -15,13 +15,13 @@ use tokio::sync::Notify;
 use conductor_plugin_sdk::HostEvent;
 use conductor_plugin_sdk::kube::{ApiResource, WatchEvent, WatchOptions};
 use futures::StreamExt;
-use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::api::api_resource;
 use super::cache::{Cache, Filler};
+use super::object::Object;
 use super::selector::{FieldSelector, LabelSelector};
 use crate::host_events::{EventKey, EventQueue};
 use crate::telemetry::PluginMetrics;
@@ -92,7 +92,7 @@ impl Watch {
                 .cache
                 .get(namespace, name)
                 .filter(|o| labels.matches(o.labels()))
-                .and_then(|o| serde_json::to_string(&*o).ok())
+                .map(|o| o.json().to_owned())
                 .into_iter()
                 .collect();
         }
@@ -106,7 +106,7 @@ impl Watch {
                     && labels.matches(o.labels())
             })
             .iter()
-            .filter_map(|o| serde_json::to_string(&**o).ok())
+            .map(|o| o.json().to_owned())
             .collect()
     }
 }
@@ -123,7 +123,7 @@ pub fn start(
     let labels = LabelSelector::parse(key.labels.as_deref().unwrap_or_default())
         .map_err(|e| conductor_plugin_sdk::Error::Invalid(e.to_string()))?;
     let ar = api_resource(&key.resource);
-    let api: Api<DynamicObject> = match &key.namespace {
+    let api: Api<Object> = match &key.namespace {
         Some(ns) => Api::namespaced_with(client, ns, &ar),
         None => Api::all_with(client, &ar),
     };
@@ -147,7 +147,7 @@ pub fn start(
 
 async fn forward(
     watch: Arc<Watch>,
-    api: Api<DynamicObject>,
+    api: Api<Object>,
     config: watcher::Config,
     metrics: PluginMetrics,
     queue: Arc<EventQueue>,
@@ -203,9 +203,7 @@ async fn forward(
                     namespace: object.metadata.namespace.clone().unwrap_or_default(),
                     name: object.metadata.name.clone().unwrap_or_default(),
                 };
-                let Ok(json) = serde_json::to_string(&*object) else {
-                    continue;
-                };
+                let json = object.json().to_owned();
                 let event = HostEvent::Watch(WatchEvent {
                     resource: resource.clone(),
                     change,
