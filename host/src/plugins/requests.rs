@@ -3,8 +3,8 @@
 //! Every request joins one line. A caller that gets a turn — at most `limits.request_calls`
 //! callers (by default `pool_size`, the instances the plugin may run) have one at a time — takes
 //! its share of what waits in the line, the oldest first: the line divided among the turns (so a
-//! burst keeps every instance busy rather than going to one call while the others idle), at most
-//! `limits.request_batch`. It makes one call of it: `handle` for a request that waited alone,
+//! burst keeps every instance busy rather than going to one call while the others idle), or the
+//! whole line for a plugin that imports `requests` (below), at most `limits.request_batch`. It makes one call of it: `handle` for a request that waited alone,
 //! `handle-batch` for two or more. Each result goes back to its own caller. Nothing waits to make
 //! a batch: at low load a caller finds only its own request and calls at once, as before; under
 //! load, requests that arrive while every turn is taken wait in the line and go together in the
@@ -138,14 +138,18 @@ impl Requests {
         }
     }
 
-    /// A turn's share of the requests waiting, oldest first: the line divided among the turns,
-    /// at most a batch. A plugin that handles a batch one request after another (the SDKs'
-    /// default) thus keeps as many calls running as before batches; one that does a batch's work
-    /// at once gets the whole line with one turn (`limits.request_calls = 1`).
+    /// A turn's share of the requests waiting, oldest first, at most a batch. A plugin that
+    /// handles a batch one request after another (the SDKs' default) gets the line divided among
+    /// the turns, and so keeps as many calls running as before batches. One that takes what waits
+    /// into its running call (`requests`) does a batch's work at once (one transaction): its turn
+    /// takes the whole line, as a call dividing it would only pay that work more often.
     fn take(&self) -> Vec<Waiting> {
         let mut line = self.line.lock();
-        let n = line.len().div_ceil(self.size).min(self.batch);
-        line.drain(..n).collect()
+        let share = match self.takes_waiting {
+            true => line.len(),
+            false => line.len().div_ceil(self.size),
+        };
+        line.drain(..share.min(self.batch)).collect()
     }
 
     /// Takes request `id` out of the line; false if it is no longer there.
@@ -568,6 +572,33 @@ mod tests {
             task.await.unwrap().unwrap();
         }
         assert_eq!(recorder.calls()[2..].concat(), ids, "each once, oldest first");
+    }
+
+    #[tokio::test]
+    async fn a_plugin_that_takes_what_waits_gets_the_whole_line_with_a_turn() {
+        let (requests, calls, recorder) = setup_taking(2, 100, true);
+        // This recorder does not take in what waits while it runs: the line is cut at a turn only.
+        recorder.takes.store(false, Ordering::Relaxed);
+        for id in ["first", "second"] {
+            recorder.hold(id);
+        }
+        let busy = [send(&requests, &calls, "first"), send(&requests, &calls, "second")];
+        until(|| recorder.calls().len() == 2).await;
+        let ids = ["a", "b", "c", "d", "e", "f"];
+        let waiting: Vec<_> = ids.iter().map(|id| send(&requests, &calls, id)).collect();
+        until(|| requests.line.lock().len() == ids.len()).await;
+        recorder.release("first");
+        until(|| recorder.calls().len() >= 3).await;
+        assert_eq!(
+            recorder.calls()[2],
+            ids,
+            "one call, one transaction, for all that waited"
+        );
+        recorder.release("second");
+        for task in busy.into_iter().chain(waiting) {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(recorder.calls().len(), 3);
     }
 
     #[tokio::test(start_paused = true)]
