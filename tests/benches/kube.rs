@@ -5,7 +5,8 @@
 //!   works across 100 clusters, beside a bare kube-rs watcher on the same API server receiving
 //!   the same change (the floor);
 //! - resync: the time for a cluster with 1,000 works to get them all;
-//! - status updates written per second: every agent publishes the status of its works at once.
+//! - status updates written per second: every agent publishes the status of its works at once;
+//! - conductor's resident memory with every work in its watch's cache, after the status updates.
 //!
 //! `cargo build --release -p conductor && scripts/build-plugins.sh && \
 //!  cargo bench -p conductor-blackbox-tests --bench kube`
@@ -18,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use conductor_blackbox_tests::events::{self, attr_str, integer, string};
-use conductor_blackbox_tests::{Conductor, Form, WORKS, env_usize, median, publish, subscribe};
+use conductor_blackbox_tests::{Conductor, Form, WORKS, env_usize, median, publish, resident_kib, subscribe};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -103,8 +104,8 @@ async fn main() {
         clusters * per_cluster
     );
 
-    let (mut p50s, mut p99s, mut bare50s, mut bare99s, mut resyncs, mut rates, mut ceilings) =
-        (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut p50s, mut p99s, mut bare50s, mut bare99s, mut resyncs, mut rates, mut ceilings, mut residents) =
+        (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
     for run in 0..runs {
         let c = Conductor::start_with_config(&format!(
             "{}{}",
@@ -285,9 +286,12 @@ async fn main() {
             t.await.unwrap();
         }
         let ceiling = uids.len() as f64 / started.elapsed().as_secs_f64();
+        // What conductor holds with every work in its watch's cache, most of them now with a
+        // status: compared between builds, what a cached work costs.
+        let resident = resident_kib(c.pid()) as f64 / 1024.0;
 
         println!(
-            "  run {run}: change → agent p50 {:.2} ms p99 {:.2} ms ({missing} missing) | bare watch p50 {:.2} ms p99 {:.2} ms | resync of {big} works {:.0} ms | {} status updates written, {rate:.0}/s (bare patches {ceiling:.0}/s)",
+            "  run {run}: change → agent p50 {:.2} ms p99 {:.2} ms ({missing} missing) | bare watch p50 {:.2} ms p99 {:.2} ms | resync of {big} works {:.0} ms | {} status updates written, {rate:.0}/s (bare patches {ceiling:.0}/s) | resident {resident:.1} MiB",
             ms(percentile(&ours, 0.5)),
             ms(percentile(&ours, 0.99)),
             ms(percentile(&floor, 0.5)),
@@ -302,15 +306,18 @@ async fn main() {
         resyncs.push(ms(resync));
         rates.push(rate);
         ceilings.push(ceiling);
+        residents.push(resident);
         drop(c);
     }
     let (p50, p99, b50, b99) = (median(p50s), median(p99s), median(bare50s), median(bare99s));
     println!(
-        "median of {runs}: change → agent p50 {p50:.2} ms p99 {p99:.2} ms | bare watch p50 {b50:.2} ms p99 {b99:.2} ms ({:.2}× / {:.2}×) | resync of {big} works {:.0} ms | status updates {:.0}/s (bare patches {:.0}/s)",
+        "median of {runs}: change → agent p50 {p50:.2} ms p99 {p99:.2} ms | bare watch p50 {b50:.2} ms p99 {b99:.2} ms ({:.2}× / {:.2}×) | resync of {big} works {:.0} ms | status updates {:.0}/s (bare patches {:.0}/s) | conductor resident {:.1} MiB with {} works cached",
         p50 / b50,
         p99 / b99,
         median(resyncs),
         median(rates),
         median(ceilings),
+        median(residents),
+        clusters * per_cluster + big,
     );
 }
