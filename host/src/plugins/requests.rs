@@ -540,17 +540,28 @@ mod tests {
         assert_eq!(order, ["a", "b", "c", "d", "e"], "oldest first");
     }
 
-    #[tokio::test]
-    async fn a_burst_is_shared_among_the_turns_not_given_to_one_call() {
-        let (requests, calls, recorder) = setup(2, 100);
+    /// Two turns taken by the held calls `first` and `second`, and six requests waiting in the
+    /// line behind them: their ids, and the tasks of all eight callers.
+    async fn both_turns_held_and_six_waiting(
+        requests: &Arc<Requests>,
+        calls: &Arc<PluginCalls>,
+        recorder: &Recorder,
+    ) -> ([&'static str; 6], Vec<tokio::task::JoinHandle<Result<(), Error>>>) {
         for id in ["first", "second"] {
             recorder.hold(id);
         }
-        let busy = [send(&requests, &calls, "first"), send(&requests, &calls, "second")];
+        let mut tasks = vec![send(requests, calls, "first"), send(requests, calls, "second")];
         until(|| recorder.calls().len() == 2).await;
         let ids = ["a", "b", "c", "d", "e", "f"];
-        let waiting: Vec<_> = ids.iter().map(|id| send(&requests, &calls, id)).collect();
+        tasks.extend(ids.iter().map(|id| send(requests, calls, id)));
         until(|| requests.line.lock().len() == ids.len()).await;
+        (ids, tasks)
+    }
+
+    #[tokio::test]
+    async fn a_burst_is_shared_among_the_turns_not_given_to_one_call() {
+        let (requests, calls, recorder) = setup(2, 100);
+        let (ids, tasks) = both_turns_held_and_six_waiting(&requests, &calls, &recorder).await;
         // The first turn to come free takes its share, half the line; while that call runs, the
         // next turn takes half of what is left, and the one after it the rest.
         recorder.hold("a");
@@ -568,7 +579,7 @@ mod tests {
         // its answer without one.
         until(|| requests.turns.available_permits() == 1).await;
         recorder.release("a");
-        for task in busy.into_iter().chain(waiting) {
+        for task in tasks {
             task.await.unwrap().unwrap();
         }
         assert_eq!(recorder.calls()[2..].concat(), ids, "each once, oldest first");
@@ -579,14 +590,7 @@ mod tests {
         let (requests, calls, recorder) = setup_taking(2, 100, true);
         // This recorder does not take in what waits while it runs: the line is cut at a turn only.
         recorder.takes.store(false, Ordering::Relaxed);
-        for id in ["first", "second"] {
-            recorder.hold(id);
-        }
-        let busy = [send(&requests, &calls, "first"), send(&requests, &calls, "second")];
-        until(|| recorder.calls().len() == 2).await;
-        let ids = ["a", "b", "c", "d", "e", "f"];
-        let waiting: Vec<_> = ids.iter().map(|id| send(&requests, &calls, id)).collect();
-        until(|| requests.line.lock().len() == ids.len()).await;
+        let (ids, tasks) = both_turns_held_and_six_waiting(&requests, &calls, &recorder).await;
         recorder.release("first");
         until(|| recorder.calls().len() >= 3).await;
         assert_eq!(
@@ -595,7 +599,7 @@ mod tests {
             "one call, one transaction, for all that waited"
         );
         recorder.release("second");
-        for task in busy.into_iter().chain(waiting) {
+        for task in tasks {
             task.await.unwrap().unwrap();
         }
         assert_eq!(recorder.calls().len(), 3);
