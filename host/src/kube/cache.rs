@@ -1,10 +1,11 @@
 //! A watch's cache: the objects its last list and the changes since left, by namespace and name.
 //!
 //! Each object is kept as the API server sent it ([`super::object`]) and shared with the change
-//! that delivers it, not copied (kube-runtime's reflector `Writer` stores a deep copy of every object it is given,
-//! which on a watch of ManifestWorks cost about 5 % of the delivery path). While the watcher lists
-//! again, the cache goes on serving what it held; the new list is gathered beside it and takes
-//! its place when the list is done, and what the new list no longer has is reported as deleted.
+//! that delivers it, not copied (kube-runtime's reflector `Writer` stores a deep copy of every
+//! object it is given, which on a watch of ManifestWorks cost about 5 % of the delivery path).
+//! While the watcher lists again, the cache goes on serving what it held; the new list is gathered
+//! beside it and takes its place when the list is done, and what the new list no longer has is
+//! reported as deleted.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,8 +1,8 @@
 //! The Kubernetes API server named in `conductor.toml` (`[kubernetes]`), for the plugins granted
 //! `kube`: dynamic objects read and written as JSON ([`api`]), watches as resumable streams with a
 //! cache that lists are answered from ([`watch`], [`cache`]) of objects kept as the API server
-//! sent them ([`object`]), and label selectors evaluated as the API server
-//! evaluates them ([`selector`]).
+//! sent them ([`object`]), and label selectors evaluated as the API server evaluates them
+//! ([`selector`]).
 
 pub mod api;
 pub mod cache;

@@ -4,11 +4,12 @@
 //! callers (by default `pool_size`, the instances the plugin may run) have one at a time — takes
 //! its share of what waits in the line, the oldest first: the line divided among the turns (so a
 //! burst keeps every instance busy rather than going to one call while the others idle), or the
-//! whole line for a plugin that imports `requests` (below), at most `limits.request_batch`. It makes one call of it: `handle` for a request that waited alone,
-//! `handle-batch` for two or more. Each result goes back to its own caller. Nothing waits to make
-//! a batch: at low load a caller finds only its own request and calls at once, as before; under
-//! load, requests that arrive while every turn is taken wait in the line and go together in the
-//! next call (the group commit of a database, made at the plugin's door).
+//! whole line for a plugin that imports `requests` (below), at most `limits.request_batch`. It
+//! makes one call of it: `handle` for a request that waited alone, `handle-batch` for two or
+//! more. Each result goes back to its own caller. Nothing waits to make a batch: at low load a
+//! caller finds only its own request and calls at once, as before; under load, requests that
+//! arrive while every turn is taken wait in the line and go together in the next call (the group
+//! commit of a database, made at the plugin's door).
 //!
 //! A caller that finds its request taken by another's batch waits for that batch's answer. A
 //! batch carrying other callers' requests runs on a task of its own, so a caller that goes away
