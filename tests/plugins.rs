@@ -578,8 +578,8 @@ fn epoch_ticks(c: &Conductor) -> u64 {
     conductor_blackbox_tests::thread_context_switches(c.pid(), "wasm-epoch")
 }
 
-/// Once no component call has started for a second the epoch ticks every 50 ms, not every 5 ms: a
-/// host with components loaded is not woken 200 times a second for nothing.
+/// While no component call runs the epoch thread looks every 50 ms, not every 5 ms: a host with
+/// components loaded is not woken 200 times a second for nothing.
 #[tokio::test]
 async fn an_idle_host_is_not_woken_by_the_epoch_every_5ms() {
     let file = plugin_artifact("static-works", Form::Component);
@@ -595,10 +595,32 @@ async fn an_idle_host_is_not_woken_by_the_epoch_every_5ms() {
     );
 }
 
+/// Nor is a host serving a steady stream of short calls, 100 a second: a call is seldom running
+/// when the epoch thread looks, so it keeps the quiet pace instead of ticking every 5 ms.
+#[tokio::test]
+async fn short_calls_at_a_steady_rate_do_not_make_the_epoch_tick_every_5ms() {
+    let file = plugin_artifact("static-works", Form::Component);
+    let (c, mut client, _sub, id) = start_static_works(Form::Component, &file).await;
+    let (started, ticks, mut calls) = (Instant::now(), epoch_ticks(&c), 0);
+    let mut pace = tokio::time::interval(Duration::from_millis(10));
+    while started.elapsed() < Duration::from_secs(2) {
+        pace.tick().await;
+        status_update(&mut client, &id, "static").await.unwrap();
+        calls += 1;
+    }
+    let ticks_per_second = (epoch_ticks(&c) - ticks) as f64 / started.elapsed().as_secs_f64();
+    println!("{calls} calls in 2 s; the epoch ticked {ticks_per_second:.0} times a second");
+    assert!(calls >= 100, "only {calls} calls in 2 s");
+    assert!(
+        ticks_per_second < 60.0,
+        "the epoch ticked {ticks_per_second:.0} times a second"
+    );
+}
+
 /// Two component calls looping forever (every instance of their plugin busy) hold no runtime
-/// thread: they yield at every epoch tick (every 5 ms while they run) until their deadline, so
-/// another plugin's calls on the same (two-thread) runtime go on. Without the yields both threads
-/// would be stuck until the deadline, 3 s away.
+/// thread: they yield at every epoch tick (the first within 50 ms, then every 5 ms while they
+/// run) until their deadline, so another plugin's calls on the same (two-thread) runtime go on.
+/// Without the yields both threads would be stuck until the deadline, 3 s away.
 #[tokio::test]
 async fn endless_loops_in_components_do_not_delay_other_plugins() {
     let config = format!(
