@@ -1,11 +1,10 @@
-//! The thread that ticks the engine's epoch: every 5 ms while a guest call is running, so a busy
-//! guest yields to the async runtime at least that often once it has yielded first; every 50 ms
-//! while none is, so a host whose calls are short is not woken 200 times a second.
+//! The thread that ticks the engine's epoch: every 5 ms while a guest call is running, every
+//! 50 ms while none is. A busy guest yields to the async runtime at each tick (and traps at the
+//! first one past its deadline): first within 50 ms of its start, then every 5 ms.
 //!
-//! A call that starts between two quiet ticks yields first at the next one, within 50 ms. Short
-//! calls (most plugin calls take well under a millisecond) are seldom running when the ticker
-//! looks, so under steady load the thread wakes about 20 times a second instead of 200: at 100
-//! kube deliveries a second that took about 2 context switches and 20 µs of CPU per event
+//! Short calls (most plugin calls take well under a millisecond) are seldom running when the
+//! ticker looks, so under steady load the thread wakes about 20 times a second instead of 200: at
+//! 100 kube deliveries a second that was about 2 context switches and 20 µs of CPU per event
 //! (BENCHMARKS.md, "cpu_kube").
 
 use std::sync::atomic::{AtomicUsize, Ordering};
