@@ -30,7 +30,10 @@
 //!  cargo bench -p conductor-blackbox-tests --bench cpu_kube`
 //!
 //! `CONDUCTOR_BIN=<dir>/release/conductor` measures another build, to compare: the host there and
-//! the kube component in `<dir>/wasm32-wasip2/plugin/`. `PLUGIN_FORM=native` loads the kube
+//! the kube component in `<dir>/wasm32-wasip2/plugin/`. `CONDUCTOR_BIN_B=<dir>/release/conductor`
+//! runs a second build beside it in every run (A B in even runs, B A in odd ones, then the
+//! floors) and prints each build's medians and the median of the runs' B / A: the way to measure a
+//! change against the build before it on this noisy machine. `PLUGIN_FORM=native` loads the kube
 //! plugin as a native library instead (`cargo build --release -p kube-plugin`, beside the
 //! binary): the difference is what the component boundary costs.
 
@@ -45,6 +48,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use conductor_blackbox_tests::builds::{self, Build};
 use conductor_blackbox_tests::context_switches as switches;
 use conductor_blackbox_tests::cpu_seconds as cpu;
 use conductor_blackbox_tests::events::{self, attr_str, integer, string};
@@ -440,13 +444,48 @@ async fn written_last(admin: &kube::Client, clusters: usize, per_agent: usize, t
 }
 
 struct Row {
-    conductor: Vec<f64>,
+    /// Each build's figures (A, then B with `CONDUCTOR_BIN_B`), a figure per run.
+    conductor: Vec<Vec<f64>>,
     floor: Vec<f64>,
-    /// Context switches per event of conductor and of the floor (deliveries only).
-    conductor_switches: Vec<f64>,
+    /// Context switches per event of each build and of the floor (deliveries only).
+    conductor_switches: Vec<Vec<f64>>,
     floor_switches: Vec<f64>,
     /// The status floor that is asked (`floor-kube serve-status`); not kept for deliveries.
     served: Vec<f64>,
+}
+
+impl Row {
+    fn new(builds: usize) -> Self {
+        Self {
+            conductor: vec![vec![]; builds],
+            floor: vec![],
+            conductor_switches: vec![vec![]; builds],
+            floor_switches: vec![],
+            served: vec![],
+        }
+    }
+
+    /// With two builds: the median of the runs' B / A, and the median of their ratios to the
+    /// floor of the same run.
+    fn compared(&self) -> Option<String> {
+        let [a, b] = &self.conductor[..] else { return None };
+        let of_floor = |c: &[f64]| median(c.iter().zip(&self.floor).map(|(c, f)| c / f).collect());
+        Some(format!(
+            "B / A {:.3} (median of the runs' ratios); to the floor of each run A {:.2}×, B {:.2}×",
+            median(b.iter().zip(a).map(|(b, a)| b / a).collect()),
+            of_floor(a),
+            of_floor(b)
+        ))
+    }
+}
+
+/// How a build is named in a printed line: nothing when it is the only one.
+fn named(build: &Build, builds: &[Build]) -> String {
+    if builds.len() > 1 {
+        format!(" {}", build.label)
+    } else {
+        String::new()
+    }
 }
 
 fn us(cpu_seconds: f64, events: usize) -> f64 {
@@ -510,84 +549,73 @@ async fn main() {
         plugin_entry(&front)
     );
 
-    let mut delivery_rows: Vec<Row> = rates
-        .iter()
-        .map(|_| Row {
-            conductor: vec![],
-            floor: vec![],
-            conductor_switches: vec![],
-            floor_switches: vec![],
-            served: vec![],
-        })
-        .collect();
-    let mut status_row = Row {
-        conductor: vec![],
-        floor: vec![],
-        conductor_switches: vec![],
-        floor_switches: vec![],
-        served: vec![],
-    };
+    let builds = builds::builds();
+    let mut delivery_rows: Vec<Row> = rates.iter().map(|_| Row::new(builds.len())).collect();
+    let mut status_row = Row::new(builds.len());
     let mut serial = 0;
     for run in 0..runs {
-        let profiling = run == 0;
-        // conductor: delivery at each rate, then status.
-        let server = Server::Conductor(Conductor::start_with_config(&conductor_config).unwrap());
-        let pid = server.pid();
-        let agents = connect_agents(&server, clusters).await;
-        agents.settle(total).await;
-        for (i, rate) in rates.iter().enumerate() {
-            let name = format!("cpu-kube-delivery-{rate}");
-            let title = format!("conductor: kube delivery, {rate} changes/s, {clusters} agents");
-            let d = delivery(
-                &admin,
-                &agents,
-                pid,
-                (clusters, per_cluster),
-                (changes, *rate as f64),
-                serial,
-                profiling.then_some((name.as_str(), title.as_str())),
-            )
-            .await;
-            serial += 1;
-            let (per, switched) = (us(d.cpu, changes), d.switches as f64 / changes as f64);
-            println!(
-                "  run {run}: conductor delivery {rate}/s: {per:.1} µs/event ({:.2} CPU s, {switched:.1} switches/event, {} missing, writes {:.0}/s, load {})",
-                d.cpu,
-                d.missing,
-                d.reached,
-                load_average()
-            );
-            delivery_rows[i].conductor.push(per);
-            delivery_rows[i].conductor_switches.push(switched);
-        }
         let uids: Vec<Vec<String>> = works_by_cluster(&admin, clusters)
             .await
             .into_iter()
             .map(|w| w.into_iter().map(|(_, uid)| uid).collect())
             .collect();
-        // Warm-up: one update per work through this server, before the measured updates.
-        let tag = format!("c{run}w");
-        status_through_grpc(&agents, &uids, pid, (total, 200.0), &tag, None).await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let tag = format!("c{run}");
-        let (used, failed) = status_through_grpc(
-            &agents,
-            &uids,
-            pid,
-            (updates, status_rate),
-            &tag,
-            profiling.then_some(("cpu-kube-status", "conductor: kube status updates written")),
-        )
-        .await;
-        let ok = written_last(&admin, clusters, updates / clusters, &tag).await;
-        let per = us(used, updates);
-        println!(
-            "  run {run}: conductor status: {per:.1} µs/status ({used:.2} CPU s, {failed} failed, {ok}, load {})",
-            load_average()
-        );
-        status_row.conductor.push(per);
-        drop(agents);
-        drop(server);
+        for (b, build) in builds::in_turn(&builds, run) {
+            let profiling = run == 0 && b == 0;
+            let name_b = named(build, &builds);
+            // conductor: delivery at each rate, then status.
+            let server = Server::Conductor(build.start(&conductor_config, &builds[0]).unwrap());
+            let pid = server.pid();
+            let agents = connect_agents(&server, clusters).await;
+            agents.settle(total).await;
+            for (i, rate) in rates.iter().enumerate() {
+                let name = format!("cpu-kube-delivery-{rate}");
+                let title = format!("conductor: kube delivery, {rate} changes/s, {clusters} agents");
+                let d = delivery(
+                    &admin,
+                    &agents,
+                    pid,
+                    (clusters, per_cluster),
+                    (changes, *rate as f64),
+                    serial,
+                    profiling.then_some((name.as_str(), title.as_str())),
+                )
+                .await;
+                serial += 1;
+                let (per, switched) = (us(d.cpu, changes), d.switches as f64 / changes as f64);
+                println!(
+                    "  run {run}: conductor{name_b} delivery {rate}/s: {per:.1} µs/event ({:.2} CPU s, {switched:.1} switches/event, {} missing, writes {:.0}/s, load {})",
+                    d.cpu,
+                    d.missing,
+                    d.reached,
+                    load_average()
+                );
+                delivery_rows[i].conductor[b].push(per);
+                delivery_rows[i].conductor_switches[b].push(switched);
+            }
+            // Warm-up: one update per work through this server, before the measured updates.
+            let tag = format!("c{run}{b}w");
+            status_through_grpc(&agents, &uids, pid, (total, 200.0), &tag, None).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let tag = format!("c{run}{b}");
+            let (used, failed) = status_through_grpc(
+                &agents,
+                &uids,
+                pid,
+                (updates, status_rate),
+                &tag,
+                profiling.then_some(("cpu-kube-status", "conductor: kube status updates written")),
+            )
+            .await;
+            let ok = written_last(&admin, clusters, updates / clusters, &tag).await;
+            let per = us(used, updates);
+            println!(
+                "  run {run}: conductor{name_b} status: {per:.1} µs/status ({used:.2} CPU s, {failed} failed, {ok}, load {})",
+                load_average()
+            );
+            status_row.conductor[b].push(per);
+            drop(agents);
+            drop(server);
+        }
 
         // The floor: delivery at each rate.
         let server = serving_floor("deliver", &front.kubeconfig);
@@ -668,23 +696,33 @@ async fn main() {
     }
     println!("median of {runs} runs (CPU µs per event, conductor / floor = ratio):");
     for (rate, row) in rates.iter().zip(delivery_rows) {
-        let (c, f) = (median(row.conductor), median(row.floor));
+        let f = median(row.floor.clone());
+        for (b, build) in builds.iter().enumerate() {
+            let c = median(row.conductor[b].clone());
+            println!(
+                "  kube delivery {rate}/s: conductor{} {c:.1} µs, floor {f:.1} µs, {:.2}×; context switches per event: conductor {:.1}, floor {:.1}",
+                named(build, &builds),
+                c / f,
+                median(row.conductor_switches[b].clone()),
+                median(row.floor_switches.clone())
+            );
+        }
+        if let Some(compared) = row.compared() {
+            println!("  kube delivery {rate}/s: {compared}");
+        }
+    }
+    let (f, served) = (median(status_row.floor.clone()), median(status_row.served.clone()));
+    for (b, build) in builds.iter().enumerate() {
+        let c = median(status_row.conductor[b].clone());
         println!(
-            "  kube delivery {rate}/s: conductor {c:.1} µs, floor {f:.1} µs, {:.2}×; context switches per event: conductor {:.1}, floor {:.1}",
+            "  kube status: conductor{} {c:.1} µs, floor {f:.1} µs, {:.2}×; the floor that is asked {served:.1} µs, {:.2}×",
+            named(build, &builds),
             c / f,
-            median(row.conductor_switches),
-            median(row.floor_switches)
+            c / served
         );
     }
-    let (c, f, served) = (
-        median(status_row.conductor),
-        median(status_row.floor),
-        median(status_row.served),
-    );
-    println!(
-        "  kube status: conductor {c:.1} µs, floor {f:.1} µs, {:.2}×; the floor that is asked {served:.1} µs, {:.2}×",
-        c / f,
-        c / served
-    );
+    if let Some(compared) = status_row.compared() {
+        println!("  kube status: {compared}");
+    }
     println!("load average at the end: {}", load_average());
 }

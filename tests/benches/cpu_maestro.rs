@@ -29,6 +29,11 @@
 //! `cargo build --release -p conductor && scripts/build-plugins.sh && \
 //!  cargo bench -p conductor-blackbox-tests --bench cpu_maestro`
 //!
+//! `CONDUCTOR_BIN_B=<dir>/release/conductor` runs a second build (its maestro component in
+//! `<dir>/wasm32-wasip2/plugin/`) beside the first in every run, in turns that put each build
+//! first, second and third equally often, and prints each build's medians and the median of the
+//! runs' B / A: the way to measure a change against the build before it on this noisy machine.
+//!
 //! `PROFILE=1` profiles conductor alone instead (no figures): `PROFILE_SECONDS` (10) of each
 //! scenario's load under `scripts/profile.sh`, flame graphs `cpu-maestro-{status,spec}.svg` in
 //! `PROFILE_DIR`, by default `docs/benchmarks/` (as `cpu_kube`).
@@ -42,6 +47,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use conductor_blackbox_tests::builds::{self, Build};
 use conductor_blackbox_tests::context_switches as switches;
 use conductor_blackbox_tests::cpu_seconds as cpu;
 use conductor_blackbox_tests::events::{attr, attr_str};
@@ -305,7 +311,8 @@ struct Bench {
 }
 
 impl Bench {
-    fn conductor(&self) -> Conductor {
+    /// `build` (A, or B with `CONDUCTOR_BIN_B`) serving the bench; `a` is build A.
+    fn conductor(&self, build: &Build, a: &Build) -> Conductor {
         let config = format!(
             "[broker]\nheartbeat_disabled = true\n{}limits = {{ request_calls = {} }}\n",
             config_with(
@@ -317,7 +324,9 @@ impl Bench {
             ),
             self.request_calls
         );
-        Conductor::start(&config).expect("conductor starts")
+        build
+            .start(&format!("{}\n{config}", conductor_blackbox_tests::BASE_CONFIG), a)
+            .expect("conductor starts")
     }
 
     async fn status(&mut self, url: &str, pid: u32) -> Phase {
@@ -404,6 +413,32 @@ fn print_status(f: &Figures) {
     );
 }
 
+/// Who runs in turn `run`'s places: a build (its index and itself) or the floor (`None`). With one
+/// build, conductor first in even runs and the floor first in odd ones; with two, the builds swap
+/// places every other run as well (A B floor, floor B A, B A floor, floor A B), so each build runs
+/// first, second and third as often as the other.
+fn turns(builds: &[Build], run: usize) -> Vec<Option<(usize, &Build)>> {
+    let mut order: Vec<Option<(usize, &Build)>> = builds::in_turn(builds, run / 2).into_iter().map(Some).collect();
+    if run % 2 == 1 {
+        order.reverse();
+        order.insert(0, None);
+    } else {
+        order.push(None);
+    }
+    order
+}
+
+/// B against A: the median of the runs' B / A and of each build's ratio to the floor of its run.
+fn compared(a: &Figures, b: &Figures) -> String {
+    let of_floor = |f: &Figures| median(f.conductor.iter().zip(&f.floor).map(|(c, fl)| c / fl).collect());
+    format!(
+        "B / A {:.3} (median of the runs' ratios); to the floor of each run A {:.2}×, B {:.2}×",
+        median(b.conductor.iter().zip(&a.conductor).map(|(b, a)| b / a).collect()),
+        of_floor(a),
+        of_floor(b)
+    )
+}
+
 /// The floor mode of the spec scenario: `SPEC_FLOOR`, else `spec`.
 fn spec_floor() -> String {
     std::env::var("SPEC_FLOOR").unwrap_or_else(|_| "spec".to_owned())
@@ -436,7 +471,8 @@ fn print_spec(f: &Figures) {
 async fn profile(bench: &mut Bench, status: bool, spec: bool, seconds: u64) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = std::env::var_os("PROFILE_DIR").map_or_else(|| root.join("docs/benchmarks"), PathBuf::from);
-    let c = bench.conductor();
+    let a = &builds::builds()[0];
+    let c = bench.conductor(a, a);
     let (clients, mut delivered) = connect(&c.url(), bench.agents, true).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let start = |name: &str, title: &str| -> Child {
@@ -520,20 +556,24 @@ fn main() {
             profile(&mut bench, status, spec, env_usize("PROFILE_SECONDS", 10) as u64).await;
             return;
         }
-        let (mut st, mut sp) = (Figures::default(), Figures::default());
+        let builds = builds::builds();
+        // Each build's figures; the floor's are kept in each.
+        let (mut st, mut sp): (Vec<Figures>, Vec<Figures>) = builds.iter().map(|_| Default::default()).unzip();
         let (mut conductor_status, mut floor_status, mut conductor_spec, mut floor_spec) = (None, None, None, None);
         for run in 0..runs {
             let load_before = load_average();
-            for conductor_turn in [run % 2 == 0, run % 2 == 1] {
-                if conductor_turn {
-                    let c = bench.conductor();
+            for turn in turns(&builds, run) {
+                if let Some((b, build)) = turn {
+                    let name_b = if builds.len() > 1 { format!(" {}", build.label) } else { String::new() };
+                    let (st, sp) = (&mut st[b], &mut sp[b]);
+                    let c = bench.conductor(build, &builds[0]);
                     let (clients, mut delivered) = connect(&c.url(), bench.agents, spec).await;
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     if status {
                         let (p, commits) = bench.status_on(&clients, c.pid()).await;
                         conductor_status.get_or_insert(bench.db.resource("res-0").await.and_then(|r| r.status));
                         println!(
-                            "run {run}: status, conductor: {} updates, {:.0} µs/update (PostgreSQL {:.0} µs), {:.0} updates/s, {commits:.3} commits/update, {:.1} switches/update",
+                            "run {run}: status, conductor{name_b}: {} updates, {:.0} µs/update (PostgreSQL {:.0} µs), {:.0} updates/s, {commits:.3} commits/update, {:.1} switches/update",
                             p.events,
                             p.server_us(),
                             p.postgres_us(),
@@ -551,7 +591,7 @@ fn main() {
                         let p = bench.spec(&mut delivered, c.pid(), &mut first).await;
                         conductor_spec = conductor_spec.or(first);
                         println!(
-                            "run {run}: spec, conductor: {} events, {:.0} µs/event (PostgreSQL {:.0} µs), {:.1} switches/event",
+                            "run {run}: spec, conductor{name_b}: {} events, {:.0} µs/event (PostgreSQL {:.0} µs), {:.1} switches/event",
                             p.events,
                             p.server_us(),
                             p.postgres_us(),
@@ -574,9 +614,9 @@ fn main() {
                             p.postgres_us(),
                             p.switches_per_event(),
                         );
-                        st.floor.push(p.server_us());
-                        st.floor_switches.push(p.switches_per_event());
-                        st.pg_floor.push(p.postgres_us());
+                        st.iter_mut().for_each(|f| f.floor.push(p.server_us()));
+                        st.iter_mut().for_each(|f| f.floor_switches.push(p.switches_per_event()));
+                        st.iter_mut().for_each(|f| f.pg_floor.push(p.postgres_us()));
                     }
                     if spec {
                         let floor = FloorServer::start(&spec_floor(), &bench.db, pool);
@@ -592,17 +632,19 @@ fn main() {
                             p.postgres_us(),
                             p.switches_per_event(),
                         );
-                        sp.floor.push(p.server_us());
-                        sp.floor_switches.push(p.switches_per_event());
-                        sp.pg_floor.push(p.postgres_us());
+                        sp.iter_mut().for_each(|f| f.floor.push(p.server_us()));
+                        sp.iter_mut().for_each(|f| f.floor_switches.push(p.switches_per_event()));
+                        sp.iter_mut().for_each(|f| f.pg_floor.push(p.postgres_us()));
                     }
                 }
             }
             if status {
                 let (per_tx, tps) = tokio::task::block_in_place(|| bench.pgbench(pgbench_seconds));
                 println!("run {run}: pgbench {tps:.0} tps, PostgreSQL {per_tx:.0} µs/tx");
-                st.pg_bench.push(per_tx);
-                st.pg_tps.push(tps);
+                st.iter_mut().for_each(|f| {
+                    f.pg_bench.push(per_tx);
+                    f.pg_tps.push(tps);
+                });
             }
             println!("run {run}: load average {load_before} before, {} after", load_average());
             if run == 0 {
@@ -620,11 +662,26 @@ fn main() {
             }
         }
         println!("median of {runs} runs (load average {}):", load_average());
-        if status {
-            print_status(&st);
+        for (b, build) in builds.iter().enumerate() {
+            if builds.len() > 1 {
+                println!("build {}: {}", build.label, build.bin.display());
+            }
+            if status {
+                print_status(&st[b]);
+            }
+            if spec {
+                print_spec(&sp[b]);
+            }
         }
-        if spec {
-            print_spec(&sp);
+        if let [a, b] = &st[..]
+            && status
+        {
+            println!("maestro status: {}", compared(a, b));
+        }
+        if let [a, b] = &sp[..]
+            && spec
+        {
+            println!("maestro spec: {}", compared(a, b));
         }
     });
 }

@@ -1,6 +1,7 @@
 //! The black-box test harness: starts the real `conductor` binary with a configuration, finds the
 //! addresses it bound, and talks to it with a tonic client, raw HTTP and the Python grpcio agent.
 
+pub mod builds;
 pub mod certs;
 pub mod events;
 pub mod latency;
