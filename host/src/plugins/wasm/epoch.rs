@@ -4,8 +4,9 @@
 //!
 //! Short calls (most plugin calls take well under a millisecond) are seldom running when the
 //! ticker looks, so under steady load the thread wakes about 20 times a second instead of 200: at
-//! 100 kube deliveries a second that was about 2 context switches and 20 µs of CPU per event
-//! (BENCHMARKS.md, "cpu_kube").
+//! 100 kube deliveries a second that was about 2 context switches per event, and 20–55 µs of CPU
+//! (one binary with either pace, or this build against the one before: BENCHMARKS.md,
+//! "cpu_kube").
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
