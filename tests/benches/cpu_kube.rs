@@ -488,6 +488,51 @@ fn named(build: &Build, builds: &[Build]) -> String {
     }
 }
 
+/// What every delivery phase of a run shares: the API server, the works, the changes to write at
+/// each rate.
+struct Deliveries<'a> {
+    admin: &'a kube::Client,
+    /// Clusters, and works per cluster.
+    works: (usize, usize),
+    changes: usize,
+    rates: &'a [usize],
+}
+
+impl Deliveries<'_> {
+    /// Connects an agent per cluster to `server`, waits until each has its works, then runs a
+    /// delivery phase per rate, printed as `who`'s in `run`: the agents, and each rate's CPU µs
+    /// and context switches per event. `profiling` records a flame graph of each (`PROFILE`).
+    async fn through(
+        &self,
+        server: &Server,
+        serial: &mut usize,
+        (run, who, profiling): (usize, &str, bool),
+    ) -> (Agents, Vec<(f64, f64)>) {
+        let ((clusters, per_cluster), changes) = (self.works, self.changes);
+        let agents = connect_agents(server, clusters).await;
+        agents.settle(clusters * per_cluster).await;
+        let mut measured = vec![];
+        for rate in self.rates {
+            let name = format!("cpu-kube-delivery-{rate}");
+            let title = format!("{who}: kube delivery, {rate} changes/s, {clusters} agents");
+            let profile_as = profiling.then_some((name.as_str(), title.as_str()));
+            let pace = (changes, *rate as f64);
+            let d = delivery(self.admin, &agents, server.pid(), self.works, pace, *serial, profile_as).await;
+            *serial += 1;
+            let (per, switched) = (us(d.cpu, changes), d.switches as f64 / changes as f64);
+            println!(
+                "  run {run}: {who} delivery {rate}/s: {per:.1} µs/event ({:.2} CPU s, {switched:.1} switches/event, {} missing, writes {:.0}/s, load {})",
+                d.cpu,
+                d.missing,
+                d.reached,
+                load_average()
+            );
+            measured.push((per, switched));
+        }
+        (agents, measured)
+    }
+}
+
 fn us(cpu_seconds: f64, events: usize) -> f64 {
     cpu_seconds * 1e6 / events as f64
 }
@@ -552,6 +597,12 @@ async fn main() {
     let builds = builds::builds();
     let mut delivery_rows: Vec<Row> = rates.iter().map(|_| Row::new(builds.len())).collect();
     let mut status_row = Row::new(builds.len());
+    let deliveries = Deliveries {
+        admin: &admin,
+        works: (clusters, per_cluster),
+        changes,
+        rates: &rates,
+    };
     let mut serial = 0;
     for run in 0..runs {
         let uids: Vec<Vec<String>> = works_by_cluster(&admin, clusters)
@@ -565,30 +616,9 @@ async fn main() {
             // conductor: delivery at each rate, then status.
             let server = Server::Conductor(build.start(&conductor_config, &builds[0]).unwrap());
             let pid = server.pid();
-            let agents = connect_agents(&server, clusters).await;
-            agents.settle(total).await;
-            for (i, rate) in rates.iter().enumerate() {
-                let name = format!("cpu-kube-delivery-{rate}");
-                let title = format!("conductor: kube delivery, {rate} changes/s, {clusters} agents");
-                let d = delivery(
-                    &admin,
-                    &agents,
-                    pid,
-                    (clusters, per_cluster),
-                    (changes, *rate as f64),
-                    serial,
-                    profiling.then_some((name.as_str(), title.as_str())),
-                )
-                .await;
-                serial += 1;
-                let (per, switched) = (us(d.cpu, changes), d.switches as f64 / changes as f64);
-                println!(
-                    "  run {run}: conductor{name_b} delivery {rate}/s: {per:.1} µs/event ({:.2} CPU s, {switched:.1} switches/event, {} missing, writes {:.0}/s, load {})",
-                    d.cpu,
-                    d.missing,
-                    d.reached,
-                    load_average()
-                );
+            let who = format!("conductor{name_b}");
+            let (agents, measured) = deliveries.through(&server, &mut serial, (run, &who, profiling)).await;
+            for (i, (per, switched)) in measured.into_iter().enumerate() {
                 delivery_rows[i].conductor[b].push(per);
                 delivery_rows[i].conductor_switches[b].push(switched);
             }
@@ -619,26 +649,8 @@ async fn main() {
 
         // The floor: delivery at each rate.
         let server = serving_floor("deliver", &front.kubeconfig);
-        let pid = server.pid();
-        let agents = connect_agents(&server, clusters).await;
-        agents.settle(total).await;
-        for (i, rate) in rates.iter().enumerate() {
-            let d = delivery(
-                &admin,
-                &agents,
-                pid,
-                (clusters, per_cluster),
-                (changes, *rate as f64),
-                serial,
-                None,
-            )
-            .await;
-            serial += 1;
-            let (per, switched) = (us(d.cpu, changes), d.switches as f64 / changes as f64);
-            println!(
-                "  run {run}: floor delivery {rate}/s: {per:.1} µs/event ({:.2} CPU s, {switched:.1} switches/event, {} missing, writes {:.0}/s)",
-                d.cpu, d.missing, d.reached
-            );
+        let (agents, measured) = deliveries.through(&server, &mut serial, (run, "floor", false)).await;
+        for (i, (per, switched)) in measured.into_iter().enumerate() {
             delivery_rows[i].floor.push(per);
             delivery_rows[i].floor_switches.push(switched);
         }
