@@ -614,9 +614,11 @@ fn main() {
                             p.postgres_us(),
                             p.switches_per_event(),
                         );
-                        st.iter_mut().for_each(|f| f.floor.push(p.server_us()));
-                        st.iter_mut().for_each(|f| f.floor_switches.push(p.switches_per_event()));
-                        st.iter_mut().for_each(|f| f.pg_floor.push(p.postgres_us()));
+                        for f in st.iter_mut() {
+                            f.floor.push(p.server_us());
+                            f.floor_switches.push(p.switches_per_event());
+                            f.pg_floor.push(p.postgres_us());
+                        }
                     }
                     if spec {
                         let floor = FloorServer::start(&spec_floor(), &bench.db, pool);
@@ -632,19 +634,21 @@ fn main() {
                             p.postgres_us(),
                             p.switches_per_event(),
                         );
-                        sp.iter_mut().for_each(|f| f.floor.push(p.server_us()));
-                        sp.iter_mut().for_each(|f| f.floor_switches.push(p.switches_per_event()));
-                        sp.iter_mut().for_each(|f| f.pg_floor.push(p.postgres_us()));
+                        for f in sp.iter_mut() {
+                            f.floor.push(p.server_us());
+                            f.floor_switches.push(p.switches_per_event());
+                            f.pg_floor.push(p.postgres_us());
+                        }
                     }
                 }
             }
             if status {
                 let (per_tx, tps) = tokio::task::block_in_place(|| bench.pgbench(pgbench_seconds));
                 println!("run {run}: pgbench {tps:.0} tps, PostgreSQL {per_tx:.0} µs/tx");
-                st.iter_mut().for_each(|f| {
+                for f in st.iter_mut() {
                     f.pg_bench.push(per_tx);
                     f.pg_tps.push(tps);
-                });
+                }
             }
             println!("run {run}: load average {load_before} before, {} after", load_average());
             if run == 0 {
