@@ -48,7 +48,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use conductor_blackbox_tests::builds::{self, Build};
+use conductor_blackbox_tests::builds;
 use conductor_blackbox_tests::context_switches as switches;
 use conductor_blackbox_tests::cpu_seconds as cpu;
 use conductor_blackbox_tests::events::{self, attr_str, integer, string};
@@ -465,26 +465,10 @@ impl Row {
         }
     }
 
-    /// With two builds: the median of the runs' B / A, and the median of their ratios to the
-    /// floor of the same run.
+    /// With two builds, B against A ([`builds::compared`]).
     fn compared(&self) -> Option<String> {
         let [a, b] = &self.conductor[..] else { return None };
-        let of_floor = |c: &[f64]| median(c.iter().zip(&self.floor).map(|(c, f)| c / f).collect());
-        Some(format!(
-            "B / A {:.3} (median of the runs' ratios); to the floor of each run A {:.2}×, B {:.2}×",
-            median(b.iter().zip(a).map(|(b, a)| b / a).collect()),
-            of_floor(a),
-            of_floor(b)
-        ))
-    }
-}
-
-/// How a build is named in a printed line: nothing when it is the only one.
-fn named(build: &Build, builds: &[Build]) -> String {
-    if builds.len() > 1 {
-        format!(" {}", build.label)
-    } else {
-        String::new()
+        Some(builds::compared(a, b, &self.floor))
     }
 }
 
@@ -612,7 +596,7 @@ async fn main() {
             .collect();
         for (b, build) in builds::in_turn(&builds, run) {
             let profiling = run == 0 && b == 0;
-            let name_b = named(build, &builds);
+            let name_b = build.named(&builds);
             // conductor: delivery at each rate, then status.
             let server = Server::Conductor(build.start(&conductor_config, &builds[0]).unwrap());
             let pid = server.pid();
@@ -713,7 +697,7 @@ async fn main() {
             let c = median(row.conductor[b].clone());
             println!(
                 "  kube delivery {rate}/s: conductor{} {c:.1} µs, floor {f:.1} µs, {:.2}×; context switches per event: conductor {:.1}, floor {:.1}",
-                named(build, &builds),
+                build.named(&builds),
                 c / f,
                 median(row.conductor_switches[b].clone()),
                 median(row.floor_switches.clone())
@@ -728,7 +712,7 @@ async fn main() {
         let c = median(status_row.conductor[b].clone());
         println!(
             "  kube status: conductor{} {c:.1} µs, floor {f:.1} µs, {:.2}×; the floor that is asked {served:.1} µs, {:.2}×",
-            named(build, &builds),
+            build.named(&builds),
             c / f,
             c / served
         );

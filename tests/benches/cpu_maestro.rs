@@ -428,15 +428,9 @@ fn turns(builds: &[Build], run: usize) -> Vec<Option<(usize, &Build)>> {
     order
 }
 
-/// B against A: the median of the runs' B / A and of each build's ratio to the floor of its run.
+/// B against A ([`builds::compared`]; each build's figures hold the same floor's).
 fn compared(a: &Figures, b: &Figures) -> String {
-    let of_floor = |f: &Figures| median(f.conductor.iter().zip(&f.floor).map(|(c, fl)| c / fl).collect());
-    format!(
-        "B / A {:.3} (median of the runs' ratios); to the floor of each run A {:.2}×, B {:.2}×",
-        median(b.conductor.iter().zip(&a.conductor).map(|(b, a)| b / a).collect()),
-        of_floor(a),
-        of_floor(b)
-    )
+    builds::compared(&a.conductor, &b.conductor, &a.floor)
 }
 
 /// The floor mode of the spec scenario: `SPEC_FLOOR`, else `spec`.
@@ -564,7 +558,7 @@ fn main() {
             let load_before = load_average();
             for turn in turns(&builds, run) {
                 if let Some((b, build)) = turn {
-                    let name_b = if builds.len() > 1 { format!(" {}", build.label) } else { String::new() };
+                    let name_b = build.named(&builds);
                     let (st, sp) = (&mut st[b], &mut sp[b]);
                     let c = bench.conductor(build, &builds[0]);
                     let (clients, mut delivered) = connect(&c.url(), bench.agents, spec).await;

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use anyhow::Result;
 
-use crate::{Conductor, conductor_bin};
+use crate::{Conductor, conductor_bin, median};
 
 /// One build a bench runs.
 #[derive(Debug, Clone)]
@@ -35,6 +35,15 @@ impl Build {
     pub fn config(&self, config: &str, a: &Build) -> String {
         let dir = |b: &Build| format!("{}/", b.target_dir().display());
         config.replace(&dir(a), &dir(self))
+    }
+
+    /// How the build is named in a printed line: ` A` or ` B`, nothing when it is the only one.
+    pub fn named(&self, builds: &[Build]) -> String {
+        if builds.len() > 1 {
+            format!(" {}", self.label)
+        } else {
+            String::new()
+        }
     }
 
     /// Starts this build with `config` (written for build A) and waits until it serves gRPC.
@@ -68,6 +77,18 @@ pub fn in_turn(builds: &[Build], run: usize) -> Vec<(usize, &Build)> {
     order
 }
 
+/// B against A, each a figure per run beside the floor of the same run: the median of the runs'
+/// B / A, and the median of each build's ratios to its runs' floors.
+pub fn compared(a: &[f64], b: &[f64], floor: &[f64]) -> String {
+    let of_floor = |c: &[f64]| median(c.iter().zip(floor).map(|(c, f)| c / f).collect());
+    format!(
+        "B / A {:.3} (median of the runs' ratios); to the floor of each run A {:.2}×, B {:.2}×",
+        median(b.iter().zip(a).map(|(b, a)| b / a).collect()),
+        of_floor(a),
+        of_floor(b)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +119,21 @@ mod tests {
         assert_eq!(labels(1), ["B", "A"]);
         assert_eq!(labels(2), ["A", "B"]);
         assert_eq!(in_turn(&builds[..1], 1)[0].1.label, "A");
+    }
+
+    #[test]
+    fn builds_are_compared_run_by_run() {
+        let (a, b, floor) = ([100.0, 200.0, 300.0], [110.0, 180.0, 330.0], [50.0, 100.0, 100.0]);
+        assert_eq!(
+            compared(&a, &b, &floor),
+            "B / A 1.100 (median of the runs' ratios); to the floor of each run A 2.00×, B 2.20×"
+        );
+    }
+
+    #[test]
+    fn a_build_is_named_only_beside_another() {
+        let builds = [build("A", "/a/r/c"), build("B", "/b/r/c")];
+        assert_eq!(builds[1].named(&builds), " B");
+        assert_eq!(builds[0].named(&builds[..1]), "");
     }
 }
