@@ -143,8 +143,8 @@ impl MaestroDb {
 
     /// The same, with the NOTIFY only if `notify`.
     pub async fn update_then(&self, id: &str, replicas: i64, notify: bool) -> String {
-        // `BEGIN` in a round trip of its own, as Maestro's Go client sends it (a plain `begin()`
-        // would send it with the first statement).
+        // `BEGIN` in a round trip of its own, as Maestro's Go client sends it (sqlx's `begin()`
+        // does the same: it waits for the answer).
         let mut tx = self.pool.begin_with("BEGIN").await.unwrap();
         sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
             .bind(advisory_key(id))

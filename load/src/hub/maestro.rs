@@ -101,8 +101,8 @@ impl MaestroHub {
 
     /// [`Self::update`]: the new version, and the id of the event announcing it.
     pub async fn update_announced(&self, r: &Resource) -> Result<(i64, String)> {
-        // `BEGIN` in a round trip of its own, as Maestro's Go client sends it (a plain `begin()`
-        // would send it with the first statement).
+        // `BEGIN` in a round trip of its own, as Maestro's Go client sends it (sqlx's `begin()`
+        // does the same: it waits for the answer).
         let mut tx = self.pool.begin_with("BEGIN").await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
             .bind(fnv1a(&r.id))
