@@ -3,6 +3,8 @@
 //! The content type travels under `contenttype`, every other attribute and extension under
 //! `ce-<name>`, the payload only in `binary_data`. This is *not* the CloudEvents protobuf format.
 
+mod written;
+
 use std::collections::HashMap;
 
 use bytes::Bytes;
@@ -143,9 +145,10 @@ impl Default for WireEvent {
 }
 
 impl WireEvent {
-    /// Encodes an event once, for delivery to many subscribers.
+    /// Encodes an event once, for delivery to many subscribers: its message's bytes, written
+    /// straight from the event.
     pub fn encode(event: &CloudEvent) -> Bytes {
-        Bytes::from(prost::Message::encode_to_vec(&encode(event)))
+        written::encode(event)
     }
 
     /// The decoded message (decoding it if it was sent pre-encoded, as tests do).
