@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use super::calls::PluginCalls;
 use super::capabilities::Capabilities;
-use super::lanes::Lanes;
+use super::lanes::{Lane, Lanes};
 use super::runtime::Wait;
 use super::tasks::Tasks;
 use crate::host_events::{BatchSize, EventKey, EventQueue, Taken};
@@ -104,21 +104,27 @@ impl Dispatcher {
             let mut held = Some(lane);
             for taken in lanes.calls(batch).into_iter().flat_map(apart) {
                 let lane = lanes.for_call(held.take(), &taken).await;
-                let dispatcher = Arc::clone(&self);
-                self.tasks.spawn(async move {
-                    let events = taken.iter().map(|t| t.event.clone()).collect();
-                    // A busy pool delays events; it never drops them.
-                    let outcome = dispatcher
-                        .calls
-                        .call(PluginRequest::OnEvents(events), Wait::Patient)
-                        .await;
-                    drop(lane);
-                    match outcome {
-                        Ok(_) => dispatcher.delivered(&taken),
-                        Err(e) => dispatcher.failed(taken, &e).await,
-                    }
-                });
+                let call = Arc::clone(&self).call(taken, lane);
+                if self.lanes <= 1 {
+                    // With one lane nothing else could start before this call ends: it runs
+                    // here, not in a task of its own.
+                    call.await;
+                } else {
+                    self.tasks.spawn(call);
+                }
             }
+        }
+    }
+
+    /// One `on-events` call with the events `taken`, on `lane` (given back when it ends).
+    async fn call(self: Arc<Self>, taken: Vec<Taken>, lane: Lane) {
+        let events = taken.iter().map(|t| t.event.clone()).collect();
+        // A busy pool delays events; it never drops them.
+        let outcome = self.calls.call(PluginRequest::OnEvents(events), Wait::Patient).await;
+        drop(lane);
+        match outcome {
+            Ok(_) => self.delivered(&taken),
+            Err(e) => self.failed(taken, &e).await,
         }
     }
 
