@@ -132,7 +132,7 @@ impl Plugin for Kube {
     fn on_event(&mut self, host: &Host, event: HostEvent) -> Result<(), Error> {
         let HostEvent::Watch(watch) = event else { return Ok(()) };
         let deleted = watch.change == Change::Deleted;
-        let spec = if watch.resource == manifest_works().name() {
+        let spec = if watch.resource == resources::MANIFEST_WORKS {
             if deleted {
                 works::deleted(host, &watch.object()?)?
             } else {

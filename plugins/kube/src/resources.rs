@@ -5,6 +5,10 @@ use conductor_plugin_sdk::kube::{ApiResource, Selector};
 use conductor_plugin_sdk::ocm::data_types;
 pub use conductor_plugin_sdk::ocm::resources::{managed_clusters, manifest_works};
 
+/// What the watch events of works name their resource: `manifest_works().name()`, not made again
+/// for every event.
+pub const MANIFEST_WORKS: &str = "manifestworks.work.open-cluster-management.io";
+
 /// The label naming a CSR's or lease's cluster.
 pub const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
 
@@ -81,4 +85,14 @@ pub fn data_type_of(resource: &str, object_api_version: &str) -> Option<&'static
     all.into_iter()
         .find(|w| w.resource.name() == resource && w.resource.api_version() == object_api_version)
         .map(|w| w.data_type)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn works_are_named_as_their_resource_names_itself() {
+        assert_eq!(MANIFEST_WORKS, manifest_works().name());
+    }
 }
