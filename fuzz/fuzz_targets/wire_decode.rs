@@ -1,6 +1,7 @@
 //! A Publish request's bytes, as an agent sends them: decoded into a CloudEvent with OCM's
 //! attribute rules, then its cluster name and event type read as the service reads them. What
-//! decodes must encode back to the same event.
+//! decodes must encode back to the same event, and the bytes fan-out writes for it
+//! (`WireEvent::encode`) must be that message.
 //!
 //! Found: an event whose only attributes are ones the reader ignores decodes, but encodes to no
 //! attributes at all (kept in `fuzz/regressions/wire_decode`; the property now states it).
@@ -24,6 +25,10 @@ fuzz_target!(|bytes: &[u8]| {
     let _ = event.resource_version();
     let _ = EventType::parse(&event.ty);
     let encoded = wire::encode(&event);
+    let written = wire::WireEvent::encode(&event);
+    assert_eq!(written.len(), encoded.encoded_len(), "the bytes written are the message's length");
+    let written = proto::CloudEvent::decode(written).expect("the bytes written decode");
+    assert_eq!(written, encoded, "the bytes written are the message");
     // Attributes the reader ignores (keys without `ce-`) are not re-encoded: an event left with
     // none is not a valid encoding, which conductor never sends (emitted events carry at least
     // their cluster name).

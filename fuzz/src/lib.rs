@@ -1,6 +1,6 @@
 //! The host's modules that read outside input, compiled here as they are in the host (from the
 //! same files) without the rest of it, so that the fuzz build stays small: the proto ⇄
-//! CloudEvent codec (`host/src/wire.rs`) and the configuration (`host/src/config`, with the
+//! CloudEvent codec (`host/src/wire/`) and the configuration (`host/src/config`, with the
 //! plugin references it checks, `host/src/oci/reference.rs`).
 
 #![allow(dead_code, clippy::all)]
@@ -9,7 +9,7 @@ pub mod proto {
     include!(concat!(env!("OUT_DIR"), "/io.cloudevents.v1.rs"));
 }
 
-#[path = "../../host/src/wire.rs"]
+#[path = "../../host/src/wire/mod.rs"]
 pub mod wire;
 
 #[path = "../../host/src/config/mod.rs"]
