@@ -23,6 +23,17 @@ pub const RESOURCE_STATUS_LOCK: &str = "resource_status";
 /// Events handled per page of a catch-up.
 pub const CATCH_UP_PAGE: i64 = 100;
 
+/// A JSON parameter, sent as `text`. Every statement of [`crate::sql`] casts its JSON
+/// parameters to `json` (`$n::json`), and from text PostgreSQL only checks them; the `pg`
+/// capability's `json` value is sent as `jsonb`, which PostgreSQL parses into a tree, prints
+/// again for the cast and then checks as text: two more passes over every status a batch stores.
+/// The statuses are then stored as the plugin wrote them, as Maestro stores its own, not in
+/// `jsonb`'s spacing and key order.
+fn json_text(value: &Value) -> PgValue {
+    // As the SDK's `json` value is made: written straight into a buffer, not through `Display`.
+    PgValue::Text(serde_json::to_string(value).expect("a JSON value serializes: its map keys are strings"))
+}
+
 /// FNV-1a, 32 bits, reinterpreted as `int4`: Maestro's advisory-lock key of a string.
 pub fn fnv1a(s: &str) -> i32 {
     let mut hash: u32 = 2_166_136_261;
@@ -130,7 +141,7 @@ pub fn lock_and_read_events(
         .collect();
     let rows = tx.query(
         sql::LOCK_AND_READ_EVENTS,
-        &[(&Value::from(wanted)).into(), (replica as i64).into()],
+        &[json_text(&Value::from(wanted)), (replica as i64).into()],
     )?;
     let mut out = vec![
         LockedEvent {
@@ -167,7 +178,7 @@ pub fn read_resources(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap<Stri
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows = tx.query(sql::READ_RESOURCES, &[(&json!(ids)).into()])?;
+    let rows = tx.query(sql::READ_RESOURCES, &[json_text(&json!(ids))])?;
     rows.iter()
         .map(|row| resource(row).map(|r| (r.id.clone(), r)))
         .collect()
@@ -189,7 +200,7 @@ pub fn lock_statuses(tx: &Transaction<'_>, ids: &[&str]) -> Result<(), Error> {
             json!({"a": a, "b": b})
         })
         .collect();
-    tx.query(sql::LOCK_STATUSES, &[(&Value::from(keys)).into()]).map(drop)
+    tx.query(sql::LOCK_STATUSES, &[json_text(&Value::from(keys))]).map(drop)
 }
 
 /// Tries Maestro's `resource_status` lock of each resource of `ids` without waiting; the ids
@@ -207,7 +218,7 @@ pub fn try_lock_statuses(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashSet<S
             json!({"a": a, "b": b})
         })
         .collect();
-    let rows = tx.query(sql::TRY_LOCK_STATUSES, &[(&Value::from(keys)).into()])?;
+    let rows = tx.query(sql::TRY_LOCK_STATUSES, &[json_text(&Value::from(keys))])?;
     let mut held = HashSet::new();
     for row in rows.iter() {
         if row.bool("held")? != Some(true) {
@@ -225,7 +236,7 @@ pub fn try_lock_statuses(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashSet<S
 /// What status updates for the resources `ids` are judged against, unscoped, by id (a resource
 /// absent is not in the map), in a statement after [`lock_statuses`].
 pub fn read_status_targets(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap<String, StatusTarget>, Error> {
-    let rows = tx.query(sql::READ_STATUS_TARGETS, &[(&json!(ids)).into()])?;
+    let rows = tx.query(sql::READ_STATUS_TARGETS, &[json_text(&json!(ids))])?;
     rows.iter()
         .map(|row| {
             let target = StatusTarget {
@@ -284,7 +295,7 @@ pub fn store_statuses(tx: &Transaction<'_>, writes: &[StatusWrite<'_>], now: Tim
         .collect();
     rows.reverse();
     let rows = serde_json::to_string(&rows).map_err(|e| Error::Internal(format!("statuses as JSON: {e}")))?;
-    tx.query(sql::STORE_STATUSES, &[PgValue::Json(rows), now.into()])
+    tx.query(sql::STORE_STATUSES, &[PgValue::Text(rows), now.into()])
         .map(drop)
 }
 
@@ -298,14 +309,14 @@ pub fn mark_reconciled(tx: &Transaction<'_>, ids: &[&str], now: Timestamp) -> Re
     if ids.is_empty() {
         return Ok(());
     }
-    tx.execute(sql::MARK_RECONCILED, &[now.into(), (&json!(ids)).into()])
+    tx.execute(sql::MARK_RECONCILED, &[now.into(), json_text(&json!(ids))])
         .map(drop)
 }
 
 /// The consumer of each event of `ids`, in their order (`None`: the event or its resource is
 /// gone), in one statement.
 pub fn consumers_of(db: &Database<'_>, ids: &[&str]) -> Result<Vec<Option<String>>, Error> {
-    let rows = db.query(sql::CONSUMERS_OF_EVENTS, &[(&json!(ids)).into()])?;
+    let rows = db.query(sql::CONSUMERS_OF_EVENTS, &[json_text(&json!(ids))])?;
     let consumers: Vec<Option<String>> = match rows.first().map(|r| r.text("consumers")).transpose()?.flatten() {
         Some(text) => serde_json::from_str(text)
             .map_err(|e| Error::Internal(format!("the consumers of {} events: {e}", ids.len())))?,
@@ -329,7 +340,7 @@ pub fn purge_reconciled(db: &Database<'_>) -> Result<u64, Error> {
 /// How many events wait unreconciled, and how old (seconds) the oldest of `retrying` that is still
 /// unreconciled is (0 without one).
 pub fn unreconciled(db: &Database<'_>, retrying: &[&str]) -> Result<(i64, f64), Error> {
-    let rows = db.query(sql::UNRECONCILED, &[(&json!(retrying)).into()])?;
+    let rows = db.query(sql::UNRECONCILED, &[json_text(&json!(retrying))])?;
     let row = rows
         .first()
         .ok_or_else(|| Error::Internal("the count of unreconciled events returned no row".into()))?;
@@ -373,8 +384,8 @@ pub fn delete_resource(
         now.into(),
         (&row.id).into(),
         (&row.source).into(),
-        (&crate::spec::stamped_payload(row)).into(),
-        PgValue::Json(status.get().to_owned()),
+        json_text(&crate::spec::stamped_payload(row)),
+        PgValue::Text(status.get().to_owned()),
     ];
     tx.query(sql::INSERT_STATUS_DELETE, &params)?;
     tx.execute(sql::HARD_DELETE, &[(&row.id).into()]).map(drop)
