@@ -105,7 +105,7 @@ impl Dispatcher {
             for taken in lanes.calls(batch).into_iter().flat_map(apart) {
                 let lane = lanes.for_call(held.take(), &taken).await;
                 let call = Arc::clone(&self).call(taken, lane);
-                if self.lanes <= 1 {
+                if lanes.single() {
                     // With one lane nothing else could start before this call ends: it runs
                     // here, not in a task of its own.
                     call.await;

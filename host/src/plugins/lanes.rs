@@ -80,6 +80,12 @@ impl Lanes {
         }
     }
 
+    /// Whether there is one lane only: then a call holds it until it ends, and nothing else can
+    /// start meanwhile.
+    pub fn single(&self) -> bool {
+        self.lanes == 1
+    }
+
     /// Waits for a free lane.
     pub async fn free(&self) -> Lane {
         self.acquire(1).await
@@ -98,7 +104,7 @@ impl Lanes {
     /// A batch as the calls to make: the batch itself with one lane; with more, its runs of
     /// notifications and of other events, in order.
     pub fn calls<E: Borrow<HostEvent>>(&self, batch: Vec<E>) -> Vec<Vec<E>> {
-        if self.lanes == 1 {
+        if self.single() {
             return vec![batch];
         }
         let mut calls: Vec<Vec<E>> = Vec::new();
