@@ -13,8 +13,10 @@
 //!   stream, `AGENTS` agents subscribed on their own connections, `SPEC_WRITES` (3,000) writes
 //!   paced at `SPEC_RATE` (200) per second, each for the next agent's cluster. Figure: conductor's
 //!   CPU-µs per event delivered. Floor: `floor-maestro spec` (LISTEN, one SELECT, tonic send), or
-//!   the floor mode `SPEC_FLOOR` names: `spec-transaction` (the maestro plugin's transaction for a
-//!   batch of one, five round trips) or `spec-pipelined` (the same in two).
+//!   the floor modes `SPEC_FLOOR` names, separated by commas, each in every run (ratios against the
+//!   first): `spec-transaction` (the maestro plugin's transaction for a batch of one, five round
+//!   trips), `spec-unpipelined` (the same through tokio-postgres) or `spec-pipelined` (the same
+//!   in two round trips, tokio-postgres pipelining).
 //!
 //! CPU is user + system time from `/proc/<pid>/stat`, read just before and just after the measured
 //! phase (never over start-up), beside the server's context switches per event (summed over its
@@ -433,9 +435,30 @@ fn compared(a: &Figures, b: &Figures) -> String {
     builds::compared(&a.conductor, &b.conductor, &a.floor)
 }
 
-/// The floor mode of the spec scenario: `SPEC_FLOOR`, else `spec`.
-fn spec_floor() -> String {
-    std::env::var("SPEC_FLOOR").unwrap_or_else(|_| "spec".to_owned())
+/// The floor modes of the spec scenario: `SPEC_FLOOR` (separated by commas), else `spec`. The
+/// first is the floor conductor's ratio is taken against.
+fn spec_floors() -> Vec<String> {
+    let modes = std::env::var("SPEC_FLOOR").unwrap_or_default();
+    let modes: Vec<String> = modes
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if modes.is_empty() {
+        vec!["spec".to_owned()]
+    } else {
+        modes
+    }
+}
+
+/// The figures of a floor mode after the first, median of the runs: µs/event, PostgreSQL µs/event,
+/// switches/event.
+#[derive(Default)]
+struct OtherFloor {
+    server_us: Vec<f64>,
+    postgres_us: Vec<f64>,
+    switches: Vec<f64>,
 }
 
 fn print_switches(scenario: &str, event: &str, f: &Figures) {
@@ -450,7 +473,7 @@ fn print_spec(f: &Figures) {
     let (c, fl) = (median(f.conductor.clone()), median(f.floor.clone()));
     println!(
         "maestro spec: conductor {c:.0} µs/event, floor ({}) {fl:.0} µs ({:.1}×), PostgreSQL {:.0} µs/event under conductor ({:.0} under the floor; Maestro's writes included)",
-        match spec_floor().as_str() {
+        match spec_floors()[0].as_str() {
             "spec" => "LISTEN+SELECT+tonic".to_owned(),
             other => other.to_owned(),
         },
@@ -553,7 +576,10 @@ fn main() {
         let builds = builds::builds();
         // Each build's figures; the floor's are kept in each.
         let (mut st, mut sp): (Vec<Figures>, Vec<Figures>) = builds.iter().map(|_| Default::default()).unzip();
-        let (mut conductor_status, mut floor_status, mut conductor_spec, mut floor_spec) = (None, None, None, None);
+        let (mut conductor_status, mut floor_status, mut conductor_spec) = (None, None, None);
+        // The first event each spec floor sent, and the floor modes after the first.
+        let mut floor_specs: Vec<proto::CloudEvent> = Vec::new();
+        let mut other_floors: std::collections::BTreeMap<String, OtherFloor> = Default::default();
         for run in 0..runs {
             let load_before = load_average();
             for turn in turns(&builds, run) {
@@ -614,20 +640,27 @@ fn main() {
                             f.pg_floor.push(p.postgres_us());
                         }
                     }
-                    if spec {
-                        let floor = FloorServer::start(&spec_floor(), &bench.db, pool);
+                    for (n, mode) in spec_floors().iter().enumerate().filter(|_| spec) {
+                        let floor = FloorServer::start(mode, &bench.db, pool);
                         let (_clients, mut delivered) = connect(&floor.url, bench.agents, true).await;
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         let mut first = None;
                         let p = bench.spec(&mut delivered, floor.pid(), &mut first).await;
-                        floor_spec = floor_spec.or(first);
+                        floor_specs.extend(first);
                         println!(
-                            "run {run}: spec, floor: {} events, {:.0} µs/event (PostgreSQL {:.0} µs), {:.1} switches/event",
+                            "run {run}: spec, floor {mode}: {} events, {:.0} µs/event (PostgreSQL {:.0} µs), {:.1} switches/event",
                             p.events,
                             p.server_us(),
                             p.postgres_us(),
                             p.switches_per_event(),
                         );
+                        if n > 0 {
+                            let other = other_floors.entry(mode.clone()).or_default();
+                            other.server_us.push(p.server_us());
+                            other.postgres_us.push(p.postgres_us());
+                            other.switches.push(p.switches_per_event());
+                            continue;
+                        }
                         for f in sp.iter_mut() {
                             f.floor.push(p.server_us());
                             f.floor_switches.push(p.switches_per_event());
@@ -654,8 +687,10 @@ fn main() {
                         "the floor stores the status conductor stores"
                     );
                 }
-                if let (Some(c), Some(f)) = (&conductor_spec, &floor_spec) {
-                    assert_eq!(spec_shape(c), spec_shape(f), "the floor sends the event conductor sends");
+                if let Some(c) = &conductor_spec {
+                    for f in &floor_specs {
+                        assert_eq!(spec_shape(c), spec_shape(f), "the floor sends the event conductor sends");
+                    }
                 }
             }
         }
@@ -669,6 +704,15 @@ fn main() {
             }
             if spec {
                 print_spec(&sp[b]);
+                for (mode, other) in &other_floors {
+                    let us = median(other.server_us.clone());
+                    println!(
+                        "maestro spec: floor {mode} {us:.0} µs/event (conductor {:.1}× it), PostgreSQL {:.0} µs/event, {:.1} switches/event",
+                        ratio(median(sp[b].conductor.clone()), us),
+                        median(other.postgres_us.clone()),
+                        median(other.switches.clone()),
+                    );
+                }
             }
         }
         if let [a, b] = &st[..]

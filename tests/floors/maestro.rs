@@ -27,11 +27,15 @@
 //! send; the mark (`MARK_RECONCILED`); `COMMIT`. Five round trips, on one connection kept
 //! between events (as conductor keeps its connections).
 //!
+//! `floor-maestro spec-unpipelined DATABASE_URL POOL_SIZE`: the same five round trips through
+//! tokio-postgres (the statements prepared once), to tell the driver from the pipelining below.
+//!
 //! `floor-maestro spec-pipelined DATABASE_URL POOL_SIZE`: the same transaction in two round trips,
-//! as a `pg` capability that pipelines would send it (issue 47 part 3, a prototype): `BEGIN`, the
-//! lock and read, and the resource read (found through the event, so that it needs nothing from
-//! the statement before it) as one simple query; the send; then the mark and `COMMIT` as another.
-//! The parameters are written into the statements as literals.
+//! as a `pg` capability that pipelines would send it (issue 47 part 3, a prototype; sqlx does not
+//! pipeline, tokio-postgres does when requests are issued together): `BEGIN`, the lock and read,
+//! and the resource read (found through the event, so that it needs nothing from the statement
+//! before it) written before any answer is read; the send; then the mark and `COMMIT` together.
+//! The statements are prepared once and bound, as sqlx binds them.
 //!
 //! Each prints the address it listens on as its first line.
 
@@ -387,19 +391,15 @@ async fn deliver(mut listener: sqlx::postgres::PgListener, pool: PgPool, subscri
     }
 }
 
-/// A string as an SQL literal (`E'…'`, backslashes and quotes doubled).
-fn literal(s: &str) -> String {
-    format!("E'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
-}
-
 /// The replica number of the send locks (one process).
 const REPLICA: i64 = 1;
 
-/// The resource read of the pipelined transaction: through the event, by primary keys.
+/// The resource read of the pipelined transaction: through the event, by primary keys, so that
+/// it needs nothing from the statement before it.
 const READ_RESOURCE_OF_EVENT: &str = "SELECT id, consumer_name, version, payload::text AS payload, created_at, deleted_at \
      FROM resources WHERE id = (SELECT source_id FROM events WHERE id = $1 OFFSET 0)";
 
-/// An event's type and its resource row, read by one of the transactions.
+/// An event's type and its resource row, read by `spec-transaction`.
 fn event_row(event_type: Option<String>, row: Option<&sqlx::postgres::PgRow>) -> Option<EventRow> {
     use sqlx::Row;
     let row = row?;
@@ -414,85 +414,125 @@ fn event_row(event_type: Option<String>, row: Option<&sqlx::postgres::PgRow>) ->
     ))
 }
 
+/// Sends the spec event of `row`, if it makes one, to the streams subscribed to its cluster.
+fn send(subscribers: &Subscribers, row: Option<EventRow>) {
+    let Some((consumer, event)) = row.and_then(|row| {
+        let consumer = row.2.clone();
+        spec_event(row).map(|e| (consumer, e))
+    }) else {
+        return;
+    };
+    let senders = subscribers.lock().unwrap().get(&consumer).cloned().unwrap_or_default();
+    for tx in senders {
+        let _ = tx.try_send(Ok(event.clone()));
+    }
+}
+
+/// What the maestro plugin's lock-and-read statement is given for a batch of the one event `id`.
+fn wanted(id: &str) -> Value {
+    let (a, b) = maestro_plugin::store::lock_pair(id, "events");
+    serde_json::json!([{"n": 0, "id": id, "a": a, "b": b, "s": true}])
+}
+
 /// LISTEN on `events`; each notification: the maestro plugin's transaction for a batch of one,
-/// statement by statement or `pipelined` in two round trips; the spec event sent in between.
-async fn deliver_in_transaction(
-    mut listener: sqlx::postgres::PgListener,
-    pool: PgPool,
-    subscribers: Subscribers,
-    pipelined: bool,
-) {
-    use futures::TryStreamExt;
+/// statement by statement through sqlx (five round trips); the spec event sent in between.
+async fn deliver_in_transaction(mut listener: sqlx::postgres::PgListener, pool: PgPool, subscribers: Subscribers) {
     use maestro_plugin::sql::{LOCK_AND_READ_EVENTS, MARK_RECONCILED, READ_RESOURCES};
-    use sqlx::{Either, Row};
+    use sqlx::Row;
     let mut conn = pool.acquire().await.expect("a connection");
     loop {
         let notification = listener.recv().await.expect("a notification");
         let id = notification.payload().to_owned();
-        let (a, b) = maestro_plugin::store::lock_pair(&id, "events");
-        let wanted = serde_json::json!([{"n": 0, "id": id, "a": a, "b": b, "s": true}]);
-        let row = if pipelined {
-            let lock = LOCK_AND_READ_EVENTS
-                .replace("$1::json", &format!("{}::json", literal(&wanted.to_string())))
-                .replace("$2::int8", &format!("{REPLICA}::int8"));
-            let read = READ_RESOURCE_OF_EVENT.replace("$1", &literal(&id));
-            let sql = format!("BEGIN; {lock}; {read}");
-            let mut results = sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).fetch_many(&mut *conn);
-            let (mut statement, mut event_type, mut resource) = (0, None, None);
-            while let Some(item) = results.try_next().await.expect("the pipelined read") {
-                match item {
-                    Either::Left(_) => statement += 1,
-                    Either::Right(row) if statement == 1 => event_type = row.try_get("event_type").ok(),
-                    Either::Right(row) => resource = Some(row),
-                }
-            }
-            drop(results);
-            event_row(event_type, resource.as_ref())
+        sqlx::raw_sql("BEGIN").execute(&mut *conn).await.expect("BEGIN");
+        let events = sqlx::query(LOCK_AND_READ_EVENTS)
+            .bind(sqlx::types::Json(wanted(&id)))
+            .bind(REPLICA)
+            .fetch_all(&mut *conn)
+            .await
+            .expect("the lock and read");
+        let event = events.first();
+        let source: Option<String> = event.and_then(|e| e.try_get("source_id").ok());
+        let event_type: Option<String> = event.and_then(|e| e.try_get("event_type").ok());
+        let resources = sqlx::query(READ_RESOURCES)
+            .bind(sqlx::types::Json(serde_json::json!([source])))
+            .fetch_all(&mut *conn)
+            .await
+            .expect("the resource read");
+        send(&subscribers, event_row(event_type, resources.first()));
+        sqlx::query(MARK_RECONCILED)
+            .bind(Utc::now())
+            .bind(sqlx::types::Json(serde_json::json!([id])))
+            .execute(&mut *conn)
+            .await
+            .expect("the mark");
+        sqlx::raw_sql("COMMIT").execute(&mut *conn).await.expect("COMMIT");
+    }
+}
+
+/// LISTEN on `events`; each notification: the same transaction through tokio-postgres, its
+/// statements prepared once. `pipelined`: `BEGIN`, the lock and read and the resource read written
+/// before any answer is read (one round trip), the send, then the mark and `COMMIT` (another);
+/// else each statement waits for the one before it (five round trips), as sqlx sends them.
+async fn deliver_with_tokio_postgres(
+    mut listener: sqlx::postgres::PgListener,
+    url: String,
+    subscribers: Subscribers,
+    pipelined: bool,
+) {
+    use maestro_plugin::sql::{LOCK_AND_READ_EVENTS, MARK_RECONCILED};
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("tokio-postgres connects");
+    tokio::spawn(connection);
+    let lock = client.prepare(LOCK_AND_READ_EVENTS).await.expect("the lock and read");
+    let read = client.prepare(READ_RESOURCE_OF_EVENT).await.expect("the resource read");
+    let mark = client.prepare(MARK_RECONCILED).await.expect("the mark");
+    let resource = |event_type: Option<String>, rows: Vec<tokio_postgres::Row>| -> Option<EventRow> {
+        let row = rows.first()?;
+        Some((
+            event_type?,
+            row.try_get("id").ok()?,
+            row.try_get("consumer_name").ok()?,
+            row.try_get("version").ok()?,
+            row.try_get("payload").ok()?,
+            row.try_get("created_at").ok()?,
+            row.try_get("deleted_at").ok()?,
+        ))
+    };
+    loop {
+        let notification = listener.recv().await.expect("a notification");
+        let id = notification.payload().to_owned();
+        let wanted = wanted(&id);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&wanted, &REPLICA];
+        let by_id: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
+        let (events, resources) = if pipelined {
+            let (begun, events, resources) = tokio::join!(
+                client.batch_execute("BEGIN"),
+                client.query(&lock, &params),
+                client.query(&read, &by_id),
+            );
+            begun.expect("BEGIN");
+            (events, resources)
         } else {
-            sqlx::raw_sql("BEGIN").execute(&mut *conn).await.expect("BEGIN");
-            let events = sqlx::query(LOCK_AND_READ_EVENTS)
-                .bind(sqlx::types::Json(&wanted))
-                .bind(REPLICA)
-                .fetch_all(&mut *conn)
-                .await
-                .expect("the lock and read");
-            let event = events.first();
-            let source: Option<String> = event.and_then(|e| e.try_get("source_id").ok());
-            let event_type: Option<String> = event.and_then(|e| e.try_get("event_type").ok());
-            let resources = sqlx::query(READ_RESOURCES)
-                .bind(sqlx::types::Json(serde_json::json!([source])))
-                .fetch_all(&mut *conn)
-                .await
-                .expect("the resource read");
-            event_row(event_type, resources.first())
+            client.batch_execute("BEGIN").await.expect("BEGIN");
+            let events = client.query(&lock, &params).await;
+            (events, client.query(&read, &by_id).await)
         };
-        if let Some(event) = row.and_then(|row| {
-            let consumer = row.2.clone();
-            spec_event(row).map(|e| (consumer, e))
-        }) {
-            let (consumer, event) = event;
-            let senders = subscribers.lock().unwrap().get(&consumer).cloned().unwrap_or_default();
-            for tx in senders {
-                let _ = tx.try_send(Ok(event.clone()));
-            }
-        }
-        let ids = serde_json::json!([id]);
+        let events = events.expect("the lock and read");
+        let event_type = events.first().and_then(|e| e.try_get("event_type").ok());
+        send(
+            &subscribers,
+            resource(event_type, resources.expect("the resource read")),
+        );
+        let (now, ids) = (Utc::now(), serde_json::json!([id]));
+        let marked: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&now, &ids];
         if pipelined {
-            let mark = MARK_RECONCILED
-                .replace("$2::json", &format!("{}::json", literal(&ids.to_string())))
-                .replace("$1", &format!("{}::timestamptz", literal(&Utc::now().to_rfc3339())));
-            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("{mark}; COMMIT")))
-                .execute(&mut *conn)
-                .await
-                .expect("the mark and COMMIT");
+            let (marked, committed) = tokio::join!(client.execute(&mark, &marked), client.batch_execute("COMMIT"));
+            marked.expect("the mark");
+            committed.expect("COMMIT");
         } else {
-            sqlx::query(MARK_RECONCILED)
-                .bind(Utc::now())
-                .bind(sqlx::types::Json(&ids))
-                .execute(&mut *conn)
-                .await
-                .expect("the mark");
-            sqlx::raw_sql("COMMIT").execute(&mut *conn).await.expect("COMMIT");
+            client.execute(&mark, &marked).await.expect("the mark");
+            client.batch_execute("COMMIT").await.expect("COMMIT");
         }
     }
 }
@@ -500,7 +540,9 @@ async fn deliver_in_transaction(
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (Some(mode), Some(url)) = (args.get(1), args.get(2)) else {
-        eprintln!("usage: floor-maestro status|spec|spec-transaction|spec-pipelined DATABASE_URL [POOL_SIZE]");
+        eprintln!(
+            "usage: floor-maestro status|spec|spec-transaction|spec-unpipelined|spec-pipelined DATABASE_URL [POOL_SIZE]"
+        );
         std::process::exit(2);
     };
     let pool_size: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(16);
@@ -520,23 +562,24 @@ fn main() {
         let subscribers = Subscribers::default();
         match mode.as_str() {
             "status" => {}
-            "spec" | "spec-transaction" | "spec-pipelined" => {
+            "spec" | "spec-transaction" | "spec-unpipelined" | "spec-pipelined" => {
                 // Listening before the address is printed: the bench writes once it has it.
                 let mut listener = sqlx::postgres::PgListener::connect(url).await.expect("LISTEN connects");
                 listener.listen("events").await.expect("LISTEN events");
                 let (pool, subscribers) = (pool.clone(), Arc::clone(&subscribers));
                 match mode.as_str() {
                     "spec" => tokio::spawn(deliver(listener, pool, subscribers)),
-                    m => tokio::spawn(deliver_in_transaction(
+                    "spec-transaction" => tokio::spawn(deliver_in_transaction(listener, pool, subscribers)),
+                    m => tokio::spawn(deliver_with_tokio_postgres(
                         listener,
-                        pool,
+                        url.clone(),
                         subscribers,
                         m == "spec-pipelined",
                     )),
                 };
             }
             other => {
-                eprintln!("unknown mode {other:?}: status, spec, spec-transaction or spec-pipelined");
+                eprintln!("unknown mode {other:?}: status, spec, spec-transaction, spec-unpipelined or spec-pipelined");
                 std::process::exit(2);
             }
         }
