@@ -230,7 +230,7 @@ impl Floor {
             )?;
         if write {
             sqlx::query(STORE_STATUS)
-                .bind(sqlx::types::Json(&status))
+                .bind(status.to_string())
                 .bind(Utc::now())
                 .bind(&id)
                 .bind(uuid::Uuid::new_v4().to_string())
@@ -445,7 +445,7 @@ async fn deliver_in_transaction(mut listener: sqlx::postgres::PgListener, pool: 
         let id = notification.payload().to_owned();
         sqlx::raw_sql("BEGIN").execute(&mut *conn).await.expect("BEGIN");
         let events = sqlx::query(LOCK_AND_READ_EVENTS)
-            .bind(sqlx::types::Json(wanted(&id)))
+            .bind(wanted(&id).to_string())
             .bind(REPLICA)
             .fetch_all(&mut *conn)
             .await
@@ -454,14 +454,14 @@ async fn deliver_in_transaction(mut listener: sqlx::postgres::PgListener, pool: 
         let source: Option<String> = event.and_then(|e| e.try_get("source_id").ok());
         let event_type: Option<String> = event.and_then(|e| e.try_get("event_type").ok());
         let resources = sqlx::query(READ_RESOURCES)
-            .bind(sqlx::types::Json(serde_json::json!([source])))
+            .bind(serde_json::json!([source]).to_string())
             .fetch_all(&mut *conn)
             .await
             .expect("the resource read");
         send(&subscribers, event_row(event_type, resources.first()));
         sqlx::query(MARK_RECONCILED)
             .bind(Utc::now())
-            .bind(sqlx::types::Json(serde_json::json!([id])))
+            .bind(serde_json::json!([id]).to_string())
             .execute(&mut *conn)
             .await
             .expect("the mark");
