@@ -399,19 +399,23 @@ const REPLICA: i64 = 1;
 const READ_RESOURCE_OF_EVENT: &str = "SELECT id, consumer_name, version, payload::text AS payload, created_at, deleted_at \
      FROM resources WHERE id = (SELECT source_id FROM events WHERE id = $1 OFFSET 0)";
 
-/// An event's type and its resource row, read by `spec-transaction`.
-fn event_row(event_type: Option<String>, row: Option<&sqlx::postgres::PgRow>) -> Option<EventRow> {
-    use sqlx::Row;
-    let row = row?;
-    Some((
-        event_type?,
-        row.try_get("id").ok()?,
-        row.try_get("consumer_name").ok()?,
-        row.try_get("version").ok()?,
-        row.try_get("payload").ok()?,
-        row.try_get("created_at").ok()?,
-        row.try_get("deleted_at").ok()?,
-    ))
+/// An event's type and the columns of its resource row, from a row of either driver (each has a
+/// `try_get` of its own); `None` when either is missing.
+macro_rules! event_row {
+    ($event_type:expr, $row:expr) => {
+        (|| -> Option<EventRow> {
+            let row = $row?;
+            Some((
+                $event_type?,
+                row.try_get("id").ok()?,
+                row.try_get("consumer_name").ok()?,
+                row.try_get("version").ok()?,
+                row.try_get("payload").ok()?,
+                row.try_get("created_at").ok()?,
+                row.try_get("deleted_at").ok()?,
+            ))
+        })()
+    };
 }
 
 /// Sends the spec event of `row`, if it makes one, to the streams subscribed to its cluster.
@@ -458,7 +462,7 @@ async fn deliver_in_transaction(mut listener: sqlx::postgres::PgListener, pool: 
             .fetch_all(&mut *conn)
             .await
             .expect("the resource read");
-        send(&subscribers, event_row(event_type, resources.first()));
+        send(&subscribers, event_row!(event_type, resources.first()));
         sqlx::query(MARK_RECONCILED)
             .bind(Utc::now())
             .bind(serde_json::json!([id]).to_string())
@@ -487,18 +491,6 @@ async fn deliver_with_tokio_postgres(
     let lock = client.prepare(LOCK_AND_READ_EVENTS).await.expect("the lock and read");
     let read = client.prepare(READ_RESOURCE_OF_EVENT).await.expect("the resource read");
     let mark = client.prepare(MARK_RECONCILED).await.expect("the mark");
-    let resource = |event_type: Option<String>, rows: Vec<tokio_postgres::Row>| -> Option<EventRow> {
-        let row = rows.first()?;
-        Some((
-            event_type?,
-            row.try_get("id").ok()?,
-            row.try_get("consumer_name").ok()?,
-            row.try_get("version").ok()?,
-            row.try_get("payload").ok()?,
-            row.try_get("created_at").ok()?,
-            row.try_get("deleted_at").ok()?,
-        ))
-    };
     loop {
         let notification = listener.recv().await.expect("a notification");
         let id = notification.payload().to_owned();
@@ -520,10 +512,8 @@ async fn deliver_with_tokio_postgres(
         };
         let events = events.expect("the lock and read");
         let event_type = events.first().and_then(|e| e.try_get("event_type").ok());
-        send(
-            &subscribers,
-            resource(event_type, resources.expect("the resource read")),
-        );
+        let resources = resources.expect("the resource read");
+        send(&subscribers, event_row!(event_type, resources.first()));
         let (now, ids) = (Utc::now(), serde_json::json!([id]));
         let marked: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&now, &ids];
         if pipelined {
