@@ -29,6 +29,17 @@ fn with_transaction<R>(
     })
 }
 
+/// Files `tx` among the open transactions: the id the SDK's `Transaction` carries.
+fn open_transaction(tx: wit::pg::Transaction) -> TransactionId {
+    TRANSACTIONS.with(|t| {
+        let mut t = t.borrow_mut();
+        t.0 += 1;
+        let id = t.0;
+        t.1.insert(id, tx);
+        id
+    })
+}
+
 fn take_transaction(id: TransactionId) -> Result<wit::pg::Transaction, Error> {
     TRANSACTIONS
         .with(|t| t.borrow_mut().1.remove(&id))
@@ -119,14 +130,7 @@ pub fn pg(request: PgRequest) -> Result<PgReply, Error> {
         } => with_transaction(id, |tx| tx.execute(&sql, &values(params))).map(PgReply::Affected),
         PgRequest::Begin { database } => {
             let tx = p::begin(&database).map_err(from_wit_error)?;
-            let id = TRANSACTIONS.with(|t| {
-                let mut t = t.borrow_mut();
-                t.0 += 1;
-                let id = t.0;
-                t.1.insert(id, tx);
-                id
-            });
-            Ok(PgReply::Begun(id))
+            Ok(PgReply::Begun(open_transaction(tx)))
         }
         PgRequest::Commit { transaction } => {
             let tx = take_transaction(transaction)?;
@@ -149,6 +153,26 @@ pub fn pg(request: PgRequest) -> Result<PgReply, Error> {
 }
 
 /// A watch with `options` (`kube.watch-with`); any other request as [`kube`].
+pub fn pg_begin_with(
+    database: &str,
+    statements: Vec<crate::pg::Statement>,
+) -> Result<(TransactionId, Vec<crate::PgRows>), Error> {
+    let statements: Vec<_> = statements.iter().map(to_wit_statement).collect();
+    let (tx, rows) = wit::pg::begin_with(database, &statements).map_err(from_wit_error)?;
+    Ok((open_transaction(tx), rows.into_iter().map(from_wit_rows).collect()))
+}
+
+pub fn pg_commit_with(
+    transaction: TransactionId,
+    statements: Vec<crate::pg::Statement>,
+) -> Result<Vec<crate::PgRows>, Error> {
+    let tx = take_transaction(transaction)?;
+    let statements: Vec<_> = statements.iter().map(to_wit_statement).collect();
+    wit::pg::Transaction::commit_with(tx, &statements)
+        .map(|all| all.into_iter().map(from_wit_rows).collect())
+        .map_err(from_wit_error)
+}
+
 pub fn kube_watch_with(request: KubeRequest, options: crate::kube::WatchOptions) -> Result<KubeReply, Error> {
     let KubeRequest::Watch {
         resource,

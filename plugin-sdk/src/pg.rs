@@ -67,6 +67,24 @@ impl<T: Into<PgValue>> From<Option<T>> for PgValue {
     }
 }
 
+/// A statement and its parameters, for the calls that send several at once
+/// ([`Database::begin_with`](crate::Database::begin_with),
+/// [`Transaction::commit_with`](crate::Transaction::commit_with)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Statement {
+    pub sql: String,
+    pub params: Vec<PgValue>,
+}
+
+impl Statement {
+    pub fn new(sql: impl Into<String>, params: Vec<PgValue>) -> Self {
+        Self {
+            sql: sql.into(),
+            params,
+        }
+    }
+}
+
 /// A NOTIFY on a channel the plugin listens on ([`Database::listen`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notification {

@@ -336,6 +336,20 @@ macro_rules! __wit_conversions {
             }
         }
 
+        pub fn to_wit_statement(s: &$crate::pg::Statement) -> __wit_pg::Statement {
+            __wit_pg::Statement {
+                sql: s.sql.clone(),
+                params: s.params.iter().map(to_wit_value).collect(),
+            }
+        }
+
+        pub fn from_wit_statement(s: __wit_pg::Statement) -> $crate::pg::Statement {
+            $crate::pg::Statement {
+                sql: s.sql,
+                params: s.params.into_iter().map(from_wit_value).collect(),
+            }
+        }
+
         pub fn to_wit_lock_key(k: $crate::pg::LockKey) -> __wit_pg::LockKey {
             match k {
                 $crate::pg::LockKey::Pair(a, b) => __wit_pg::LockKey::Pair((a, b)),

@@ -11,15 +11,14 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use sqlx::Postgres;
-use sqlx::pool::PoolConnection;
+use super::session::Session;
 
 /// How long a connection waits here for its next use before it goes back to the pool.
 pub const LINGER: Duration = Duration::from_secs(1);
 
 /// The connections one database keeps, the most recently used last.
 pub struct Kept {
-    idle: Mutex<VecDeque<(PoolConnection<Postgres>, Instant)>>,
+    idle: Mutex<VecDeque<(Session, Instant)>>,
     most: usize,
     /// Whether the task that gives back what lingered too long runs.
     sweeping: std::sync::atomic::AtomicBool,
@@ -37,7 +36,7 @@ impl Kept {
 
     /// The most recently kept connection, if one waits. Those that waited longer than
     /// [`LINGER`] go back to the pool.
-    pub fn take(&self) -> Option<PoolConnection<Postgres>> {
+    pub fn take(&self) -> Option<Session> {
         let (taken, stale) = {
             let mut idle = self.lock();
             let taken = idle.pop_back().filter(|(_, since)| since.elapsed() <= LINGER);
@@ -49,7 +48,7 @@ impl Kept {
 
     /// Keeps `conn`, clean, for the next use; the oldest kept goes back to the pool beyond
     /// `most`. Must be called within a Tokio runtime (the first call starts the sweep).
-    pub fn keep(self: &Arc<Self>, conn: PoolConnection<Postgres>) {
+    pub fn keep(self: &Arc<Self>, conn: Session) {
         if self.most == 0 {
             return;
         }
@@ -75,14 +74,14 @@ impl Kept {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(PoolConnection<Postgres>, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(Session, Instant)>> {
         // A panic while holding the lock leaves only a list of connections, still whole.
         self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 /// The connections that waited longer than [`LINGER`], taken out of `idle` (the oldest first).
-fn stale(idle: &mut VecDeque<(PoolConnection<Postgres>, Instant)>) -> Vec<PoolConnection<Postgres>> {
+fn stale(idle: &mut VecDeque<(Session, Instant)>) -> Vec<Session> {
     let fresh = idle
         .iter()
         .position(|(_, since)| since.elapsed() <= LINGER)

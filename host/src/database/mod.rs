@@ -3,8 +3,10 @@
 
 pub mod embedded;
 pub mod kept;
+pub mod pipeline;
 pub mod pools;
 pub mod postgres;
+pub mod session;
 
 pub use embedded::EmbeddedPostgres;
 pub use pools::Databases;

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::kept::Kept;
+use super::pipeline::Named;
 use super::postgres::{self, DbEvent};
 use crate::config::{DatabaseConfig, TlsMode};
 use crate::host_events::{EventKey, EventQueue};
@@ -55,6 +56,8 @@ pub struct Databases {
     pools: BTreeMap<String, PgPool>,
     /// Connections kept between uses, per database.
     kept: BTreeMap<String, Arc<Kept>>,
+    /// The statements prepared in sessions for the calls that send several at once.
+    named: Named,
     metrics: Metrics,
     readiness: Arc<Readiness>,
 }
@@ -139,6 +142,7 @@ impl Databases {
         Ok(Arc::new(Self {
             pools,
             kept,
+            named: Named::default(),
             metrics,
             readiness,
         }))
@@ -149,6 +153,7 @@ impl Databases {
         Arc::new(Self {
             pools: BTreeMap::new(),
             kept: BTreeMap::new(),
+            named: Named::default(),
             metrics: Metrics::new(),
             readiness: Arc::default(),
         })
@@ -156,6 +161,11 @@ impl Databases {
 
     pub fn pool(&self, name: &str) -> Option<&PgPool> {
         self.pools.get(name)
+    }
+
+    /// The statements named for sending several at once (`pipeline`), the same in every database.
+    pub fn named(&self) -> &Named {
+        &self.named
     }
 
     /// The connections `name` keeps between uses.

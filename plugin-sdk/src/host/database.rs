@@ -4,11 +4,8 @@
 
 use super::Host;
 use crate::Error;
-use crate::pg::{LockKey, PgReply, PgRequest, PgRows, PgValue, TransactionId};
-
-fn unexpected(reply: PgReply) -> Error {
-    Error::Internal(format!("the host answered a pg call with {reply:?}"))
-}
+use crate::calls::unexpected_pg as unexpected;
+use crate::pg::{LockKey, PgReply, PgRequest, PgRows, PgValue, Statement, TransactionId};
 
 /// A database the plugin may use (`databases` in its `conductor.toml` table).
 pub struct Database<'h> {
@@ -47,6 +44,36 @@ impl<'h> Database<'h> {
             }),
             other => Err(unexpected(other)),
         }
+    }
+
+    /// Begins a transaction and runs `statements` in it, in order, in one round trip to the
+    /// database: the transaction and each statement's rows. Each statement runs once the one
+    /// before has finished, so a read that follows a statement taking locks sees what was committed
+    /// before they were granted. If one fails, those after it do not run, the transaction is
+    /// rolled back, and the error names the statement (`statement 2 of 3: …`). Needs a host of
+    /// contract 0.6.3 (a native library's SDK sends them one call at a time).
+    ///
+    /// ```no_run
+    /// # use conductor_plugin_sdk::{Error, Host, pg::Statement};
+    /// # fn example(host: &Host) -> Result<(), Error> {
+    /// let (tx, rows) = host.pg("maestro").begin_with(&[
+    ///     Statement::new("SELECT pg_advisory_xact_lock($1)", vec![7i64.into()]),
+    ///     Statement::new("SELECT id FROM events WHERE reconciled_date IS NULL", vec![]),
+    /// ])?;
+    /// let events = &rows[1];
+    /// tx.commit_with(&[Statement::new("UPDATE events SET reconciled_date = now()", vec![])])?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn begin_with(&self, statements: &[Statement]) -> Result<(Transaction<'h>, Vec<PgRows>), Error> {
+        let (id, rows) = self.host.pg_begin_with(&self.name, statements.to_vec())?;
+        let tx = Transaction {
+            host: self.host,
+            database: self.name.clone(),
+            id,
+            open: true,
+        };
+        Ok((tx, rows))
     }
 
     /// LISTENs on `channel`: notifications arrive as [`crate::HostEvent::Notification`], and each
@@ -140,6 +167,14 @@ impl Transaction<'_> {
     pub fn commit(mut self) -> Result<(), Error> {
         self.open = false;
         self.host.pg_call(PgRequest::Commit { transaction: self.id }).map(drop)
+    }
+
+    /// Runs `statements` in order and commits, in one round trip to the database: each
+    /// statement's rows. If one fails, those after it do not run and the transaction is rolled
+    /// back; the error names the statement. Needs a host of contract 0.6.3.
+    pub fn commit_with(mut self, statements: &[Statement]) -> Result<Vec<PgRows>, Error> {
+        self.open = false;
+        self.host.pg_commit_with(self.id, statements.to_vec())
     }
 }
 

@@ -19,7 +19,7 @@ use crate::calls::HostCalls;
 use crate::calls::Level;
 use crate::kube::{KubeReply, KubeRequest, WatchOptions};
 use crate::metric::MetricKind;
-use crate::pg::{PgReply, PgRequest};
+use crate::pg::{PgReply, PgRequest, PgRows, Statement, TransactionId};
 use crate::{CloudEvent, Error};
 
 /// The host, handed to every plugin call.
@@ -138,6 +138,22 @@ impl Host {
 
     pub(crate) fn pg_call(&self, request: PgRequest) -> Result<PgReply, Error> {
         call!(self, pg(request))
+    }
+
+    pub(crate) fn pg_begin_with(
+        &self,
+        database: &str,
+        statements: Vec<Statement>,
+    ) -> Result<(TransactionId, Vec<PgRows>), Error> {
+        call!(self, pg_begin_with(database, statements))
+    }
+
+    pub(crate) fn pg_commit_with(
+        &self,
+        transaction: TransactionId,
+        statements: Vec<Statement>,
+    ) -> Result<Vec<PgRows>, Error> {
+        call!(self, pg_commit_with(transaction, statements))
     }
 
     /// The Kubernetes API server of `[kubernetes]`.

@@ -8,14 +8,15 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use conductor_plugin_sdk::pg::{LockKey, PgReply, PgRequest, TransactionId};
+use conductor_plugin_sdk::pg::{LockKey, PgReply, PgRequest, Statement, TransactionId};
 use conductor_plugin_sdk::{Capability, DatabaseError, Error, PgRows, PgValue};
-use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{Column, Executor, PgConnection, PgPool, Postgres, Row, TypeInfo, ValueRef};
 
 use super::guard::{Guard, Mode};
 use crate::database::Databases;
+use crate::database::pipeline::{self, Around, Failure};
+use crate::database::session::Session;
 use crate::host_events::EventQueue;
 use crate::plugins::tasks::Tasks;
 
@@ -79,16 +80,16 @@ impl PgHost {
 
     /// A connection to `database` for one statement or transaction: the one kept from its last
     /// use when one waits (`database::kept`), else one from its pool.
-    async fn connection(&self, database: &str) -> Result<PoolConnection<Postgres>, Error> {
+    async fn connection(&self, database: &str) -> Result<Session, Error> {
         let pool = self.pool(database)?;
         match self.databases.kept(database).and_then(|kept| kept.take()) {
             Some(conn) => Ok(conn),
-            None => pool.acquire().await.map_err(sql_error),
+            None => pool.acquire().await.map(Session::new).map_err(sql_error),
         }
     }
 
     /// Keeps `conn`, clean, for the next statement or transaction on `database`.
-    fn keep(&self, database: &str, conn: PoolConnection<Postgres>) {
+    fn keep(&self, database: &str, conn: Session) {
         if let Some(kept) = self.databases.kept(database) {
             kept.keep(conn);
         }
@@ -106,33 +107,115 @@ const MAX_OPEN_TRANSACTIONS: usize = 8;
 struct OpenTransaction {
     database: String,
     /// Taken when the transaction ends.
-    conn: Option<PoolConnection<Postgres>>,
+    conn: Option<Session>,
 }
 
 impl OpenTransaction {
     /// Begins a transaction on `database`, read-only in read-only mode.
     async fn begin(pg: &PgHost, database: String) -> Result<Self, Error> {
-        let conn = pg.connection(&database).await?;
-        let mut open = Self {
-            database,
-            conn: Some(conn),
-        };
-        let begin = match pg.mode() {
-            Mode::ReadOnly => "BEGIN READ ONLY",
-            Mode::Serve => "BEGIN",
-        };
-        open.conn()?.execute(begin).await.map_err(sql_error)?;
+        let mut open = Self::connect(pg, database).await?;
+        open.conn()?.execute(begin(pg)).await.map_err(sql_error)?;
         Ok(open)
     }
 
-    fn conn(&mut self) -> Result<&mut PgConnection, Error> {
+    /// A connection to `database` for a transaction whose `BEGIN` is still to be sent.
+    async fn connect(pg: &PgHost, database: String) -> Result<Self, Error> {
+        let conn = pg.connection(&database).await?;
+        Ok(Self {
+            database,
+            conn: Some(conn),
+        })
+    }
+
+    fn session(&mut self) -> Result<&mut Session, Error> {
         self.conn
-            .as_deref_mut()
+            .as_mut()
             .ok_or_else(|| Error::Internal("the transaction has ended".to_owned()))
+    }
+
+    fn conn(&mut self) -> Result<&mut PgConnection, Error> {
+        self.session().map(|session| &mut **session)
+    }
+
+    /// Runs `statements` in the transaction, one round trip each (the way a native library's
+    /// calls send them, and what `pipelined` falls back to): each one's rows, the first failure
+    /// named.
+    async fn run_each(&mut self, statements: Vec<Statement>) -> Result<Vec<PgRows>, Error> {
+        let count = statements.len();
+        let mut all = Vec::with_capacity(count);
+        for (n, statement) in statements.into_iter().enumerate() {
+            let fetched = match bind(statement.sql, statement.params) {
+                Ok(query) => query.fetch_all(self.conn()?).await.map_err(sql_error),
+                Err(e) => Err(e),
+            };
+            all.push(
+                fetched
+                    .and_then(rows)
+                    .map_err(|e| e.context(numbered(Some(n), count)))?,
+            );
+        }
+        Ok(all)
+    }
+
+    /// Sends `statements` with `around` in one round trip (`database::pipeline`), or one at a
+    /// time when they cannot be (a statement past `pipeline::MOST_NAMED`).
+    async fn pipelined(
+        &mut self,
+        pg: &PgHost,
+        around: Around,
+        statements: Vec<Statement>,
+    ) -> Result<Vec<PgRows>, Error> {
+        let count = statements.len();
+        let named = pg.databases.named();
+        match pipeline::run(named, self.session()?, around, &statements).await {
+            Ok(Some(fetched)) => fetched.into_iter().map(rows).collect(),
+            Ok(None) => {
+                if let Some(begin) = around.begin {
+                    self.conn()?.execute(begin).await.map_err(sql_error)?;
+                }
+                let all = self.run_each(statements).await?;
+                if around.commit {
+                    self.conn()?.execute("COMMIT").await.map_err(sql_error)?;
+                }
+                Ok(all)
+            }
+            Err(failed) => {
+                let context = numbered(failed.statement, count);
+                if !failed.refused_by_server()
+                    && let Some(mut conn) = self.conn.take()
+                {
+                    // In doubt: closed, never reused.
+                    conn.close_on_drop();
+                }
+                Err(match failed.error {
+                    Failure::Parameter(reason) => Error::Database(DatabaseError::new(reason)),
+                    Failure::Sql(e) => sql_error(e),
+                }
+                .context(context))
+            }
+        }
     }
 
     /// Ends the transaction with `end` (`COMMIT` or `ROLLBACK`). Its connection is kept for the
     /// next use with `keep`, else given back to the pool; after a failure it is closed.
+    /// Gives the connection of a transaction ended by the server (its `COMMIT` sent with its last
+    /// statements) back for the next use.
+    fn ended(mut self, pg: &PgHost) {
+        if let Some(conn) = self.conn.take() {
+            pg.keep(&self.database, conn);
+        }
+    }
+
+    /// After a failed call: rolled back (harmless where the server has ended it already) and
+    /// its connection kept, unless the connection was in doubt and is gone.
+    async fn abandon(self, pg: &PgHost) {
+        if self.conn.is_some()
+            && let Err(e) = self.end("ROLLBACK", Some(pg)).await
+        {
+            tracing::debug!(error = %e, "rollback after a failed call failed; the connection is discarded");
+        }
+    }
+
     async fn end(mut self, end: &'static str, keep: Option<&PgHost>) -> Result<(), Error> {
         let mut conn = self
             .conn
@@ -168,6 +251,23 @@ impl Drop for OpenTransaction {
 pub struct PgSession {
     open: HashMap<TransactionId, OpenTransaction>,
     next: TransactionId,
+}
+
+/// The `BEGIN` of a transaction: read-only in read-only mode.
+fn begin(pg: &PgHost) -> &'static str {
+    match pg.mode() {
+        Mode::ReadOnly => "BEGIN READ ONLY",
+        Mode::Serve => "BEGIN",
+    }
+}
+
+/// Which of `count` statements sent together an error belongs to (`None`: the `BEGIN` or the
+/// `COMMIT`).
+fn numbered(statement: Option<usize>, count: usize) -> String {
+    match statement {
+        Some(n) => format!("statement {} of {count}", n + 1),
+        None => format!("with {count} statements"),
+    }
 }
 
 fn sql_error(e: sqlx::Error) -> Error {
@@ -282,6 +382,42 @@ fn rows(result: Vec<PgRow>) -> Result<PgRows, Error> {
     Ok(PgRows { columns, rows })
 }
 
+/// A `pg` call timed and counted in the plugin's metrics under its database, in a span naming
+/// what it runs.
+async fn instrumented<T>(
+    pg: &PgHost,
+    database: Option<String>,
+    statement: String,
+    call: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    let started = std::time::Instant::now();
+    let span = tracing::span!(
+        target: "conductor::trace",
+        tracing::Level::TRACE,
+        "pg",
+        plugin = pg.guard.plugin(),
+        database = database.as_deref().unwrap_or_default(),
+        statement,
+    );
+    let reply = tracing::Instrument::instrument(call, span).await;
+    if let Some(database) = database {
+        pg.guard
+            .metrics()
+            .statement(&database, reply.is_ok(), started.elapsed());
+    }
+    reply
+}
+
+/// Statements sent together, for their span: `before`, each statement's SQL and `after`, cut to
+/// 200 characters.
+fn listed(before: &str, statements: &[Statement], after: &str) -> String {
+    let all = std::iter::once(before)
+        .chain(statements.iter().map(|s| s.sql.as_str()))
+        .chain(std::iter::once(after))
+        .filter(|sql| !sql.is_empty());
+    all.collect::<Vec<_>>().join("; ").chars().take(200).collect()
+}
+
 /// What a `pg` call runs, for its span: the SQL (cut to 200 characters) or the operation.
 fn statement(request: &PgRequest) -> String {
     match request {
@@ -317,24 +453,82 @@ impl PgSession {
             } => self.open.get(id).map(|t| t.database.clone()),
             _ => None,
         };
-        let started = std::time::Instant::now();
-        let span = tracing::span!(
-            target: "conductor::trace",
-            tracing::Level::TRACE,
-            "pg",
-            plugin = pg.guard.plugin(),
-            database = database.as_deref().unwrap_or_default(),
-            statement = statement(&request),
-        );
+        let statement = statement(&request);
         // Boxed: the statement's future (sqlx's, the pool's) is kilobytes, and the layers above
         // it — this call, the instance's state, wasmtime's host function — would each move it.
-        let reply = tracing::Instrument::instrument(Box::pin(self.dispatch(pg, request)), span).await;
-        if let Some(database) = database {
-            pg.guard
-                .metrics()
-                .statement(&database, reply.is_ok(), started.elapsed());
+        instrumented(pg, database, statement, Box::pin(self.dispatch(pg, request))).await
+    }
+
+    /// `pg.begin-with`: `BEGIN` and `statements` in one round trip; the transaction and each
+    /// statement's rows. If one fails the transaction is rolled back and the error names it.
+    pub async fn begin_with(
+        &mut self,
+        pg: &PgHost,
+        database: String,
+        statements: Vec<Statement>,
+    ) -> Result<(TransactionId, Vec<PgRows>), Error> {
+        let text = listed(begin(pg), &statements, "");
+        let counted = Some(database.clone());
+        let call = async {
+            self.room()?;
+            let mut tx = OpenTransaction::connect(pg, database).await?;
+            let around = Around {
+                begin: Some(begin(pg)),
+                commit: false,
+            };
+            match tx.pipelined(pg, around, statements).await {
+                Ok(all) => {
+                    self.next += 1;
+                    self.open.insert(self.next, tx);
+                    Ok((self.next, all))
+                }
+                Err(e) => {
+                    tx.abandon(pg).await;
+                    Err(e)
+                }
+            }
+        };
+        instrumented(pg, counted, text, Box::pin(call)).await
+    }
+
+    /// `transaction.commit-with`: `statements` and `COMMIT` in one round trip; each statement's
+    /// rows. If one fails the transaction is rolled back and the error names it.
+    pub async fn commit_with(
+        &mut self,
+        pg: &PgHost,
+        transaction: TransactionId,
+        statements: Vec<Statement>,
+    ) -> Result<Vec<PgRows>, Error> {
+        let database = self.open.get(&transaction).map(|t| t.database.clone());
+        let text = listed("", &statements, "COMMIT");
+        let call = async {
+            let mut tx = self.take(transaction)?;
+            let around = Around {
+                begin: None,
+                commit: true,
+            };
+            match tx.pipelined(pg, around, statements).await {
+                Ok(all) => {
+                    tx.ended(pg);
+                    Ok(all)
+                }
+                Err(e) => {
+                    tx.abandon(pg).await;
+                    Err(e)
+                }
+            }
+        };
+        instrumented(pg, database, text, Box::pin(call)).await
+    }
+
+    /// Refuses another transaction past [`MAX_OPEN_TRANSACTIONS`].
+    fn room(&self) -> Result<(), Error> {
+        if self.open.len() >= MAX_OPEN_TRANSACTIONS {
+            return Err(Error::Unavailable(format!(
+                "too many open transactions (at most {MAX_OPEN_TRANSACTIONS} per instance)"
+            )));
         }
-        reply
+        Ok(())
     }
 
     async fn dispatch(&mut self, pg: &PgHost, request: PgRequest) -> Result<PgReply, Error> {
@@ -364,11 +558,7 @@ impl PgSession {
                 Ok(PgReply::Affected(done.rows_affected()))
             }
             PgRequest::Begin { database } => {
-                if self.open.len() >= MAX_OPEN_TRANSACTIONS {
-                    return Err(Error::Unavailable(format!(
-                        "too many open transactions (at most {MAX_OPEN_TRANSACTIONS} per instance)"
-                    )));
-                }
+                self.room()?;
                 let tx = OpenTransaction::begin(pg, database).await?;
                 self.next += 1;
                 self.open.insert(self.next, tx);
@@ -856,5 +1046,273 @@ mod tests {
         tokio::time::sleep(crate::database::kept::LINGER * 2 + std::time::Duration::from_millis(300)).await;
         assert_eq!(kept.waiting(), 0, "given back after LINGER");
         assert_eq!(pool.num_idle(), idle + 1);
+    }
+
+    /// What the backend `pid` last received, read on a connection of the pool's own.
+    async fn last_message(databases: &Databases, pid: &PgValue) -> String {
+        let PgValue::Int4(pid) = pid else { panic!("{pid:?}") };
+        let mut watcher = databases.pool("db").unwrap().acquire().await.unwrap();
+        sqlx::query_scalar("SELECT query FROM pg_stat_activity WHERE pid = $1")
+            .bind(pid)
+            .fetch_one(&mut *watcher)
+            .await
+            .unwrap()
+    }
+
+    /// `begin-with` sends `BEGIN` and its statements as one message and `commit-with` its
+    /// statements and `COMMIT`; every value reads back as a statement sent alone reads it, each
+    /// statement sees what the one before did, and it is all one transaction.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn statements_sent_with_begin_and_commit_are_one_message_and_one_transaction() {
+        let (_dir, _pg, databases) = embedded().await;
+        let caps = capabilities(Arc::clone(&databases), Mode::Serve);
+        let mut session = PgSession::default();
+        rows(
+            session
+                .call(&caps, query("CREATE TABLE t (v int4)", vec![], None))
+                .await,
+        );
+        let values = vec![
+            PgValue::Null,
+            PgValue::Bool(false),
+            PgValue::Int4(i32::MIN),
+            PgValue::Int8(i64::MIN),
+            PgValue::Float8(f64::NAN),
+            PgValue::Float8(f64::NEG_INFINITY),
+            PgValue::Float8(0.1),
+            PgValue::Float8(-0.0),
+            PgValue::Text("it's \\ a 'quote' \\' and E'\\x41' ünïcødé; COMMIT; --".into()),
+            PgValue::Json(r#"{"a": "\"q\" \\ '\u0041'", "b": [1, 2.5e300]}"#.into()),
+            PgValue::Timestamp(chrono::DateTime::from_timestamp(1_765_000_000, 123_456_789).unwrap()),
+            PgValue::Timestamp(chrono::DateTime::from_timestamp(-1_000_000_000, 1_000).unwrap()),
+            PgValue::Bytea(vec![0, 1, 0x5c, 0x27, 0xff]),
+        ];
+        let echo = format!(
+            "SELECT {}",
+            (1..=values.len())
+                .map(|i| format!("${i} AS c{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let alone = rows(session.call(&caps, query(&echo, values.clone(), None)).await);
+        let xact = "SELECT pg_current_xact_id()::text AS xact, pg_backend_pid() AS pid";
+        let (tx, got) = session
+            .begin_with(
+                &caps,
+                "db".into(),
+                vec![
+                    Statement::new("INSERT INTO t VALUES ($1), ($2) RETURNING v", vec![1.into(), 2.into()]),
+                    Statement::new("SELECT count(*)::int4 AS n FROM t", vec![]),
+                    Statement::new(echo.clone(), values.clone()),
+                    Statement::new(xact, vec![]),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[0].rows, [[PgValue::Int4(1)], [PgValue::Int4(2)]]);
+        assert_eq!(
+            got[1].rows,
+            [[PgValue::Int4(2)]],
+            "a statement sees what the one before did"
+        );
+        // Compared as printed: NaN is not equal to itself.
+        assert_eq!(
+            format!("{:?}", got[2]),
+            format!("{alone:?}"),
+            "every value reads back as a statement sent alone reads it"
+        );
+        let (begun_in, pid) = (got[3].rows[0][0].clone(), got[3].rows[0][1].clone());
+        let sent = last_message(&databases, &pid).await;
+        assert!(sent.starts_with("BEGIN; EXECUTE conductor_"), "{sent}");
+        assert_eq!(sent.matches("EXECUTE").count(), 4, "{sent}");
+
+        let inside = rows(session.call(&caps, query(xact, vec![], Some(tx))).await);
+        assert_eq!(inside.rows[0][0], begun_in, "the transaction goes on");
+        let done = session
+            .commit_with(
+                &caps,
+                tx,
+                vec![
+                    Statement::new("DELETE FROM t WHERE v = $1 RETURNING v", vec![1.into()]),
+                    Statement::new(xact, vec![]),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(done[0].rows, [[PgValue::Int4(1)]]);
+        assert_eq!(done[1].rows[0][0], begun_in, "committed in the same transaction");
+        assert!(!session.has_open());
+        let sent = last_message(&databases, &pid).await;
+        assert!(
+            sent.starts_with("EXECUTE conductor_") && sent.ends_with("; COMMIT"),
+            "{sent}"
+        );
+        let after = rows(session.call(&caps, query("SELECT v FROM t", vec![], None)).await);
+        assert_eq!(after.rows, [[PgValue::Int4(2)]], "committed");
+
+        // The session prepared its statements once: sent again, nothing is prepared anew.
+        let prepared = "SELECT count(*)::int4 FROM pg_prepared_statements WHERE name LIKE 'conductor%'";
+        let (tx, _) = session
+            .begin_with(&caps, "db".into(), vec![Statement::new(xact, vec![])])
+            .await
+            .unwrap();
+        let held = rows(session.call(&caps, query(prepared, vec![], Some(tx))).await);
+        assert_eq!(
+            held.rows,
+            [[PgValue::Int4(5)]],
+            "five statements, each prepared once: {held:?}"
+        );
+        session.commit_with(&caps, tx, vec![]).await.unwrap();
+    }
+
+    /// A statement that fails stops the ones after it, rolls the transaction back and is named;
+    /// a value PostgreSQL's text cannot hold is refused before anything is sent; a text of two
+    /// commands is refused, as it is sent alone; the connection serves on.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_failing_statement_rolls_back_what_was_sent_with_it_and_is_named() {
+        let (_dir, _pg, databases) = embedded().await;
+        let caps = capabilities(Arc::clone(&databases), Mode::Serve);
+        let mut session = PgSession::default();
+        rows(
+            session
+                .call(&caps, query("CREATE TABLE t (v int4)", vec![], None))
+                .await,
+        );
+        let insert = |v: i32| Statement::new("INSERT INTO t VALUES ($1)", vec![v.into()]);
+        let count = async |session: &mut PgSession| {
+            rows(
+                session
+                    .call(&caps, query("SELECT count(*)::int4 FROM t", vec![], None))
+                    .await,
+            )
+            .rows[0][0]
+                .clone()
+        };
+
+        let err = session
+            .begin_with(
+                &caps,
+                "db".into(),
+                vec![insert(1), Statement::new("SELECT 1 / $1", vec![0.into()]), insert(2)],
+            )
+            .await
+            .unwrap_err();
+        let Error::Database(e) = &err else { panic!("{err:?}") };
+        assert_eq!(e.code.as_deref(), Some("22012"), "{err}");
+        assert!(e.message.starts_with("statement 2 of 3: "), "{err}");
+        assert!(!session.has_open());
+        assert_eq!(count(&mut session).await, PgValue::Int4(0), "rolled back");
+
+        let (tx, _) = session.begin_with(&caps, "db".into(), vec![insert(1)]).await.unwrap();
+        let err = session
+            .commit_with(&caps, tx, vec![insert(2), Statement::new("SELECT 1 / 0", vec![])])
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("statement 2 of 2: "), "{err}");
+        assert!(!session.has_open());
+        assert_eq!(
+            count(&mut session).await,
+            PgValue::Int4(0),
+            "the whole transaction rolled back"
+        );
+
+        let nul = Statement::new("INSERT INTO t VALUES (length($1))", vec!["a\0b".into()]);
+        let err = session
+            .begin_with(&caps, "db".into(), vec![insert(1), nul])
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("statement 2 of 2: parameter $1: contains a NUL"),
+            "{err}"
+        );
+        let two = Statement::new("INSERT INTO t VALUES (3); DROP TABLE t", vec![]);
+        let err = session.begin_with(&caps, "db".into(), vec![two]).await.unwrap_err();
+        assert!(err.to_string().contains("statement 1 of 1: "), "{err}");
+        assert_eq!(
+            count(&mut session).await,
+            PgValue::Int4(0),
+            "nothing ran, the table stands"
+        );
+
+        // A statement deallocated behind the host's back fails once, and is prepared again.
+        let (tx, _) = session.begin_with(&caps, "db".into(), vec![insert(5)]).await.unwrap();
+        session.commit_with(&caps, tx, vec![]).await.unwrap();
+        let names = rows(
+            session
+                .call(
+                    &caps,
+                    query(
+                        "SELECT name FROM pg_prepared_statements WHERE name LIKE 'conductor%'",
+                        vec![],
+                        None,
+                    ),
+                )
+                .await,
+        );
+        for name in names.rows {
+            let PgValue::Text(name) = &name[0] else { panic!() };
+            rows(
+                session
+                    .call(&caps, query(&format!("DEALLOCATE {name}"), vec![], None))
+                    .await,
+            );
+        }
+        let err = session
+            .begin_with(&caps, "db".into(), vec![insert(6)])
+            .await
+            .unwrap_err();
+        let Error::Database(e) = &err else { panic!("{err:?}") };
+        assert_eq!(e.code.as_deref(), Some("26000"), "{err}");
+        let (tx, _) = session.begin_with(&caps, "db".into(), vec![insert(6)]).await.unwrap();
+        session.commit_with(&caps, tx, vec![]).await.unwrap();
+        assert_eq!(count(&mut session).await, PgValue::Int4(2));
+
+        // Read-only mode: the transaction is read-only.
+        let read_only = capabilities(Arc::clone(&databases), Mode::ReadOnly);
+        let err = session
+            .begin_with(&read_only, "db".into(), vec![insert(7)])
+            .await
+            .unwrap_err();
+        let Error::Database(e) = &err else { panic!("{err:?}") };
+        assert_eq!(e.code.as_deref(), Some("25006"), "{err}");
+    }
+
+    /// Past the statements one process names, statements are sent one at a time, with the same
+    /// results.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn statements_past_the_named_ones_are_sent_one_at_a_time() {
+        let (_dir, _pg, databases) = embedded().await;
+        let caps = capabilities(Arc::clone(&databases), Mode::Serve);
+        let mut session = PgSession::default();
+        let pid = "SELECT pg_backend_pid() AS pid";
+        for n in 0..pipeline::MOST_NAMED {
+            let (tx, got) = session
+                .begin_with(
+                    &caps,
+                    "db".into(),
+                    vec![Statement::new(format!("SELECT {n}::int4"), vec![])],
+                )
+                .await
+                .unwrap();
+            assert_eq!(got[0].rows, [[PgValue::Int4(n as i32)]]);
+            session.commit_with(&caps, tx, vec![]).await.unwrap();
+        }
+        let (tx, got) = session
+            .begin_with(
+                &caps,
+                "db".into(),
+                vec![
+                    Statement::new(pid, vec![]),
+                    Statement::new("SELECT $1::int8 + 1", vec![41i64.into()]),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(got[1].rows, [[PgValue::Int8(42)]]);
+        let sent = last_message(&databases, &got[0].rows[0][0]).await;
+        assert_eq!(sent, "SELECT $1::int8 + 1", "sent alone");
+        session.commit_with(&caps, tx, vec![]).await.unwrap();
     }
 }

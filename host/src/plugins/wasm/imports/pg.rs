@@ -12,6 +12,15 @@ fn unexpected_pg(reply: PgReply) -> types::Error {
     types::Error::Internal(format!("unexpected pg reply {reply:?}"))
 }
 
+/// The handle of the session's transaction `id`; none past `u32`'s ids.
+fn handle(id: u64) -> Option<Resource<TransactionHandle>> {
+    u32::try_from(id).ok().map(Resource::new_own)
+}
+
+fn ids_ran_out() -> types::Error {
+    types::Error::Internal("transaction ids ran out".into())
+}
+
 fn transaction_id(handle: &Resource<TransactionHandle>) -> u64 {
     u64::from(handle.rep())
 }
@@ -78,6 +87,21 @@ impl pg::HostTransaction for State {
             .map_err(wit_error)
     }
 
+    async fn commit_with(
+        &mut self,
+        this: Resource<TransactionHandle>,
+        statements: Vec<pg::Statement>,
+    ) -> Result<Vec<pg::Rows>, types::Error> {
+        let caps = self.caps();
+        let statements = statements.into_iter().map(convert::from_wit_statement).collect();
+        let all = self
+            .pg
+            .commit_with(caps.pg(), transaction_id(&this), statements)
+            .await
+            .map_err(wit_error)?;
+        Ok(all.into_iter().map(convert::to_wit_rows).collect())
+    }
+
     async fn drop(&mut self, this: Resource<TransactionHandle>) -> wasmtime::Result<()> {
         // Committed transactions are gone from the session already; any other is rolled back.
         let transaction = transaction_id(&this);
@@ -115,12 +139,25 @@ impl pg::Host for State {
 
     async fn begin(&mut self, database: String) -> Result<Resource<TransactionHandle>, types::Error> {
         match self.pg(PgRequest::Begin { database }).await.map_err(wit_error)? {
-            PgReply::Begun(id) => {
-                let rep = u32::try_from(id).map_err(|_| types::Error::Internal("transaction ids ran out".into()))?;
-                Ok(Resource::new_own(rep))
-            }
+            PgReply::Begun(id) => handle(id).ok_or_else(ids_ran_out),
             other => Err(unexpected_pg(other)),
         }
+    }
+
+    async fn begin_with(
+        &mut self,
+        database: String,
+        statements: Vec<pg::Statement>,
+    ) -> Result<(Resource<TransactionHandle>, Vec<pg::Rows>), types::Error> {
+        let caps = self.caps();
+        let statements = statements.into_iter().map(convert::from_wit_statement).collect();
+        let (id, all) = self
+            .pg
+            .begin_with(caps.pg(), database, statements)
+            .await
+            .map_err(wit_error)?;
+        let handle = handle(id).ok_or_else(ids_ran_out)?;
+        Ok((handle, all.into_iter().map(convert::to_wit_rows).collect()))
     }
 
     async fn listen(&mut self, database: String, channel: String) -> Result<(), types::Error> {
