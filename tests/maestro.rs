@@ -715,7 +715,7 @@ async fn a_batch_held_up_holds_up_only_itself() {
 /// with the table, until the next restart purged it.)
 #[tokio::test(flavor = "multi_thread")]
 async fn batch_statements_look_events_up_by_key_however_large_the_table() {
-    use maestro_plugin::sql::{CONSUMERS_OF_EVENTS, LOCK_AND_READ_EVENTS, MARK_RECONCILED, READ_RESOURCES};
+    use maestro_plugin::sql::{CONSUMERS_OF_EVENTS, LOCK_AND_READ_EVENTS, MARK_RECONCILED, READ_RESOURCES_OF_EVENTS};
     let db = MaestroDb::start().await;
     for sql in [
         "INSERT INTO consumers (id, created_at, updated_at, name) VALUES ('c1', now(), now(), 'cluster1')",
@@ -745,9 +745,9 @@ async fn batch_statements_look_events_up_by_key_however_large_the_table() {
                 .unwrap(),
         ),
         (
-            "READ_RESOURCES",
-            sqlx::query_scalar(sqlx::AssertSqlSafe(explain(READ_RESOURCES)))
-                .bind(sqlx::types::Json(json!(["r5", "r17"])))
+            "READ_RESOURCES_OF_EVENTS",
+            sqlx::query_scalar(sqlx::AssertSqlSafe(explain(READ_RESOURCES_OF_EVENTS)))
+                .bind(sqlx::types::Json(json!(["e5", "e17"])))
                 .fetch_one(&db.pool)
                 .await
                 .unwrap(),

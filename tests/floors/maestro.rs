@@ -21,21 +21,21 @@
 //! reconciled and takes no lock: the floor is the bare LISTEN + one SELECT + tonic send.
 //!
 //! `floor-maestro spec-transaction DATABASE_URL POOL_SIZE`: as `spec`, but each notification runs
-//! the transaction the maestro plugin runs for a batch of one event (`docs/maestro-database.md`
-//! §4.2, the statements of `plugins/maestro/src/sql.rs`): `BEGIN`; the event's try-lock, its read
-//! and the resource's send lock (`LOCK_AND_READ_EVENTS`); the resource read (`READ_RESOURCES`); the
-//! send; the mark (`MARK_RECONCILED`); `COMMIT`. Five round trips, on one connection kept
-//! between events (as conductor keeps its connections).
+//! the statements of the transaction the maestro plugin runs for a batch of one event
+//! (`docs/maestro-database.md` §4.2, the statements of `plugins/maestro/src/sql.rs`), one round
+//! trip each as sqlx sends them: `BEGIN`; the event's try-lock, its read and the resource's send
+//! lock (`LOCK_AND_READ_EVENTS`); the resource read (`READ_RESOURCES_OF_EVENTS`); the send; the
+//! mark (`MARK_RECONCILED`); `COMMIT`. Five round trips, on one connection kept between events (as
+//! conductor keeps its connections).
 //!
 //! `floor-maestro spec-unpipelined DATABASE_URL POOL_SIZE`: the same five round trips through
 //! tokio-postgres (the statements prepared once), to tell the driver from the pipelining below.
 //!
 //! `floor-maestro spec-pipelined DATABASE_URL POOL_SIZE`: the same transaction in two round trips,
-//! as a `pg` capability that pipelines would send it (issue 47 part 3, a prototype; sqlx does not
-//! pipeline, tokio-postgres does when requests are issued together): `BEGIN`, the lock and read,
-//! and the resource read (found through the event, so that it needs nothing from the statement
-//! before it) written before any answer is read; the send; then the mark and `COMMIT` together.
-//! The statements are prepared once and bound, as sqlx binds them.
+//! as the plugin sends it (`pg.begin-with`, `commit-with`), but pipelined by tokio-postgres over
+//! the extended protocol: `BEGIN`, the lock and read and the resource read written before any
+//! answer is read; the send; then the mark and `COMMIT` together. The statements are prepared once
+//! and bound, as sqlx binds them.
 //!
 //! Each prints the address it listens on as its first line.
 
@@ -394,11 +394,6 @@ async fn deliver(mut listener: sqlx::postgres::PgListener, pool: PgPool, subscri
 /// The replica number of the send locks (one process).
 const REPLICA: i64 = 1;
 
-/// The resource read of the pipelined transaction: through the event, by primary keys, so that
-/// it needs nothing from the statement before it.
-const READ_RESOURCE_OF_EVENT: &str = "SELECT id, consumer_name, version, payload::text AS payload, created_at, deleted_at \
-     FROM resources WHERE id = (SELECT source_id FROM events WHERE id = $1 OFFSET 0)";
-
 /// An event's type and the columns of its resource row, from a row of either driver (each has a
 /// `try_get` of its own); `None` when either is missing.
 macro_rules! event_row {
@@ -441,7 +436,7 @@ fn wanted(id: &str) -> Value {
 /// LISTEN on `events`; each notification: the maestro plugin's transaction for a batch of one,
 /// statement by statement through sqlx (five round trips); the spec event sent in between.
 async fn deliver_in_transaction(mut listener: sqlx::postgres::PgListener, pool: PgPool, subscribers: Subscribers) {
-    use maestro_plugin::sql::{LOCK_AND_READ_EVENTS, MARK_RECONCILED, READ_RESOURCES};
+    use maestro_plugin::sql::{LOCK_AND_READ_EVENTS, MARK_RECONCILED, READ_RESOURCES_OF_EVENTS};
     use sqlx::Row;
     let mut conn = pool.acquire().await.expect("a connection");
     loop {
@@ -454,11 +449,9 @@ async fn deliver_in_transaction(mut listener: sqlx::postgres::PgListener, pool: 
             .fetch_all(&mut *conn)
             .await
             .expect("the lock and read");
-        let event = events.first();
-        let source: Option<String> = event.and_then(|e| e.try_get("source_id").ok());
-        let event_type: Option<String> = event.and_then(|e| e.try_get("event_type").ok());
-        let resources = sqlx::query(READ_RESOURCES)
-            .bind(serde_json::json!([source]).to_string())
+        let event_type: Option<String> = events.first().and_then(|e| e.try_get("event_type").ok());
+        let resources = sqlx::query(READ_RESOURCES_OF_EVENTS)
+            .bind(serde_json::json!([id]).to_string())
             .fetch_all(&mut *conn)
             .await
             .expect("the resource read");
@@ -483,20 +476,24 @@ async fn deliver_with_tokio_postgres(
     subscribers: Subscribers,
     pipelined: bool,
 ) {
-    use maestro_plugin::sql::{LOCK_AND_READ_EVENTS, MARK_RECONCILED};
+    use maestro_plugin::sql::{LOCK_AND_READ_EVENTS, MARK_RECONCILED, READ_RESOURCES_OF_EVENTS};
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .expect("tokio-postgres connects");
     tokio::spawn(connection);
     let lock = client.prepare(LOCK_AND_READ_EVENTS).await.expect("the lock and read");
-    let read = client.prepare(READ_RESOURCE_OF_EVENT).await.expect("the resource read");
+    let read = client
+        .prepare(READ_RESOURCES_OF_EVENTS)
+        .await
+        .expect("the resource read");
     let mark = client.prepare(MARK_RECONCILED).await.expect("the mark");
     loop {
         let notification = listener.recv().await.expect("a notification");
         let id = notification.payload().to_owned();
         let wanted = wanted(&id);
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&wanted, &REPLICA];
-        let by_id: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&id];
+        let ids = serde_json::json!([id]);
+        let by_id: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&ids];
         let (events, resources) = if pipelined {
             let (begun, events, resources) = tokio::join!(
                 client.batch_execute("BEGIN"),

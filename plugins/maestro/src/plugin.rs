@@ -136,12 +136,12 @@ impl Maestro {
         }
     }
 
-    /// §4.2 for a batch of events, in one transaction and five round trips: `BEGIN`; try-lock and
-    /// read every event and wait for the send locks of their resources, in one statement; read
-    /// the resources; send each resource's spec event once to this replica's agents; set
-    /// `reconciled_date` on the events this replica holds the lock of and that reached an agent
-    /// (or whose resource is gone); `COMMIT`. Returns the events to try again: the failures, and
-    /// those another replica held the lock of.
+    /// §4.2 for a batch of events, in one transaction and two round trips: `BEGIN`, then try-lock
+    /// and read every event and wait for the send locks of their resources, in one statement,
+    /// then read the resources, all sent together; send each resource's spec event once to this
+    /// replica's agents; set `reconciled_date` on the events this replica holds the lock of and
+    /// that reached an agent (or whose resource is gone), sent with the `COMMIT`. Returns the
+    /// events to try again: the failures, and those another replica held the lock of.
     ///
     /// Per resource the order holds however many batches run at once: a batch waits for the
     /// send lock of each resource it may send ([`crate::sql::LOCK_AND_READ_EVENTS`]) and holds
@@ -177,11 +177,10 @@ impl Maestro {
             })
             .collect();
         let replica = self.replica(host)?;
-        let tx = host.pg(&self.database).begin()?;
-        let (locked, events): (Vec<bool>, Vec<_>) = store::lock_and_read_events(&tx, replica, &wanted)?
-            .into_iter()
-            .map(|e| (e.locked, e.found))
-            .unzip();
+        let db = host.pg(&self.database);
+        let (tx, read) = store::begin_batch(&db, replica, &wanted)?;
+        let resources = read.resources;
+        let (locked, events): (Vec<bool>, Vec<_>) = read.events.into_iter().map(|e| (e.locked, e.found)).unzip();
         let mut tally = Tally::default();
         let mut again = Vec::new();
         let mut mark: Vec<&str> = Vec::new();
@@ -215,8 +214,6 @@ impl Maestro {
                 }
             }
         }
-        let to_send: Vec<&str> = last_of.keys().copied().collect();
-        let resources = store::read_resources(&tx, &to_send)?;
         // Each resource's spec event, once: how many agents it reached, or that it failed.
         let mut reached: HashMap<&str, Option<u32>> = HashMap::new();
         for &(n, action) in &deliver {
@@ -261,8 +258,7 @@ impl Maestro {
                 settle(locked[n], q, &mut again, &mut mark);
             }
         }
-        store::mark_reconciled(&tx, &mark, Utc::now())?;
-        tx.commit()?;
+        store::commit_batch(tx, &mark, Utc::now())?;
         tally.reconciled = mark.len() as u32;
         Ok((again, tally))
     }

@@ -86,12 +86,16 @@ macro_rules! resource_columns {
         "id, consumer_name, version, source, payload::text, status::text, created_at, deleted_at"
     };
 }
-/// The resources of `$1` (a JSON array of ids), unscoped, each found by primary key (in a
-/// statement after [`LOCK_AND_READ_EVENTS`], whose send locks it must follow).
-pub const READ_RESOURCES: &str = concat!(
-    "SELECT ",
+/// The resources of the events of `$1` (a JSON array of event ids) whose `source` is
+/// `Resources`, each once, unscoped, each event and resource found by primary key. It needs
+/// nothing from [`LOCK_AND_READ_EVENTS`], so it is sent with it, but it runs after it: its
+/// snapshot follows the send locks that statement takes.
+pub const READ_RESOURCES_OF_EVENTS: &str = concat!(
+    "SELECT r.* FROM (SELECT DISTINCT e.source_id FROM json_array_elements_text($1::json) AS q(id) \
+     JOIN LATERAL (SELECT source_id FROM events WHERE id = q.id AND source = 'Resources' OFFSET 0) e ON true) s \
+     JOIN LATERAL (SELECT ",
     resource_columns!(),
-    " FROM resources WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))"
+    " FROM resources WHERE id = s.source_id OFFSET 0) r ON true"
 );
 /// Maestro's `resource_status` locks of a batch of status updates, in one statement: `$1` is a
 /// JSON array of `{"a": key, "b": key}` pairs. They are taken in ascending key order (the

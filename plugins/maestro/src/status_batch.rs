@@ -16,7 +16,9 @@
 //! transaction holding the first part's locks (taken in key order) never waits for more. An update
 //! whose lock another transaction holds, with every later update of its resource, is written after
 //! the `COMMIT` in a transaction of its own. The statuses of every part are written in one
-//! statement before the `COMMIT`, so a part costs two round trips (its locks, its rows).
+//! statement sent with the `COMMIT`, so a part costs two round trips (its locks, its rows), and a
+//! batch that takes nothing in two in all: `BEGIN` with its locks and reads, its writes with the
+//! `COMMIT` (`pg.begin-with`, `commit-with`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -116,10 +118,8 @@ impl Batch {
         if first.is_empty() {
             return Ok(());
         }
-        let tx = db.begin()?;
         let refs: Vec<&str> = first.iter().map(String::as_str).collect();
-        store::lock_statuses(&tx, &refs)?;
-        let mut targets = store::read_status_targets(&tx, &refs)?;
+        let (tx, mut targets) = store::begin_status_batch(db, &refs)?;
         let mut held: HashSet<String> = first.into_iter().collect();
         let mut left: HashSet<String> = HashSet::new();
         let now = Utc::now();
@@ -159,12 +159,17 @@ impl Batch {
             }
             self.judge(host, &tx, part, &mut targets, now)?;
         }
-        self.write_decided(&tx, now)?;
-        tx.commit()
+        // What is left to write goes with the `COMMIT`, in one round trip.
+        self.with_decided(|writes| store::commit_statuses(tx, writes, now))
     }
 
     /// Writes the statuses decided so far, in their order, in one statement.
     fn write_decided(&mut self, tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<(), Error> {
+        self.with_decided(|writes| store::store_statuses(tx, writes, now))
+    }
+
+    /// Hands the statuses decided so far, in their order, to `write`; they are no longer waiting.
+    fn with_decided<R>(&mut self, write: impl FnOnce(&[StatusWrite<'_>]) -> R) -> R {
         let unwritten = std::mem::take(&mut self.unwritten);
         let writes: Vec<StatusWrite<'_>> = unwritten
             .iter()
@@ -175,7 +180,7 @@ impl Batch {
                 })
             })
             .collect();
-        store::store_statuses(tx, &writes, now)
+        write(&writes)
     }
 
     /// Judges updates `which` (in their order) against `targets` as the updates before left them;

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use conductor_plugin_sdk::Database;
-use conductor_plugin_sdk::pg::LockKey;
+use conductor_plugin_sdk::pg::{LockKey, Statement};
 use conductor_plugin_sdk::{Error, PgRow, PgRows, PgValue, Timestamp, Transaction};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -123,14 +123,23 @@ pub struct Wanted<'q> {
     pub may_send: bool,
 }
 
-/// Try-locks each event with Maestro's `events` lock and reads it, and waits for this replica's
-/// send lock of the resource of each event that may be sent, in one statement
-/// ([`sql::LOCK_AND_READ_EVENTS`]); in the order of `events`.
-pub fn lock_and_read_events(
-    tx: &Transaction<'_>,
+/// What a batch of spec events reads as it begins ([`begin_batch`]).
+pub struct BatchRead {
+    /// The events, in the order asked.
+    pub events: Vec<LockedEvent>,
+    /// The resources of the events that may be sent, by id.
+    pub resources: HashMap<String, ResourceRow>,
+}
+
+/// Begins a batch of spec events, in one round trip with its `BEGIN`: try-locks each event with
+/// Maestro's `events` lock and reads it, and waits for this replica's send lock of the resource
+/// of each event that may be sent ([`sql::LOCK_AND_READ_EVENTS`]); then reads those resources
+/// ([`sql::READ_RESOURCES_OF_EVENTS`]), with a snapshot that follows the send locks.
+pub fn begin_batch<'h>(
+    db: &Database<'h>,
     replica: u64,
     events: &[Wanted<'_>],
-) -> Result<Vec<LockedEvent>, Error> {
+) -> Result<(Transaction<'h>, BatchRead), Error> {
     let wanted: Vec<Value> = events
         .iter()
         .enumerate()
@@ -139,19 +148,36 @@ pub fn lock_and_read_events(
             json!({"n": n, "id": e.id, "a": a, "b": b, "s": e.may_send})
         })
         .collect();
-    let rows = tx.query(
-        sql::LOCK_AND_READ_EVENTS,
-        &[json_text(&Value::from(wanted)), (replica as i64).into()],
-    )?;
+    let sent: Vec<&str> = events.iter().filter(|e| e.may_send).map(|e| e.id).collect();
+    let (tx, rows) = db.begin_with(&[
+        Statement::new(
+            sql::LOCK_AND_READ_EVENTS,
+            vec![json_text(&Value::from(wanted)), (replica as i64).into()],
+        ),
+        Statement::new(sql::READ_RESOURCES_OF_EVENTS, vec![json_text(&json!(sent))]),
+    ])?;
+    let [locked, resources] = each_of_two(rows)?;
+    let read = BatchRead {
+        events: locked_events(&locked, events.len())?,
+        resources: resources
+            .iter()
+            .map(|row| resource(row).map(|r| (r.id.clone(), r)))
+            .collect::<Result<_, _>>()?,
+    };
+    Ok((tx, read))
+}
+
+/// The events of a batch as [`sql::LOCK_AND_READ_EVENTS`] found them, in the order asked.
+fn locked_events(rows: &PgRows, len: usize) -> Result<Vec<LockedEvent>, Error> {
     let mut out = vec![
         LockedEvent {
             locked: false,
             found: None
         };
-        events.len()
+        len
     ];
     for row in rows.iter() {
-        let Some(n) = position(&row, events.len())? else {
+        let Some(n) = position(&row, len)? else {
             continue;
         };
         out[n].locked = row.bool("locked")?.unwrap_or(false);
@@ -172,27 +198,20 @@ fn position(row: &PgRow<'_>, len: usize) -> Result<Option<usize>, Error> {
     Ok(row.int("n")?.and_then(|n| usize::try_from(n).ok()).filter(|&n| n < len))
 }
 
-/// The resources `ids`, unscoped, by id: in a statement after [`lock_and_read_events`], so that
-/// its snapshot follows the send locks.
-pub fn read_resources(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap<String, ResourceRow>, Error> {
-    if ids.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let rows = tx.query(sql::READ_RESOURCES, &[json_text(&json!(ids))])?;
-    rows.iter()
-        .map(|row| resource(row).map(|r| (r.id.clone(), r)))
-        .collect()
-}
-
 /// One resource, unscoped (soft-deleted rows too), in a transaction.
 pub fn read_resource(tx: &Transaction<'_>, id: &str) -> Result<Option<ResourceRow>, Error> {
     let rows = tx.query(sql::READ_RESOURCE, &[id.into()])?;
     rows.first().map(resource).transpose()
 }
 
-/// Takes Maestro's `resource_status` lock of each resource of `ids`, in one statement
-/// ([`sql::LOCK_STATUSES`]: in key order, held until the transaction ends).
-pub fn lock_statuses(tx: &Transaction<'_>, ids: &[&str]) -> Result<(), Error> {
+/// Begins a batch of status updates of the resources `ids`, in one round trip with its `BEGIN`:
+/// takes Maestro's `resource_status` lock of each, in one statement ([`sql::LOCK_STATUSES`]: in
+/// key order, held until the transaction ends), then reads what their updates are judged against
+/// ([`sql::READ_STATUS_TARGETS`]), with a snapshot that follows the locks.
+pub fn begin_status_batch<'h>(
+    db: &Database<'h>,
+    ids: &[&str],
+) -> Result<(Transaction<'h>, HashMap<String, StatusTarget>), Error> {
     let keys: Vec<Value> = ids
         .iter()
         .map(|id| {
@@ -200,7 +219,17 @@ pub fn lock_statuses(tx: &Transaction<'_>, ids: &[&str]) -> Result<(), Error> {
             json!({"a": a, "b": b})
         })
         .collect();
-    tx.query(sql::LOCK_STATUSES, &[json_text(&Value::from(keys))]).map(drop)
+    let (tx, rows) = db.begin_with(&[
+        Statement::new(sql::LOCK_STATUSES, vec![json_text(&Value::from(keys))]),
+        read_status_targets_of(ids),
+    ])?;
+    let [_, targets] = each_of_two(rows)?;
+    Ok((tx, status_targets(&targets)?))
+}
+
+/// The rows of each of two statements sent together.
+fn each_of_two(rows: Vec<PgRows>) -> Result<[PgRows; 2], Error> {
+    <[PgRows; 2]>::try_from(rows).map_err(|rows| Error::Internal(format!("{} results for 2 statements", rows.len())))
 }
 
 /// Tries Maestro's `resource_status` lock of each resource of `ids` without waiting; the ids
@@ -234,9 +263,19 @@ pub fn try_lock_statuses(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashSet<S
 }
 
 /// What status updates for the resources `ids` are judged against, unscoped, by id (a resource
-/// absent is not in the map), in a statement after [`lock_statuses`].
+/// absent is not in the map), in a statement after the locks are taken.
 pub fn read_status_targets(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap<String, StatusTarget>, Error> {
-    let rows = tx.query(sql::READ_STATUS_TARGETS, &[json_text(&json!(ids))])?;
+    let statement = read_status_targets_of(ids);
+    status_targets(&tx.query(&statement.sql, &statement.params)?)
+}
+
+/// [`sql::READ_STATUS_TARGETS`] for `ids`.
+fn read_status_targets_of(ids: &[&str]) -> Statement {
+    Statement::new(sql::READ_STATUS_TARGETS, vec![json_text(&json!(ids))])
+}
+
+/// The targets [`sql::READ_STATUS_TARGETS`] read, by id.
+fn status_targets(rows: &PgRows) -> Result<HashMap<String, StatusTarget>, Error> {
     rows.iter()
         .map(|row| {
             let target = StatusTarget {
@@ -271,8 +310,24 @@ pub struct StatusWrite<'a> {
 /// Stores `writes` (in their order; a resource takes its last), a `StatusUpdate` event for each
 /// and Maestro's doorbell for each, at commit: one round trip ([`sql::STORE_STATUSES`]).
 pub fn store_statuses(tx: &Transaction<'_>, writes: &[StatusWrite<'_>], now: Timestamp) -> Result<(), Error> {
+    match store_statuses_of(writes, now)? {
+        Some(statement) => tx.query(&statement.sql, &statement.params).map(drop),
+        None => Ok(()),
+    }
+}
+
+/// Stores `writes` as [`store_statuses`] does and commits, in one round trip.
+pub fn commit_statuses(tx: Transaction<'_>, writes: &[StatusWrite<'_>], now: Timestamp) -> Result<(), Error> {
+    match store_statuses_of(writes, now)? {
+        Some(statement) => tx.commit_with(&[statement]).map(drop),
+        None => tx.commit(),
+    }
+}
+
+/// [`sql::STORE_STATUSES`] for `writes`; none for none.
+fn store_statuses_of(writes: &[StatusWrite<'_>], now: Timestamp) -> Result<Option<Statement>, Error> {
     if writes.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     /// One element of `$1`, serialized as it is: a status is not copied.
     #[derive(serde::Serialize)]
@@ -295,8 +350,10 @@ pub fn store_statuses(tx: &Transaction<'_>, writes: &[StatusWrite<'_>], now: Tim
         .collect();
     rows.reverse();
     let rows = serde_json::to_string(&rows).map_err(|e| Error::Internal(format!("statuses as JSON: {e}")))?;
-    tx.query(sql::STORE_STATUSES, &[PgValue::Text(rows), now.into()])
-        .map(drop)
+    Ok(Some(Statement::new(
+        sql::STORE_STATUSES,
+        vec![PgValue::Text(rows), now.into()],
+    )))
 }
 
 /// A consumer's resources for resync: unscoped, no source filter.
@@ -304,13 +361,17 @@ pub fn list_resources(db: &Database<'_>, cluster: &str) -> Result<Vec<ResourceRo
     resources(db.query(sql::LIST_RESOURCES, &[cluster.into()])?)
 }
 
-/// Sets `reconciled_date` of the events `ids`, in one statement.
-pub fn mark_reconciled(tx: &Transaction<'_>, ids: &[&str], now: Timestamp) -> Result<(), Error> {
+/// Ends a batch of spec events: sets `reconciled_date` of the events `ids`
+/// ([`sql::MARK_RECONCILED`]) and commits, in one round trip.
+pub fn commit_batch(tx: Transaction<'_>, ids: &[&str], now: Timestamp) -> Result<(), Error> {
     if ids.is_empty() {
-        return Ok(());
+        return tx.commit();
     }
-    tx.execute(sql::MARK_RECONCILED, &[now.into(), json_text(&json!(ids))])
-        .map(drop)
+    tx.commit_with(&[Statement::new(
+        sql::MARK_RECONCILED,
+        vec![now.into(), json_text(&json!(ids))],
+    )])
+    .map(drop)
 }
 
 /// The consumer of each event of `ids`, in their order (`None`: the event or its resource is
