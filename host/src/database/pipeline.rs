@@ -73,16 +73,19 @@ fn parameter_type(value: &PgValue) -> &'static str {
     }
 }
 
-/// `text` as a string literal that means it whatever `standard_conforming_strings` says.
+/// `text` as a string literal that means it whatever `standard_conforming_strings` says: its
+/// runs without a quote or a backslash copied whole (a batch's statuses are kilobytes).
 fn quoted(text: &str, out: &mut String) {
+    out.reserve(text.len() + 3);
     out.push_str("E'");
-    for c in text.chars() {
-        match c {
-            '\'' => out.push_str("''"),
-            '\\' => out.push_str("\\\\"),
-            c => out.push(c),
-        }
+    let mut rest = text;
+    while let Some(at) = rest.find(['\'', '\\']) {
+        let (plain, special) = rest.split_at(at);
+        out.push_str(plain);
+        out.push_str(if special.starts_with('\'') { "''" } else { "\\\\" });
+        rest = &special[1..];
     }
+    out.push_str(rest);
     out.push('\'');
 }
 
@@ -104,7 +107,8 @@ fn literal(value: &PgValue, out: &mut String) -> Result<(), String> {
             if s.contains('\0') {
                 return Err("contains a NUL character, which PostgreSQL's text cannot hold".to_owned());
             }
-            s.clone()
+            quoted(s, out);
+            return Ok(());
         }
         PgValue::Timestamp(t) => {
             // Whole microseconds, cut as sqlx cuts them (toward the year 2000).
@@ -184,7 +188,7 @@ pub async fn run(
     }
     let text = message(around, statements, &numbers)?;
     prepare(session, statements, &numbers).await?;
-    let result = send(session, around, &text, statements.len()).await;
+    let result = send(session, around, text, statements.len()).await;
     if let Err(Failed {
         error: Failure::Sql(sqlx::Error::Database(e)),
         ..
@@ -266,14 +270,14 @@ async fn prepare(session: &mut Session, statements: &[Statement], numbers: &[u32
 }
 
 /// Sends `text` and splits what comes back by statement: each ends with its command's result.
-async fn send(session: &mut Session, around: Around, text: &str, count: usize) -> Result<Vec<Vec<PgRow>>, Failed> {
+async fn send(session: &mut Session, around: Around, text: String, count: usize) -> Result<Vec<Vec<PgRow>>, Failed> {
     let leading = usize::from(around.begin.is_some());
     // Which statement the `done`-th result (counting from 0) belongs to.
     let position = |done: usize| done.checked_sub(leading).filter(|&n| n < count);
     let mut all: Vec<Vec<PgRow>> = Vec::with_capacity(count);
     let mut current = Vec::new();
     let mut done = 0;
-    let mut results = sqlx::raw_sql(AssertSqlSafe(text.to_owned())).fetch_many(&mut **session);
+    let mut results = sqlx::raw_sql(AssertSqlSafe(text)).fetch_many(&mut **session);
     loop {
         match results.try_next().await {
             Ok(Some(Either::Right(row))) => current.push(row),

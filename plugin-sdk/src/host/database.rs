@@ -50,8 +50,10 @@ impl<'h> Database<'h> {
     /// database: the transaction and each statement's rows. Each statement runs once the one
     /// before has finished, so a read that follows a statement taking locks sees what was committed
     /// before they were granted. If one fails, those after it do not run, the transaction is
-    /// rolled back, and the error names the statement (`statement 2 of 3: …`). Needs a host of
-    /// contract 0.6.3 (a native library's SDK sends them one call at a time).
+    /// rolled back, and the error names the statement (`statement 2 of 3: …`). Each statement must
+    /// be one `PREPARE` accepts (`SELECT`, `INSERT`, `UPDATE`, `DELETE`, `MERGE`, `VALUES`), its
+    /// values in parameters. Needs a host of contract 0.6.3 (a native library's SDK sends them one
+    /// call at a time).
     ///
     /// ```no_run
     /// # use conductor_plugin_sdk::{Error, Host, pg::Statement};

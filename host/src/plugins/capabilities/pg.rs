@@ -1059,12 +1059,18 @@ mod tests {
             .unwrap()
     }
 
-    /// `begin-with` sends `BEGIN` and its statements as one message and `commit-with` its
-    /// statements and `COMMIT`; every value reads back as a statement sent alone reads it, each
-    /// statement sees what the one before did, and it is all one transaction.
-    #[tokio::test(flavor = "multi_thread")]
-    async fn statements_sent_with_begin_and_commit_are_one_message_and_one_transaction() {
-        let (_dir, _pg, databases) = embedded().await;
+    /// The SQLSTATE of a database error.
+    fn sqlstate(err: &Error) -> Option<&str> {
+        match err {
+            Error::Database(e) => e.code.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// An embedded PostgreSQL with an empty table `t (v int4)`, the capability serving it and an
+    /// instance's session.
+    async fn with_table() -> (tempfile::TempDir, EmbeddedPostgres, Arc<Databases>, PgHost, PgSession) {
+        let (dir, pg, databases) = embedded().await;
         let caps = capabilities(Arc::clone(&databases), Mode::Serve);
         let mut session = PgSession::default();
         rows(
@@ -1072,6 +1078,15 @@ mod tests {
                 .call(&caps, query("CREATE TABLE t (v int4)", vec![], None))
                 .await,
         );
+        (dir, pg, databases, caps, session)
+    }
+
+    /// `begin-with` sends `BEGIN` and its statements as one message and `commit-with` its
+    /// statements and `COMMIT`; every value reads back as a statement sent alone reads it, each
+    /// statement sees what the one before did, and it is all one transaction.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn statements_sent_with_begin_and_commit_are_one_message_and_one_transaction() {
+        let (_dir, _pg, databases, caps, mut session) = with_table().await;
         let values = vec![
             PgValue::Null,
             PgValue::Bool(false),
@@ -1171,14 +1186,7 @@ mod tests {
     /// commands is refused, as it is sent alone; the connection serves on.
     #[tokio::test(flavor = "multi_thread")]
     async fn a_failing_statement_rolls_back_what_was_sent_with_it_and_is_named() {
-        let (_dir, _pg, databases) = embedded().await;
-        let caps = capabilities(Arc::clone(&databases), Mode::Serve);
-        let mut session = PgSession::default();
-        rows(
-            session
-                .call(&caps, query("CREATE TABLE t (v int4)", vec![], None))
-                .await,
-        );
+        let (_dir, _pg, databases, caps, mut session) = with_table().await;
         let insert = |v: i32| Statement::new("INSERT INTO t VALUES ($1)", vec![v.into()]);
         let count = async |session: &mut PgSession| {
             rows(
@@ -1198,9 +1206,8 @@ mod tests {
             )
             .await
             .unwrap_err();
-        let Error::Database(e) = &err else { panic!("{err:?}") };
-        assert_eq!(e.code.as_deref(), Some("22012"), "{err}");
-        assert!(e.message.starts_with("statement 2 of 3: "), "{err}");
+        assert_eq!(sqlstate(&err), Some("22012"), "{err}");
+        assert!(err.to_string().starts_with("database: statement 2 of 3: "), "{err}");
         assert!(!session.has_open());
         assert_eq!(count(&mut session).await, PgValue::Int4(0), "rolled back");
 
@@ -1263,8 +1270,7 @@ mod tests {
             .begin_with(&caps, "db".into(), vec![insert(6)])
             .await
             .unwrap_err();
-        let Error::Database(e) = &err else { panic!("{err:?}") };
-        assert_eq!(e.code.as_deref(), Some("26000"), "{err}");
+        assert_eq!(sqlstate(&err), Some("26000"), "{err}");
         let (tx, _) = session.begin_with(&caps, "db".into(), vec![insert(6)]).await.unwrap();
         session.commit_with(&caps, tx, vec![]).await.unwrap();
         assert_eq!(count(&mut session).await, PgValue::Int4(2));
@@ -1275,8 +1281,7 @@ mod tests {
             .begin_with(&read_only, "db".into(), vec![insert(7)])
             .await
             .unwrap_err();
-        let Error::Database(e) = &err else { panic!("{err:?}") };
-        assert_eq!(e.code.as_deref(), Some("25006"), "{err}");
+        assert_eq!(sqlstate(&err), Some("25006"), "{err}");
     }
 
     /// Past the statements one process names, statements are sent one at a time, with the same
