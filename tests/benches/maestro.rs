@@ -5,6 +5,10 @@
 //! - status updates persisted per second: every agent publishes status updates at once, beside
 //!   `pgbench` running the same transaction on the same database (the ceiling).
 //!
+//! `DB_DELAY_MS` puts the database that far from conductor: its connections go through a proxy
+//! that holds every chunk that long in each direction (tokio's timer: 1–2 ms for 1), as a
+//! database in another zone is; the writes, the bare LISTEN and pgbench stay direct.
+//!
 //! `cargo build --release -p conductor && scripts/build-plugins.sh && \
 //!  cargo bench -p conductor-blackbox-tests --bench maestro`
 
@@ -19,8 +23,52 @@ use conductor_blackbox_tests::{
     CloudEventServiceClient, Conductor, Form, WORKS, env_usize, median, publish, subscribe,
 };
 use support::{MaestroDb, config_with, maestro_create, pgbench_status, seed, status_update};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
+
+/// A TCP proxy to `upstream` on a port of its own that holds every chunk `delay` in each
+/// direction, in order: a database `delay` away.
+async fn delay_proxy(upstream: u16, delay: Duration) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await else {
+                    return;
+                };
+                let _ = (client.set_nodelay(true), server.set_nodelay(true));
+                let ((client_read, client_write), (server_read, server_write)) =
+                    (client.into_split(), server.into_split());
+                tokio::spawn(delayed(client_read, server_write, delay));
+                tokio::spawn(delayed(server_read, client_write, delay));
+            });
+        }
+    });
+    port
+}
+
+/// Copies `from` to `to`, each chunk written `delay` after it was read.
+async fn delayed(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, delay: Duration) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    tokio::spawn(async move {
+        while let Some((read_at, bytes)) = rx.recv().await {
+            tokio::time::sleep_until((read_at + delay).into()).await;
+            if to.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Ok(n @ 1..) = from.read(&mut buf).await {
+        if tx.send((Instant::now(), buf[..n].to_vec())).is_err() {
+            return;
+        }
+    }
+}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
@@ -154,6 +202,7 @@ fn main() {
     // The shipped configurations' `limits.request_calls` for the maestro plugin.
     let request_calls = env_usize("REQUEST_CALLS", 1);
     let pace = Duration::from_millis(env_usize("PACE_MS", 10) as u64);
+    let db_delay = Duration::from_millis(env_usize("DB_DELAY_MS", 0) as u64);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -161,9 +210,24 @@ fn main() {
     runtime.block_on(async {
         let db = MaestroDb::start().await;
         seed(&db, agents).await;
+        let url = if db_delay.is_zero() {
+            db.url()
+        } else {
+            let port = delay_proxy(db.port, db_delay).await;
+            let url = db.url().replace(&format!(":{}/", db.port), &format!(":{port}/"));
+            let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+            let mut trips = Vec::new();
+            for _ in 0..20 {
+                let started = Instant::now();
+                sqlx::query("SELECT 1").execute(&mut conn).await.unwrap();
+                trips.push(ms(started.elapsed()));
+            }
+            println!("database {db_delay:?} away: a round trip through the proxy takes {:.2} ms (median of 20)", median(trips));
+            url
+        };
         let config = format!(
             "{}limits = {{ request_calls = {request_calls} }}\n",
-            config_with(&db.url(), "5m", Form::Component, instances as u32 * 2, instances)
+            config_with(&url, "5m", Form::Component, instances as u32 * 2, instances)
         );
         let c = Conductor::start(&config).unwrap();
         let (clients, mut rx) = connect_agents(&c, agents, connections).await;
