@@ -140,7 +140,7 @@ impl OpenTransaction {
     /// Runs `statements` in the transaction, one round trip each (the way a native library's
     /// calls send them, and what `pipelined` falls back to): each one's rows, the first failure
     /// named.
-    async fn run_each(&mut self, statements: Vec<Statement>) -> Result<Vec<PgRows>, Error> {
+    async fn run_each(&mut self, statements: Vec<Statement>) -> Result<Vec<Vec<PgRow>>, Error> {
         let count = statements.len();
         let mut all = Vec::with_capacity(count);
         for (n, statement) in statements.into_iter().enumerate() {
@@ -148,11 +148,7 @@ impl OpenTransaction {
                 Ok(query) => query.fetch_all(self.conn()?).await.map_err(sql_error),
                 Err(e) => Err(e),
             };
-            all.push(
-                fetched
-                    .and_then(rows)
-                    .map_err(|e| e.context(numbered(Some(n), count)))?,
-            );
+            all.push(fetched.map_err(|e| e.context(numbered(Some(n), count)))?);
         }
         Ok(all)
     }
@@ -164,11 +160,11 @@ impl OpenTransaction {
         pg: &PgHost,
         around: Around,
         statements: Vec<Statement>,
-    ) -> Result<Vec<PgRows>, Error> {
+    ) -> Result<Vec<Vec<PgRow>>, Error> {
         let count = statements.len();
         let named = pg.databases.named();
         match pipeline::run(named, self.session()?, around, &statements).await {
-            Ok(Some(fetched)) => fetched.into_iter().map(rows).collect(),
+            Ok(Some(fetched)) => Ok(fetched),
             Ok(None) => {
                 if let Some(begin) = around.begin {
                     self.conn()?.execute(begin).await.map_err(sql_error)?;
@@ -196,8 +192,6 @@ impl OpenTransaction {
         }
     }
 
-    /// Ends the transaction with `end` (`COMMIT` or `ROLLBACK`). Its connection is kept for the
-    /// next use with `keep`, else given back to the pool; after a failure it is closed.
     /// Gives the connection of a transaction ended by the server (its `COMMIT` sent with its last
     /// statements) back for the next use.
     fn ended(mut self, pg: &PgHost) {
@@ -216,6 +210,8 @@ impl OpenTransaction {
         }
     }
 
+    /// Ends the transaction with `end` (`COMMIT` or `ROLLBACK`). Its connection is kept for the
+    /// next use with `keep`, else given back to the pool; after a failure it is closed.
     async fn end(mut self, end: &'static str, keep: Option<&PgHost>) -> Result<(), Error> {
         let mut conn = self
             .conn
@@ -268,6 +264,16 @@ fn numbered(statement: Option<usize>, count: usize) -> String {
         Some(n) => format!("statement {} of {count}", n + 1),
         None => format!("with {count} statements"),
     }
+}
+
+/// Each statement's rows as the plugin reads them; the first that cannot be is named.
+fn each_rows(fetched: Vec<Vec<PgRow>>) -> Result<Vec<PgRows>, Error> {
+    let count = fetched.len();
+    fetched
+        .into_iter()
+        .enumerate()
+        .map(|(n, result)| rows(result).map_err(|e| e.context(numbered(Some(n), count))))
+        .collect()
 }
 
 fn sql_error(e: sqlx::Error) -> Error {
@@ -476,7 +482,7 @@ impl PgSession {
                 begin: Some(begin(pg)),
                 commit: false,
             };
-            match tx.pipelined(pg, around, statements).await {
+            match tx.pipelined(pg, around, statements).await.and_then(each_rows) {
                 Ok(all) => {
                     self.next += 1;
                     self.open.insert(self.next, tx);
@@ -508,9 +514,10 @@ impl PgSession {
                 commit: true,
             };
             match tx.pipelined(pg, around, statements).await {
-                Ok(all) => {
+                Ok(fetched) => {
                     tx.ended(pg);
-                    Ok(all)
+                    // Committed: a row the capability cannot carry fails the call, not the writes.
+                    each_rows(fetched).map_err(|e| e.context("committed"))
                 }
                 Err(e) => {
                     tx.abandon(pg).await;
@@ -1242,6 +1249,25 @@ mod tests {
             PgValue::Int4(0),
             "nothing ran, the table stands"
         );
+
+        // A column the capability cannot carry: begun, the call fails and rolls back; committed,
+        // it fails after the writes, and says so.
+        let interval = Statement::new("SELECT interval '1 day' AS i", vec![]);
+        let err = session
+            .begin_with(&caps, "db".into(), vec![insert(1), interval.clone()])
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("statement 2 of 2: column \"i\" has type INTERVAL"),
+            "{err}"
+        );
+        assert_eq!(count(&mut session).await, PgValue::Int4(0));
+        let (tx, _) = session.begin_with(&caps, "db".into(), vec![insert(1)]).await.unwrap();
+        let err = session.commit_with(&caps, tx, vec![interval]).await.unwrap_err();
+        assert!(err.to_string().contains("committed: statement 1 of 1: "), "{err}");
+        assert_eq!(count(&mut session).await, PgValue::Int4(1), "committed");
+        rows(session.call(&caps, query("DELETE FROM t", vec![], None)).await);
 
         // A statement deallocated behind the host's back fails once, and is prepared again.
         let (tx, _) = session.begin_with(&caps, "db".into(), vec![insert(5)]).await.unwrap();
