@@ -37,24 +37,40 @@ const PREFIX: &str = "conductor_";
 /// prepared statement in every session.
 #[derive(Default)]
 pub struct Named {
-    numbers: Mutex<HashMap<(String, Vec<&'static str>), u32>>,
+    numbers: Mutex<Numbers>,
+}
+
+/// Each statement's text, the parameter types it was named with, and its number.
+#[derive(Default)]
+struct Numbers {
+    by_text: HashMap<String, Vec<(Vec<&'static str>, u32)>>,
+    given: u32,
 }
 
 impl Named {
-    /// The number of `sql` with parameters of `types`, given now if new; `None` past
-    /// [`MOST_NAMED`].
-    fn number(&self, sql: &str, types: Vec<&'static str>) -> Option<u32> {
+    /// The number of `statement` (its text and its parameters' types), given now if new; `None`
+    /// past [`MOST_NAMED`]. A statement already named is found without copying it.
+    fn number(&self, statement: &Statement) -> Option<u32> {
+        let types = || statement.params.iter().map(parameter_type);
         // A panic while holding the lock leaves a map of names, still whole.
         let mut numbers = self.numbers.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let key = (sql.to_owned(), types);
-        if let Some(&number) = numbers.get(&key) {
+        let known = numbers
+            .by_text
+            .get(&statement.sql)
+            .and_then(|named| named.iter().find(|(named, _)| named.iter().copied().eq(types())));
+        if let Some(&(_, number)) = known {
             return Some(number);
         }
-        if numbers.len() >= MOST_NAMED {
+        if numbers.given as usize >= MOST_NAMED {
             return None;
         }
-        let number = u32::try_from(numbers.len()).ok()?;
-        numbers.insert(key, number);
+        let number = numbers.given;
+        numbers.given += 1;
+        numbers
+            .by_text
+            .entry(statement.sql.clone())
+            .or_default()
+            .push((types().collect(), number));
         Some(number)
     }
 }
@@ -180,8 +196,7 @@ pub async fn run(
 ) -> Result<Option<Vec<Vec<PgRow>>>, Failed> {
     let mut numbers = Vec::with_capacity(statements.len());
     for statement in statements {
-        let types = statement.params.iter().map(parameter_type).collect();
-        match named.number(&statement.sql, types) {
+        match named.number(statement) {
             Some(number) => numbers.push(number),
             None => return Ok(None),
         }
@@ -345,18 +360,19 @@ mod tests {
     #[test]
     fn the_same_text_and_types_is_the_same_statement() {
         let named = Named::default();
-        let a = named.number("SELECT $1", vec!["text"]);
-        assert_eq!(named.number("SELECT $1", vec!["text"]), a);
-        assert_ne!(named.number("SELECT $1", vec!["int8"]), a);
-        for n in 2..MOST_NAMED {
-            assert!(named.number(&format!("SELECT {n}"), vec![]).is_some());
-        }
-        assert_eq!(named.number("SELECT 'one too many'", vec![]), None);
+        let text = Statement::new("SELECT $1", vec![PgValue::Text("t".into())]);
+        let a = named.number(&text);
         assert_eq!(
-            named.number("SELECT $1", vec!["text"]),
+            named.number(&Statement::new("SELECT $1", vec![PgValue::Null])),
             a,
-            "a named statement keeps its number"
+            "both text"
         );
+        assert_ne!(named.number(&Statement::new("SELECT $1", vec![PgValue::Int8(1)])), a);
+        for n in 2..MOST_NAMED {
+            assert!(named.number(&Statement::new(format!("SELECT {n}"), vec![])).is_some());
+        }
+        assert_eq!(named.number(&Statement::new("SELECT 'one too many'", vec![])), None);
+        assert_eq!(named.number(&text), a, "a named statement keeps its number");
     }
 
     #[test]

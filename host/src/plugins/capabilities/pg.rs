@@ -421,7 +421,11 @@ fn listed(before: &str, statements: &[Statement], after: &str) -> String {
         .chain(statements.iter().map(|s| s.sql.as_str()))
         .chain(std::iter::once(after))
         .filter(|sql| !sql.is_empty());
-    all.collect::<Vec<_>>().join("; ").chars().take(200).collect()
+    // Cut as it is joined: a batch's statements are kilobytes, the span keeps 200 characters.
+    all.enumerate()
+        .flat_map(|(n, sql)| if n == 0 { "" } else { "; " }.chars().chain(sql.chars()))
+        .take(200)
+        .collect()
 }
 
 /// What a `pg` call runs, for its span: the SQL (cut to 200 characters) or the operation.
