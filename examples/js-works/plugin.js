@@ -24,10 +24,10 @@
 // its own imports the npm package `conductor-plugin-sdk` instead. plugin.test.js runs this module
 // under node:test against the SDK's JavaScript fakes.
 
-import { emit } from 'conductor:plugin/emit@0.6.3';
-import { log } from 'conductor:plugin/log@0.6.3';
-import { set as setTimer } from 'conductor:plugin/timer@0.6.3';
-import { get as kvGet, set as kvSet } from 'conductor:plugin/kv@0.6.3';
+import { emit } from 'conductor:plugin/emit@0.6.4';
+import { log } from 'conductor:plugin/log@0.6.4';
+import { set as setTimer } from 'conductor:plugin/timer@0.6.4';
+import { get as kvGet, set as kvSet } from 'conductor:plugin/kv@0.6.4';
 import { PluginError, guard, ocm, uuid5 } from '../../plugin-sdk/js/sdk.mjs';
 
 export { PluginError };
@@ -35,7 +35,7 @@ export { PluginError };
 export const NAME = 'js-works';
 export const VERSION = '0.1.0';
 // The contract this module is written against (plugin.test.js checks it against plugin-sdk/wit).
-export const CONTRACT = '0.6.3';
+export const CONTRACT = '0.6.4';
 // The source name agents echo back as `originalsource`.
 export const SOURCE = 'js';
 export const MANIFEST_BUNDLES = ocm.MANIFEST_BUNDLES;

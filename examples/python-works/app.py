@@ -36,7 +36,7 @@ from wit_world.imports.types import Error_Invalid
 NAME = "python-works"
 VERSION = "0.1.0"
 # The contract this module is written against (test_app.py checks it against plugin-sdk/wit).
-CONTRACT = "0.6.3"
+CONTRACT = "0.6.4"
 # The source name agents echo back as `originalsource`.
 SOURCE = "python"
 MANIFEST_BUNDLES = ocm.MANIFEST_BUNDLES

@@ -10,7 +10,7 @@ pub const CONTRACT: &str = conductor_plugin_sdk::SDK_VERSION;
 /// The commit (`git rev-parse HEAD` at build time, the image build's `REVISION`, or `unknown`).
 pub const COMMIT: &str = env!("CONDUCTOR_COMMIT");
 
-/// `conductor --version` after the name: `0.1.0 (plugin contract 0.6.3, commit 0123456789ab)`.
+/// `conductor --version` after the name: `0.1.0 (plugin contract 0.6.4, commit 0123456789ab)`.
 pub fn version_line() -> &'static str {
     static LINE: LazyLock<String> = LazyLock::new(|| {
         let commit = COMMIT.get(..12).unwrap_or(COMMIT);

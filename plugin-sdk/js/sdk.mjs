@@ -63,7 +63,7 @@ export * as ocm from './ocm.mjs';
  * The contract this SDK is built for, and the package's version (the same: a test fails if
  * package.json's version, this or plugin-sdk/wit/plugin.wit's package declaration differ).
  */
-export const CONTRACT = '0.6.3';
+export const CONTRACT = '0.6.4';
 
 const GUARDED = Symbol('conductor.guarded');
 

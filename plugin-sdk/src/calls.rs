@@ -55,6 +55,11 @@ pub trait HostCalls: Send + Sync {
         self.pg(PgRequest::Commit { transaction })?;
         Ok(rows)
     }
+    /// `statements` in an open transaction, in one round trip (`transaction.run-all`, contract
+    /// 0.6.4). By default one call per statement.
+    fn pg_run_all(&self, transaction: TransactionId, statements: Vec<Statement>) -> Result<Vec<PgRows>, Error> {
+        run_in(self, transaction, statements)
+    }
     fn metric(&self, kind: MetricKind, name: &str, labels: &[&str], value: f64) -> Result<(), Error>;
     fn blob(&self, name: &str) -> Result<Vec<u8>, Error>;
     /// Requests waiting for the plugin, for the running `handle_batch` to take (none by default:

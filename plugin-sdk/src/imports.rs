@@ -152,7 +152,6 @@ pub fn pg(request: PgRequest) -> Result<PgReply, Error> {
     }
 }
 
-/// A watch with `options` (`kube.watch-with`); any other request as [`kube`].
 pub fn pg_begin_with(
     database: &str,
     statements: Vec<crate::pg::Statement>,
@@ -173,6 +172,15 @@ pub fn pg_commit_with(
         .map_err(from_wit_error)
 }
 
+pub fn pg_run_all(
+    transaction: TransactionId,
+    statements: Vec<crate::pg::Statement>,
+) -> Result<Vec<crate::PgRows>, Error> {
+    let statements: Vec<_> = statements.iter().map(to_wit_statement).collect();
+    with_transaction(transaction, |tx| tx.run_all(&statements)).map(|all| all.into_iter().map(from_wit_rows).collect())
+}
+
+/// A watch with `options` (`kube.watch-with`); any other request as [`kube`].
 pub fn kube_watch_with(request: KubeRequest, options: crate::kube::WatchOptions) -> Result<KubeReply, Error> {
     let KubeRequest::Watch {
         resource,

@@ -69,6 +69,7 @@ impl<T: Into<PgValue>> From<Option<T>> for PgValue {
 
 /// A statement and its parameters, for the calls that send several at once
 /// ([`Database::begin_with`](crate::Database::begin_with),
+/// [`Transaction::run_all`](crate::Transaction::run_all),
 /// [`Transaction::commit_with`](crate::Transaction::commit_with)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Statement {

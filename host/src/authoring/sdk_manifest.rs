@@ -145,7 +145,7 @@ chrono = { version = "0.4", default-features = false, features = ["std"] }
             r#"
 [package]
 name = "sdk"
-version = "0.6.3"
+version = "0.6.4"
 edition.workspace = true
 license.workspace = true
 
@@ -175,7 +175,7 @@ workspace = true
             r#"
 [package]
 name = "sdk"
-version = "0.6.3"
+version = "0.6.4"
 edition = "2024"
 license = "Apache-2.0"
 

@@ -162,8 +162,8 @@ mod tests {
         let a = PluginArtifact::new(
             b"\0asm".to_vec(),
             "kube.wasm",
-            &["conductor:plugin/kv@0.6.3".into()],
-            &["conductor:plugin/plugin@0.6.3".into()],
+            &["conductor:plugin/kv@0.6.4".into()],
+            &["conductor:plugin/plugin@0.6.4".into()],
             BTreeMap::from([(VERSION.to_owned(), "0.1.0".to_owned())]),
         );
         let (layer, annotations) = wasm_layer(&a.manifest).unwrap();

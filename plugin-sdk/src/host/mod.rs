@@ -156,6 +156,14 @@ impl Host {
         call!(self, pg_commit_with(transaction, statements))
     }
 
+    pub(crate) fn pg_run_all(
+        &self,
+        transaction: TransactionId,
+        statements: Vec<Statement>,
+    ) -> Result<Vec<PgRows>, Error> {
+        call!(self, pg_run_all(transaction, statements))
+    }
+
     /// The Kubernetes API server of `[kubernetes]`.
     pub fn kube(&self) -> Kube<'_> {
         Kube::new(self)

@@ -532,6 +532,41 @@ impl PgSession {
         instrumented(pg, database, text, Box::pin(call)).await
     }
 
+    /// `transaction.run-all`: `statements` in the open transaction, in one round trip; each
+    /// statement's rows. If one fails the transaction is rolled back and ended, and the error
+    /// names the statement.
+    pub async fn run_all(
+        &mut self,
+        pg: &PgHost,
+        transaction: TransactionId,
+        statements: Vec<Statement>,
+    ) -> Result<Vec<PgRows>, Error> {
+        let database = self.open.get(&transaction).map(|t| t.database.clone());
+        let text = listed("", &statements, "");
+        let call = async {
+            let mut tx = self.take(transaction)?;
+            if statements.is_empty() {
+                self.open.insert(transaction, tx);
+                return Ok(Vec::new());
+            }
+            let around = Around {
+                begin: None,
+                commit: false,
+            };
+            match tx.pipelined(pg, around, statements).await.and_then(each_rows) {
+                Ok(all) => {
+                    self.open.insert(transaction, tx);
+                    Ok(all)
+                }
+                Err(e) => {
+                    tx.abandon(pg).await;
+                    Err(e)
+                }
+            }
+        };
+        instrumented(pg, database, text, Box::pin(call)).await
+    }
+
     /// Refuses another transaction past [`MAX_OPEN_TRANSACTIONS`].
     fn room(&self) -> Result<(), Error> {
         if self.open.len() >= MAX_OPEN_TRANSACTIONS {
@@ -1155,6 +1190,33 @@ mod tests {
 
         let inside = rows(session.call(&caps, query(xact, vec![], Some(tx))).await);
         assert_eq!(inside.rows[0][0], begun_in, "the transaction goes on");
+        let more = session
+            .run_all(
+                &caps,
+                tx,
+                vec![
+                    Statement::new("INSERT INTO t VALUES ($1) RETURNING v + 0 AS v", vec![3.into()]),
+                    Statement::new("SELECT count(*)::int4 AS n FROM t", vec![]),
+                    Statement::new(xact, vec![]),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(more[0].rows, [[PgValue::Int4(3)]]);
+        assert_eq!(
+            more[1].rows,
+            [[PgValue::Int4(3)]],
+            "a statement sees what the one before did"
+        );
+        assert_eq!(more[2].rows[0][0], begun_in, "run in the open transaction");
+        assert!(session.has_open(), "run-all leaves the transaction open");
+        let sent = last_message(&databases, &pid).await;
+        assert!(
+            sent.starts_with("EXECUTE conductor_") && !sent.contains("BEGIN") && !sent.contains("COMMIT"),
+            "{sent}"
+        );
+        assert_eq!(sent.matches("EXECUTE").count(), 3, "one message: {sent}");
+        assert!(session.run_all(&caps, tx, vec![]).await.unwrap().is_empty());
         let done = session
             .commit_with(
                 &caps,
@@ -1174,8 +1236,12 @@ mod tests {
             sent.starts_with("EXECUTE conductor_") && sent.ends_with("; COMMIT"),
             "{sent}"
         );
-        let after = rows(session.call(&caps, query("SELECT v FROM t", vec![], None)).await);
-        assert_eq!(after.rows, [[PgValue::Int4(2)]], "committed");
+        let after = rows(
+            session
+                .call(&caps, query("SELECT v FROM t ORDER BY v", vec![], None))
+                .await,
+        );
+        assert_eq!(after.rows, [[PgValue::Int4(2)], [PgValue::Int4(3)]], "committed");
 
         // The session prepared its statements once: sent again, nothing is prepared anew.
         let prepared = "SELECT count(*)::int4 FROM pg_prepared_statements WHERE name LIKE 'conductor%'";
@@ -1186,8 +1252,8 @@ mod tests {
         let held = rows(session.call(&caps, query(prepared, vec![], Some(tx))).await);
         assert_eq!(
             held.rows,
-            [[PgValue::Int4(5)]],
-            "five statements, each prepared once: {held:?}"
+            [[PgValue::Int4(6)]],
+            "six statements, each prepared once: {held:?}"
         );
         session.commit_with(&caps, tx, vec![]).await.unwrap();
     }
@@ -1229,6 +1295,26 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("statement 2 of 2: "), "{err}");
         assert!(!session.has_open());
+        assert_eq!(
+            count(&mut session).await,
+            PgValue::Int4(0),
+            "the whole transaction rolled back"
+        );
+
+        let (tx, _) = session.begin_with(&caps, "db".into(), vec![insert(1)]).await.unwrap();
+        let err = session
+            .run_all(
+                &caps,
+                tx,
+                vec![insert(2), Statement::new("SELECT 1 / $1", vec![0.into()]), insert(3)],
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(sqlstate(&err), Some("22012"), "{err}");
+        assert!(err.to_string().starts_with("database: statement 2 of 3: "), "{err}");
+        assert!(!session.has_open(), "rolled back and ended");
+        let err = session.run_all(&caps, tx, vec![insert(4)]).await.unwrap_err();
+        assert!(err.to_string().contains("no open transaction"), "{err}");
         assert_eq!(
             count(&mut session).await,
             PgValue::Int4(0),

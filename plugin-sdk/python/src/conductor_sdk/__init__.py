@@ -67,7 +67,7 @@ except ImportError:  # pragma: no cover - an interpreter built without it
 
 # The contract this SDK is built for, and the package's version (the same: a test fails if the
 # package's version, this or plugin-sdk/wit/plugin.wit's package declaration differ).
-__version__ = "0.6.3"
+__version__ = "0.6.4"
 CONTRACT = __version__
 
 # A string, or bytes.

@@ -102,6 +102,21 @@ impl pg::HostTransaction for State {
         Ok(all.into_iter().map(convert::to_wit_rows).collect())
     }
 
+    async fn run_all(
+        &mut self,
+        this: Resource<TransactionHandle>,
+        statements: Vec<pg::Statement>,
+    ) -> Result<Vec<pg::Rows>, types::Error> {
+        let caps = self.caps();
+        let statements = statements.into_iter().map(convert::from_wit_statement).collect();
+        let all = self
+            .pg
+            .run_all(caps.pg(), transaction_id(&this), statements)
+            .await
+            .map_err(wit_error)?;
+        Ok(all.into_iter().map(convert::to_wit_rows).collect())
+    }
+
     async fn drop(&mut self, this: Resource<TransactionHandle>) -> wasmtime::Result<()> {
         // Committed transactions are gone from the session already; any other is rolled back.
         let transaction = transaction_id(&this);
