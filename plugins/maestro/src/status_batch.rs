@@ -16,9 +16,9 @@
 //! transaction holding the first part's locks (taken in key order) never waits for more. An update
 //! whose lock another transaction holds, with every later update of its resource, is written after
 //! the `COMMIT` in a transaction of its own. The statuses of every part are written in one
-//! statement sent with the `COMMIT`, so a part costs two round trips (its locks, its rows), and a
-//! batch that takes nothing in two in all: `BEGIN` with its locks and reads, its writes with the
-//! `COMMIT` (`pg.begin-with`, `commit-with`).
+//! statement sent with the `COMMIT`, so a part costs one round trip (its locks and its rows,
+//! `transaction.run-all`), and a batch that takes nothing in two in all: `BEGIN` with its locks
+//! and reads, its writes with the `COMMIT` (`pg.begin-with`, `commit-with`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -140,9 +140,8 @@ impl Batch {
                 .filter(|id| !held.contains(id) && !left.contains(id))
                 .collect();
             let refs: Vec<&str> = new.iter().map(String::as_str).collect();
-            let locked = store::try_lock_statuses(&tx, &refs)?;
-            let now_held: Vec<&str> = refs.iter().copied().filter(|id| locked.contains(*id)).collect();
-            targets.extend(store::read_status_targets(&tx, &now_held)?);
+            let (locked, read) = store::try_lock_and_read(&tx, &refs)?;
+            targets.extend(read);
             for id in new {
                 match locked.contains(&id) {
                     true => held.insert(id),

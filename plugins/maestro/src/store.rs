@@ -232,11 +232,16 @@ fn each_of_two(rows: Vec<PgRows>) -> Result<[PgRows; 2], Error> {
     <[PgRows; 2]>::try_from(rows).map_err(|rows| Error::Internal(format!("{} results for 2 statements", rows.len())))
 }
 
-/// Tries Maestro's `resource_status` lock of each resource of `ids` without waiting; the ids
-/// whose lock this transaction now holds.
-pub fn try_lock_statuses(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashSet<String>, Error> {
+/// A part taken into a running status batch: tries Maestro's `resource_status` lock of each
+/// resource of `ids` without waiting, and reads the rows after the locks, both in one round trip
+/// (`transaction.run-all`). The ids whose lock this transaction now holds, and what their updates
+/// are judged against (the rows of the others, read without their lock, are left out).
+pub fn try_lock_and_read(
+    tx: &Transaction<'_>,
+    ids: &[&str],
+) -> Result<(HashSet<String>, HashMap<String, StatusTarget>), Error> {
     if ids.is_empty() {
-        return Ok(HashSet::new());
+        return Ok((HashSet::new(), HashMap::new()));
     }
     let mut by_pair: HashMap<(i32, i32), Vec<&str>> = HashMap::new();
     let keys: Vec<Value> = ids
@@ -247,9 +252,13 @@ pub fn try_lock_statuses(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashSet<S
             json!({"a": a, "b": b})
         })
         .collect();
-    let rows = tx.query(sql::TRY_LOCK_STATUSES, &[json_text(&Value::from(keys))])?;
+    let rows = tx.run_all(&[
+        Statement::new(sql::TRY_LOCK_STATUSES, vec![json_text(&Value::from(keys))]),
+        read_status_targets_of(ids),
+    ])?;
+    let [locks, targets] = each_of_two(rows)?;
     let mut held = HashSet::new();
-    for row in rows.iter() {
+    for row in locks.iter() {
         if row.bool("held")? != Some(true) {
             continue;
         }
@@ -259,14 +268,9 @@ pub fn try_lock_statuses(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashSet<S
         );
         held.extend(by_pair.get(&pair).into_iter().flatten().map(|id| (*id).to_owned()));
     }
-    Ok(held)
-}
-
-/// What status updates for the resources `ids` are judged against, unscoped, by id (a resource
-/// absent is not in the map), in a statement after the locks are taken.
-pub fn read_status_targets(tx: &Transaction<'_>, ids: &[&str]) -> Result<HashMap<String, StatusTarget>, Error> {
-    let statement = read_status_targets_of(ids);
-    status_targets(&tx.query(&statement.sql, &statement.params)?)
+    let mut targets = status_targets(&targets)?;
+    targets.retain(|id, _| held.contains(id));
+    Ok((held, targets))
 }
 
 /// [`sql::READ_STATUS_TARGETS`] for `ids`.
