@@ -100,6 +100,15 @@ impl PgHost {
     }
 }
 
+/// What becomes of a transaction once the statements sent on in it ran ([`PgSession::go_on_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Then {
+    /// Committed with them (`transaction.commit-with`).
+    Commit,
+    /// Left open (`transaction.run-all`).
+    StayOpen,
+}
+
 /// Transactions one instance may hold open at once (each pins a pooled connection).
 const MAX_OPEN_TRANSACTIONS: usize = 8;
 
@@ -501,59 +510,40 @@ impl PgSession {
         instrumented(pg, counted, text, Box::pin(call)).await
     }
 
-    /// `transaction.commit-with`: `statements` and `COMMIT` in one round trip; each statement's
-    /// rows. If one fails the transaction is rolled back and the error names it.
-    pub async fn commit_with(
+    /// `statements` in the open transaction `transaction`, in one round trip; each statement's
+    /// rows. `Then::Commit` (`transaction.commit-with`) sends its `COMMIT` with them;
+    /// `Then::StayOpen` (`transaction.run-all`) leaves it open. If one fails the transaction is
+    /// rolled back and ended, and the error names the statement.
+    pub async fn go_on_with(
         &mut self,
         pg: &PgHost,
         transaction: TransactionId,
         statements: Vec<Statement>,
+        then: Then,
     ) -> Result<Vec<PgRows>, Error> {
+        let commit = then == Then::Commit;
         let database = self.open.get(&transaction).map(|t| t.database.clone());
-        let text = listed("", &statements, "COMMIT");
+        let text = listed("", &statements, if commit { "COMMIT" } else { "" });
         let call = async {
             let mut tx = self.take(transaction)?;
-            let around = Around {
-                begin: None,
-                commit: true,
-            };
-            match tx.pipelined(pg, around, statements).await {
-                Ok(fetched) => {
-                    tx.ended(pg);
-                    // Committed: a row the capability cannot carry fails the call, not the writes.
-                    each_rows(fetched).map_err(|e| e.context("committed"))
-                }
-                Err(e) => {
-                    tx.abandon(pg).await;
-                    Err(e)
-                }
-            }
-        };
-        instrumented(pg, database, text, Box::pin(call)).await
-    }
-
-    /// `transaction.run-all`: `statements` in the open transaction, in one round trip; each
-    /// statement's rows. If one fails the transaction is rolled back and ended, and the error
-    /// names the statement.
-    pub async fn run_all(
-        &mut self,
-        pg: &PgHost,
-        transaction: TransactionId,
-        statements: Vec<Statement>,
-    ) -> Result<Vec<PgRows>, Error> {
-        let database = self.open.get(&transaction).map(|t| t.database.clone());
-        let text = listed("", &statements, "");
-        let call = async {
-            let mut tx = self.take(transaction)?;
-            if statements.is_empty() {
+            if statements.is_empty() && !commit {
                 self.open.insert(transaction, tx);
                 return Ok(Vec::new());
             }
-            let around = Around {
-                begin: None,
-                commit: false,
+            let around = Around { begin: None, commit };
+            let fetched = match tx.pipelined(pg, around, statements).await {
+                Ok(fetched) => fetched,
+                Err(e) => {
+                    tx.abandon(pg).await;
+                    return Err(e);
+                }
             };
-            match tx.pipelined(pg, around, statements).await.and_then(each_rows) {
+            if commit {
+                tx.ended(pg);
+                // Committed: a row the capability cannot carry fails the call, not the writes.
+                return each_rows(fetched).map_err(|e| e.context("committed"));
+            }
+            match each_rows(fetched) {
                 Ok(all) => {
                     self.open.insert(transaction, tx);
                     Ok(all)
@@ -1191,7 +1181,7 @@ mod tests {
         let inside = rows(session.call(&caps, query(xact, vec![], Some(tx))).await);
         assert_eq!(inside.rows[0][0], begun_in, "the transaction goes on");
         let more = session
-            .run_all(
+            .go_on_with(
                 &caps,
                 tx,
                 vec![
@@ -1199,6 +1189,7 @@ mod tests {
                     Statement::new("SELECT count(*)::int4 AS n FROM t", vec![]),
                     Statement::new(xact, vec![]),
                 ],
+                Then::StayOpen,
             )
             .await
             .unwrap();
@@ -1216,15 +1207,22 @@ mod tests {
             "{sent}"
         );
         assert_eq!(sent.matches("EXECUTE").count(), 3, "one message: {sent}");
-        assert!(session.run_all(&caps, tx, vec![]).await.unwrap().is_empty());
+        assert!(
+            session
+                .go_on_with(&caps, tx, vec![], Then::StayOpen)
+                .await
+                .unwrap()
+                .is_empty()
+        );
         let done = session
-            .commit_with(
+            .go_on_with(
                 &caps,
                 tx,
                 vec![
                     Statement::new("DELETE FROM t WHERE v = $1 RETURNING v", vec![1.into()]),
                     Statement::new(xact, vec![]),
                 ],
+                Then::Commit,
             )
             .await
             .unwrap();
@@ -1255,7 +1253,7 @@ mod tests {
             [[PgValue::Int4(6)]],
             "six statements, each prepared once: {held:?}"
         );
-        session.commit_with(&caps, tx, vec![]).await.unwrap();
+        session.go_on_with(&caps, tx, vec![], Then::Commit).await.unwrap();
     }
 
     /// A statement that fails stops the ones after it, rolls the transaction back and is named;
@@ -1290,7 +1288,12 @@ mod tests {
 
         let (tx, _) = session.begin_with(&caps, "db".into(), vec![insert(1)]).await.unwrap();
         let err = session
-            .commit_with(&caps, tx, vec![insert(2), Statement::new("SELECT 1 / 0", vec![])])
+            .go_on_with(
+                &caps,
+                tx,
+                vec![insert(2), Statement::new("SELECT 1 / 0", vec![])],
+                Then::Commit,
+            )
             .await
             .unwrap_err();
         assert!(err.to_string().contains("statement 2 of 2: "), "{err}");
@@ -1303,17 +1306,21 @@ mod tests {
 
         let (tx, _) = session.begin_with(&caps, "db".into(), vec![insert(1)]).await.unwrap();
         let err = session
-            .run_all(
+            .go_on_with(
                 &caps,
                 tx,
                 vec![insert(2), Statement::new("SELECT 1 / $1", vec![0.into()]), insert(3)],
+                Then::StayOpen,
             )
             .await
             .unwrap_err();
         assert_eq!(sqlstate(&err), Some("22012"), "{err}");
         assert!(err.to_string().starts_with("database: statement 2 of 3: "), "{err}");
         assert!(!session.has_open(), "rolled back and ended");
-        let err = session.run_all(&caps, tx, vec![insert(4)]).await.unwrap_err();
+        let err = session
+            .go_on_with(&caps, tx, vec![insert(4)], Then::StayOpen)
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("no open transaction"), "{err}");
         assert_eq!(
             count(&mut session).await,
@@ -1354,14 +1361,17 @@ mod tests {
         );
         assert_eq!(count(&mut session).await, PgValue::Int4(0));
         let (tx, _) = session.begin_with(&caps, "db".into(), vec![insert(1)]).await.unwrap();
-        let err = session.commit_with(&caps, tx, vec![interval]).await.unwrap_err();
+        let err = session
+            .go_on_with(&caps, tx, vec![interval], Then::Commit)
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("committed: statement 1 of 1: "), "{err}");
         assert_eq!(count(&mut session).await, PgValue::Int4(1), "committed");
         rows(session.call(&caps, query("DELETE FROM t", vec![], None)).await);
 
         // A statement deallocated behind the host's back fails once, and is prepared again.
         let (tx, _) = session.begin_with(&caps, "db".into(), vec![insert(5)]).await.unwrap();
-        session.commit_with(&caps, tx, vec![]).await.unwrap();
+        session.go_on_with(&caps, tx, vec![], Then::Commit).await.unwrap();
         let names = rows(
             session
                 .call(
@@ -1388,7 +1398,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(sqlstate(&err), Some("26000"), "{err}");
         let (tx, _) = session.begin_with(&caps, "db".into(), vec![insert(6)]).await.unwrap();
-        session.commit_with(&caps, tx, vec![]).await.unwrap();
+        session.go_on_with(&caps, tx, vec![], Then::Commit).await.unwrap();
         assert_eq!(count(&mut session).await, PgValue::Int4(2));
 
         // Read-only mode: the transaction is read-only.
@@ -1418,7 +1428,7 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(got[0].rows, [[PgValue::Int4(n as i32)]]);
-            session.commit_with(&caps, tx, vec![]).await.unwrap();
+            session.go_on_with(&caps, tx, vec![], Then::Commit).await.unwrap();
         }
         let (tx, got) = session
             .begin_with(
@@ -1434,6 +1444,6 @@ mod tests {
         assert_eq!(got[1].rows, [[PgValue::Int8(42)]]);
         let sent = last_message(&databases, &got[0].rows[0][0]).await;
         assert_eq!(sent, "SELECT $1::int8 + 1", "sent alone");
-        session.commit_with(&caps, tx, vec![]).await.unwrap();
+        session.go_on_with(&caps, tx, vec![], Then::Commit).await.unwrap();
     }
 }

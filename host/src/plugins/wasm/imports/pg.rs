@@ -4,6 +4,7 @@
 use conductor_plugin_sdk::pg::{PgReply, PgRequest};
 use wasmtime::component::Resource;
 
+use crate::plugins::capabilities::pg::Then;
 use crate::plugins::wasm::bindings::conductor::plugin::{pg, types};
 use crate::plugins::wasm::bindings::{TransactionHandle, convert};
 use crate::plugins::wasm::state::{State, wit_error};
@@ -23,6 +24,25 @@ fn ids_ran_out() -> types::Error {
 
 fn transaction_id(handle: &Resource<TransactionHandle>) -> u64 {
     u64::from(handle.rep())
+}
+
+impl State {
+    /// `statements` in the open transaction `this`, then its `COMMIT` or not (`then`).
+    async fn go_on_with(
+        &mut self,
+        this: &Resource<TransactionHandle>,
+        statements: Vec<pg::Statement>,
+        then: Then,
+    ) -> Result<Vec<pg::Rows>, types::Error> {
+        let caps = self.caps();
+        let statements = statements.into_iter().map(convert::from_wit_statement).collect();
+        let all = self
+            .pg
+            .go_on_with(caps.pg(), transaction_id(this), statements, then)
+            .await
+            .map_err(wit_error)?;
+        Ok(all.into_iter().map(convert::to_wit_rows).collect())
+    }
 }
 
 impl pg::HostTransaction for State {
@@ -92,14 +112,7 @@ impl pg::HostTransaction for State {
         this: Resource<TransactionHandle>,
         statements: Vec<pg::Statement>,
     ) -> Result<Vec<pg::Rows>, types::Error> {
-        let caps = self.caps();
-        let statements = statements.into_iter().map(convert::from_wit_statement).collect();
-        let all = self
-            .pg
-            .commit_with(caps.pg(), transaction_id(&this), statements)
-            .await
-            .map_err(wit_error)?;
-        Ok(all.into_iter().map(convert::to_wit_rows).collect())
+        self.go_on_with(&this, statements, Then::Commit).await
     }
 
     async fn run_all(
@@ -107,14 +120,7 @@ impl pg::HostTransaction for State {
         this: Resource<TransactionHandle>,
         statements: Vec<pg::Statement>,
     ) -> Result<Vec<pg::Rows>, types::Error> {
-        let caps = self.caps();
-        let statements = statements.into_iter().map(convert::from_wit_statement).collect();
-        let all = self
-            .pg
-            .run_all(caps.pg(), transaction_id(&this), statements)
-            .await
-            .map_err(wit_error)?;
-        Ok(all.into_iter().map(convert::to_wit_rows).collect())
+        self.go_on_with(&this, statements, Then::StayOpen).await
     }
 
     async fn drop(&mut self, this: Resource<TransactionHandle>) -> wasmtime::Result<()> {
