@@ -224,7 +224,7 @@ pub fn begin_status_batch<'h>(
         read_status_targets_of(ids),
     ])?;
     let [_, targets] = each_of_two(rows)?;
-    Ok((tx, status_targets(&targets)?))
+    Ok((tx, status_targets(&targets, |_| true)?))
 }
 
 /// The rows of each of two statements sent together.
@@ -268,8 +268,7 @@ pub fn try_lock_and_read(
         );
         held.extend(by_pair.get(&pair).into_iter().flatten().map(|id| (*id).to_owned()));
     }
-    let mut targets = status_targets(&targets)?;
-    targets.retain(|id, _| held.contains(id));
+    let targets = status_targets(&targets, |id| held.contains(id))?;
     Ok((held, targets))
 }
 
@@ -278,31 +277,36 @@ fn read_status_targets_of(ids: &[&str]) -> Statement {
     Statement::new(sql::READ_STATUS_TARGETS, vec![json_text(&json!(ids))])
 }
 
-/// The targets [`sql::READ_STATUS_TARGETS`] read, by id.
-fn status_targets(rows: &PgRows) -> Result<HashMap<String, StatusTarget>, Error> {
-    rows.iter()
-        .map(|row| {
-            let target = StatusTarget {
-                consumer_name: text(&row, "consumer_name")?,
-                version: row.int("version")?.unwrap_or_default(),
-                metadata: match row.text("metadata")? {
-                    Some(text) => Some(
-                        RawValue::from_string(text.to_owned())
-                            .map_err(|e| Error::Internal(format!("the payload's metadata is not JSON: {e}")))?,
-                    ),
-                    None => None,
-                },
-                status: match row.bool("has_status")? {
-                    // A `sequenceid` that is not a JSON string is none.
-                    Some(true) => Some(StoredStatus {
-                        sequence: row.text("sequence")?.and_then(|s| serde_json::from_str(s).ok()),
-                    }),
-                    _ => None,
-                },
-            };
-            Ok((text(&row, "id")?, target))
-        })
-        .collect()
+/// The targets [`sql::READ_STATUS_TARGETS`] read, by id: those of the resources `wanted` takes
+/// (the others are not parsed).
+fn status_targets(rows: &PgRows, wanted: impl Fn(&str) -> bool) -> Result<HashMap<String, StatusTarget>, Error> {
+    let mut targets = HashMap::new();
+    for row in rows.iter() {
+        let id = text(&row, "id")?;
+        if !wanted(&id) {
+            continue;
+        }
+        let target = StatusTarget {
+            consumer_name: text(&row, "consumer_name")?,
+            version: row.int("version")?.unwrap_or_default(),
+            metadata: match row.text("metadata")? {
+                Some(text) => Some(
+                    RawValue::from_string(text.to_owned())
+                        .map_err(|e| Error::Internal(format!("the payload's metadata is not JSON: {e}")))?,
+                ),
+                None => None,
+            },
+            status: match row.bool("has_status")? {
+                // A `sequenceid` that is not a JSON string is none.
+                Some(true) => Some(StoredStatus {
+                    sequence: row.text("sequence")?.and_then(|s| serde_json::from_str(s).ok()),
+                }),
+                _ => None,
+            },
+        };
+        targets.insert(id, target);
+    }
+    Ok(targets)
 }
 
 /// A status to store: the resource, and the status.
