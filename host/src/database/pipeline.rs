@@ -187,13 +187,17 @@ pub struct Around {
 }
 
 /// Sends `statements` in one message on `session`, with `around`, and returns each statement's
-/// rows. `Ok(None)`: a statement could not be named ([`MOST_NAMED`]) and nothing was sent.
+/// rows; with nothing to send (no statement, no `BEGIN`, no `COMMIT`), sends nothing. `Ok(None)`:
+/// a statement could not be named ([`MOST_NAMED`]) and nothing was sent.
 pub async fn run(
     named: &Named,
     session: &mut Session,
     around: Around,
     statements: &[Statement],
 ) -> Result<Option<Vec<Vec<PgRow>>>, Failed> {
+    if statements.is_empty() && around.begin.is_none() && !around.commit {
+        return Ok(Some(Vec::new()));
+    }
     let mut numbers = Vec::with_capacity(statements.len());
     for statement in statements {
         match named.number(statement) {

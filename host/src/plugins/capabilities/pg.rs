@@ -526,10 +526,6 @@ impl PgSession {
         let text = listed("", &statements, if commit { "COMMIT" } else { "" });
         let call = async {
             let mut tx = self.take(transaction)?;
-            if statements.is_empty() && !commit {
-                self.open.insert(transaction, tx);
-                return Ok(Vec::new());
-            }
             let around = Around { begin: None, commit };
             let fetched = match tx.pipelined(pg, around, statements).await {
                 Ok(fetched) => fetched,
