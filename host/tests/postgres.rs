@@ -6,9 +6,18 @@ mod common;
 
 use std::time::Duration;
 
-use conductor::database::postgres::{self, DbEvent};
+use conductor::database::postgres::{self, DbEvent, DbEvents};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// The LISTEN's events sent on a channel, for the test to read.
+struct Sent(mpsc::Sender<DbEvent>);
+
+impl DbEvents for Sent {
+    async fn deliver(&mut self, event: DbEvent) -> bool {
+        self.0.send(event).await.is_ok()
+    }
+}
 
 /// NOTIFYs `events` with `payload` until something arrives (a NOTIFY sent before the LISTEN is in
 /// place is lost), and returns what arrived.
@@ -39,13 +48,10 @@ async fn listen_survives_the_loss_of_its_connection() {
     // it reconnected, and later notifications arrive again.
     let (tx, mut rx) = mpsc::channel(16);
     let stop = CancellationToken::new();
-    let task = tokio::spawn(postgres::listen(
-        pool.clone(),
-        vec!["events".into()],
-        None,
-        tx,
-        stop.clone(),
-    ));
+    let (listening, stopping) = (pool.clone(), stop.clone());
+    let task = tokio::spawn(async move {
+        postgres::listen(listening, vec!["events".into()], None, &mut Sent(tx), stopping).await;
+    });
     let next = async |rx: &mut mpsc::Receiver<DbEvent>| {
         tokio::time::timeout(Duration::from_secs(20), rx.recv())
             .await

@@ -8,12 +8,11 @@ use std::sync::Arc;
 use conductor_plugin_sdk::HostEvent;
 use conductor_plugin_sdk::pg::{Listening, Notification};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgSslMode};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::kept::Kept;
 use super::pipeline::Named;
-use super::postgres::{self, DbEvent};
+use super::postgres::{self, DbEvent, DbEvents};
 use crate::config::{DatabaseConfig, TlsMode};
 use crate::host_events::{EventKey, EventQueue};
 use crate::telemetry::Metrics;
@@ -26,6 +25,58 @@ const PING_IF_IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 /// at most four (the maestro plugin's spec batch, its status calls and the consumer controller).
 fn kept_at_most(pool_size: u32) -> usize {
     (pool_size as usize / 2).min(4)
+}
+
+/// A plugin's LISTEN on one channel: its notifications and (re)connects queued for the plugin,
+/// its health in the logs, the metrics and `/readyz`.
+struct IntoQueue {
+    plugin: String,
+    database: String,
+    channel: String,
+    /// How `/readyz` names it.
+    what: String,
+    events: Arc<EventQueue>,
+    metrics: Metrics,
+    readiness: Arc<Readiness>,
+}
+
+impl IntoQueue {
+    /// The LISTEN is gone with its plugin: no longer reported.
+    fn ended(&self) {
+        self.metrics.listener_removed(&self.database, &self.channel);
+        self.readiness.set_down(&self.what, None);
+    }
+}
+
+impl DbEvents for IntoQueue {
+    async fn deliver(&mut self, event: DbEvent) -> bool {
+        let event = match event {
+            DbEvent::Notification { channel, payload } => HostEvent::Notification(Notification {
+                database: self.database.clone(),
+                channel,
+                payload,
+            }),
+            DbEvent::Listening { reconnected } => {
+                self.metrics.listener(&self.database, &self.channel, true);
+                self.readiness.set_down(&self.what, None);
+                HostEvent::Listening(Listening {
+                    database: self.database.clone(),
+                    channel: self.channel.clone(),
+                    reconnected,
+                })
+            }
+            DbEvent::Lost(reason) => {
+                let (plugin, database, channel) = (&self.plugin, &self.database, &self.channel);
+                tracing::warn!(%plugin, %database, %channel, %reason, "database LISTEN connection lost; reconnecting");
+                self.metrics.listener(database, channel, false);
+                self.readiness
+                    .set_down(&self.what, Some(format!("connection lost ({reason}); reconnecting")));
+                return true;
+            }
+        };
+        let Some(key) = EventKey::of(&event) else { return true };
+        self.events.push(key, event).await
+    }
 }
 
 /// How conductor pools a database's connections: at most `size`, a borrower waiting at most
@@ -192,55 +243,19 @@ impl Databases {
         let first = postgres::listener(&pool, &channels)
             .await
             .map_err(|e| format!("cannot LISTEN on {channel:?} in database {database:?}: {e}"))?;
-        let (tx, mut rx) = mpsc::channel(64);
-        let listen = postgres::listen(pool, channels, Some(first), tx, stop);
-        let (metrics, readiness) = (self.metrics.clone(), Arc::clone(&self.readiness));
-        let (plugin, database, channel) = (plugin.to_owned(), database.to_owned(), channel.to_owned());
-        let what = format!("database {database:?} LISTEN {channel:?} (plugin {plugin})");
-        let done = (
-            self.metrics.clone(),
-            Arc::clone(&self.readiness),
-            database.clone(),
-            channel.clone(),
-            what.clone(),
-        );
-        let forward = async move {
-            while let Some(event) = rx.recv().await {
-                let forward = match event {
-                    DbEvent::Notification { channel, payload } => HostEvent::Notification(Notification {
-                        database: database.clone(),
-                        channel,
-                        payload,
-                    }),
-                    DbEvent::Listening { reconnected } => {
-                        metrics.listener(&database, &channel, true);
-                        readiness.set_down(&what, None);
-                        HostEvent::Listening(Listening {
-                            database: database.clone(),
-                            channel: channel.clone(),
-                            reconnected,
-                        })
-                    }
-                    DbEvent::Lost(reason) => {
-                        tracing::warn!(%plugin, %database, %channel, %reason, "database LISTEN connection lost; reconnecting");
-                        metrics.listener(&database, &channel, false);
-                        readiness.set_down(&what, Some(format!("connection lost ({reason}); reconnecting")));
-                        continue;
-                    }
-                };
-                let Some(key) = EventKey::of(&forward) else { continue };
-                if !events.push(key, forward).await {
-                    break;
-                }
-            }
+        let mut into_queue = IntoQueue {
+            plugin: plugin.to_owned(),
+            database: database.to_owned(),
+            channel: channel.to_owned(),
+            what: format!("database {database:?} LISTEN {channel:?} (plugin {plugin})"),
+            events,
+            metrics: self.metrics.clone(),
+            readiness: Arc::clone(&self.readiness),
         };
-        let (metrics, readiness, database, channel, what) = done;
         Ok(async move {
-            // Either ends when the plugin stops (the listener on `stop`, the forwarder when the
-            // queue closes or the listener's channel ends).
-            tokio::join!(listen, forward);
-            metrics.listener_removed(&database, &channel);
-            readiness.set_down(&what, None);
+            // Ends when the plugin stops: on `stop`, or when its queue closes.
+            postgres::listen(pool, channels, Some(first), &mut into_queue, stop).await;
+            into_queue.ended();
         })
     }
 

@@ -1,10 +1,10 @@
 //! LISTEN as a resumable stream of notifications that says when it (re)connected, so a plugin can
 //! catch up on what it missed.
 
+use std::future::Future;
 use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgPool};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// What a LISTEN stream delivers.
@@ -24,6 +24,14 @@ pub enum DbEvent {
     Lost(String),
 }
 
+/// Where a LISTEN's events go, taken in the listening task itself: a notification is handed on
+/// without waking another task.
+pub trait DbEvents: Send {
+    /// Takes `event`, waiting for room; false once nothing takes events any more, which ends the
+    /// LISTEN.
+    fn deliver(&mut self, event: DbEvent) -> impl Future<Output = bool> + Send;
+}
+
 /// Connects a listener and LISTENs on `channels`.
 pub async fn listener(pool: &PgPool, channels: &[String]) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
@@ -31,15 +39,15 @@ pub async fn listener(pool: &PgPool, channels: &[String]) -> Result<PgListener, 
     Ok(listener)
 }
 
-/// Listens on `channels` until `stop`, sending what arrives to `events`, starting with
+/// Listens on `channels` until `stop`, delivering what arrives to `events`, starting with
 /// `connected` when the caller already holds a listening connection. A lost connection is
-/// re-established with backoff (100 ms doubling to 10 s, logged each time). When `events` is
-/// full, the connection is not read until there is room.
+/// re-established with backoff (100 ms doubling to 10 s, logged each time). While `events` has
+/// no room, the connection is not read.
 pub async fn listen(
     pool: PgPool,
     channels: Vec<String>,
     connected: Option<PgListener>,
-    events: mpsc::Sender<DbEvent>,
+    events: &mut impl DbEvents,
     stop: CancellationToken,
 ) {
     {
@@ -69,7 +77,7 @@ pub async fn listen(
             if reconnected {
                 tracing::info!(?channels, "LISTEN connection re-established");
             }
-            if events.send(DbEvent::Listening { reconnected }).await.is_err() {
+            if !events.deliver(DbEvent::Listening { reconnected }).await {
                 return;
             }
             reconnected = true;
@@ -84,7 +92,7 @@ pub async fn listen(
                             channel: n.channel().to_owned(),
                             payload: n.payload().to_owned(),
                         };
-                        if events.send(event).await.is_err() {
+                        if !events.deliver(event).await {
                             return;
                         }
                     }
@@ -93,7 +101,7 @@ pub async fn listen(
                 }
             };
             tracing::warn!(?channels, %reason, "LISTEN connection lost; reconnecting");
-            if events.send(DbEvent::Lost(reason)).await.is_err() {
+            if !events.deliver(DbEvent::Lost(reason)).await {
                 return;
             }
         }
