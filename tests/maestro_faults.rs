@@ -1,6 +1,6 @@
 //! The maestro source when things go wrong: PostgreSQL restarted under connected agents, conductor
-//! cut off from the database while Maestro keeps writing, notifications never sent, and two
-//! conductor replicas sharing one database.
+//! cut off from the database while Maestro keeps writing, notifications never sent, two conductor
+//! replicas sharing one database, and the maestro plugin reloaded under its LISTEN.
 
 #[path = "support/maestro.rs"]
 mod support;
@@ -222,4 +222,41 @@ async fn a_cancelled_begin_never_leaves_the_pooled_connection_in_a_transaction()
         );
     }
     assert_eq!(cancelled, 200, "the deadlines cancelled calls: {cancelled}");
+}
+
+/// A LISTEN is reported in `/metrics` for as long as a plugin holds it. Each reload that
+/// replaces the maestro plugin starts the new plugin's LISTEN before the old plugin stops, and
+/// the old one going does not take the series of the new one with it; a reload that unloads the
+/// plugin takes its series out.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_listen_stays_reported_through_reloads_and_leaves_with_its_plugin() {
+    let db = MaestroDb::start().await;
+    let c = Conductor::start(&config(&db.url(), "1h")).unwrap();
+    let series = r#"conductor_database_listener_up{channel="events",database="maestro"}"#;
+    let up = format!("{series} 1");
+    eventually(WAIT, "the LISTEN reported up", async || {
+        c.admin_get("/metrics").await.unwrap().1.contains(&up)
+    })
+    .await;
+    for (reloads, catch_up) in (1..).zip(["2h", "3h", "4h", "5h", "6h", "7h"]) {
+        c.rewrite_config(&config(&db.url(), catch_up));
+        c.hangup();
+        // The replaced plugin is stopped, its LISTEN with it, before the reload is logged.
+        let line = c.wait_for_logs("configuration reloaded", reloads).await;
+        assert!(line.contains(r#""replaced":"[\"maestro\"]""#), "{line}");
+        let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+        assert!(
+            metrics.contains(&up),
+            "reload {reloads}: the new plugin's LISTEN is not reported: {metrics}"
+        );
+    }
+    c.rewrite_config(&format!("[databases.maestro]\nurl = \"{}\"\npool_size = 4\n", db.url()));
+    c.hangup();
+    let line = c.wait_for_logs("configuration reloaded", 7).await;
+    assert!(line.contains(r#""removed":"[\"maestro\"]""#), "{line}");
+    let (_, metrics) = c.admin_get("/metrics").await.unwrap();
+    assert!(
+        !metrics.contains(series),
+        "the unloaded plugin's LISTEN is still reported: {metrics}"
+    );
 }

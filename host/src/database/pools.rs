@@ -40,9 +40,10 @@ struct IntoQueue {
     readiness: Arc<Readiness>,
 }
 
-impl IntoQueue {
-    /// The LISTEN is gone with its plugin: no longer reported.
-    fn ended(&self) {
+/// The LISTEN is gone with its plugin (ended or dropped when the plugin's tasks stop): no longer
+/// reported, unless another LISTEN is held on its channel.
+impl Drop for IntoQueue {
+    fn drop(&mut self) {
         self.metrics.listener_removed(&self.database, &self.channel);
         self.readiness.set_down(&self.what, None);
     }
@@ -243,6 +244,7 @@ impl Databases {
         let first = postgres::listener(&pool, &channels)
             .await
             .map_err(|e| format!("cannot LISTEN on {channel:?} in database {database:?}: {e}"))?;
+        self.metrics.listener_held(database, channel);
         let mut into_queue = IntoQueue {
             plugin: plugin.to_owned(),
             database: database.to_owned(),
@@ -255,7 +257,6 @@ impl Databases {
         Ok(async move {
             // Ends when the plugin stops: on `stop`, or when its queue closes.
             postgres::listen(pool, channels, Some(first), &mut into_queue, stop).await;
-            into_queue.ended();
         })
     }
 

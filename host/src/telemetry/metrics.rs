@@ -1,6 +1,9 @@
 //! Prometheus metrics with the upstream names and labels (`docs/protocol.md` §10).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use prometheus::core::Collector;
 use prometheus::{Encoder, IntCounterVec, IntGaugeVec, TextEncoder};
@@ -32,6 +35,9 @@ pub struct Metrics {
     duration: series::HistogramVec,
     listener_up: IntGaugeVec,
     listener_lost: IntCounterVec,
+    /// The LISTENs held on each (database, channel): a plugin replaced holds its own while its
+    /// successor already holds the next.
+    listeners: Arc<Mutex<HashMap<(String, String), usize>>>,
     plugins: Families,
     /// conductor's own broker metrics.
     pub broker: BrokerMetrics,
@@ -137,6 +143,7 @@ impl Metrics {
             duration,
             listener_up,
             listener_lost,
+            listeners: Arc::default(),
             per_consumer: true,
         }
     }
@@ -195,8 +202,30 @@ impl Metrics {
         }
     }
 
-    /// A LISTEN was given up (its plugin was unloaded).
+    /// A LISTEN is held on `channel` of `database`; its series stay until the last one held there
+    /// is given up.
+    pub fn listener_held(&self, database: &str, channel: &str) {
+        *self
+            .listeners
+            .lock()
+            .entry((database.to_owned(), channel.to_owned()))
+            .or_default() += 1;
+    }
+
+    /// A LISTEN was given up (its plugin was unloaded or replaced); with the last one on its
+    /// channel, its series leave `/metrics`.
     pub fn listener_removed(&self, database: &str, channel: &str) {
+        {
+            let mut held = self.listeners.lock();
+            let key = (database.to_owned(), channel.to_owned());
+            match held.get_mut(&key) {
+                Some(count) if *count > 1 => {
+                    *count -= 1;
+                    return;
+                }
+                _ => held.remove(&key),
+            };
+        }
         let _ = self.listener_up.remove_label_values(&[database, channel]);
         let _ = self.listener_lost.remove_label_values(&[database, channel]);
     }
@@ -334,6 +363,26 @@ fn register_process_and_build(registry: &MetricsRegistry) -> prometheus::IntGaug
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listen_series_leaves_with_the_last_listen_on_its_channel() {
+        let m = Metrics::new();
+        let up = r#"conductor_database_listener_up{channel="events",database="maestro"} 1"#;
+        // A plugin replaced: its successor's LISTEN is held and up before the old one goes.
+        m.listener_held("maestro", "events");
+        m.listener("maestro", "events", true);
+        m.listener_held("maestro", "events");
+        m.listener("maestro", "events", true);
+        m.listener_removed("maestro", "events");
+        assert!(m.render().contains(up), "{}", m.render());
+        // Unloaded: the last one goes, and its series with it.
+        m.listener_removed("maestro", "events");
+        let text = m.render();
+        assert!(!text.contains("conductor_database_listener_up{"), "{text}");
+        assert!(!text.contains("conductor_database_listener_lost_total{"), "{text}");
+        // Given up once more than held (nothing held): nothing to take out, no panic.
+        m.listener_removed("maestro", "events");
+    }
 
     #[test]
     fn a_plugin_that_no_longer_runs_leaves_metrics() {
