@@ -40,6 +40,22 @@ struct IntoQueue {
     readiness: Arc<Readiness>,
 }
 
+impl IntoQueue {
+    /// Holds a LISTEN of `plugin` on `channel` of `database` (reported until dropped).
+    fn new(plugin: &str, database: &str, channel: &str, events: Arc<EventQueue>, databases: &Databases) -> Self {
+        databases.metrics.listener_held(database, channel);
+        Self {
+            plugin: plugin.to_owned(),
+            database: database.to_owned(),
+            channel: channel.to_owned(),
+            what: format!("database {database:?} LISTEN {channel:?} (plugin {plugin})"),
+            events,
+            metrics: databases.metrics.clone(),
+            readiness: Arc::clone(&databases.readiness),
+        }
+    }
+}
+
 /// The LISTEN is gone with its plugin (ended or dropped when the plugin's tasks stop): no longer
 /// reported, unless another LISTEN is held on its channel.
 impl Drop for IntoQueue {
@@ -244,16 +260,7 @@ impl Databases {
         let first = postgres::listener(&pool, &channels)
             .await
             .map_err(|e| format!("cannot LISTEN on {channel:?} in database {database:?}: {e}"))?;
-        self.metrics.listener_held(database, channel);
-        let mut into_queue = IntoQueue {
-            plugin: plugin.to_owned(),
-            database: database.to_owned(),
-            channel: channel.to_owned(),
-            what: format!("database {database:?} LISTEN {channel:?} (plugin {plugin})"),
-            events,
-            metrics: self.metrics.clone(),
-            readiness: Arc::clone(&self.readiness),
-        };
+        let mut into_queue = IntoQueue::new(plugin, database, channel, events, self);
         Ok(async move {
             // Ends when the plugin stops: on `stop`, or when its queue closes.
             postgres::listen(pool, channels, Some(first), &mut into_queue, stop).await;

@@ -218,13 +218,13 @@ impl Metrics {
         {
             let mut held = self.listeners.lock();
             let key = (database.to_owned(), channel.to_owned());
-            match held.get_mut(&key) {
-                Some(count) if *count > 1 => {
-                    *count -= 1;
-                    return;
-                }
-                _ => held.remove(&key),
-            };
+            if let Some(count) = held.get_mut(&key)
+                && *count > 1
+            {
+                *count -= 1;
+                return;
+            }
+            held.remove(&key);
         }
         let _ = self.listener_up.remove_label_values(&[database, channel]);
         let _ = self.listener_lost.remove_label_values(&[database, channel]);
