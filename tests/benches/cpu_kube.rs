@@ -54,7 +54,7 @@ use conductor_blackbox_tests::cpu_seconds as cpu;
 use conductor_blackbox_tests::events::{self, attr_str, integer, string};
 use conductor_blackbox_tests::proto::cloud_event_attribute_value::Attr;
 use conductor_blackbox_tests::{
-    CloudEventServiceClient, Conductor, Form, WORKS, conductor_bin, env_usize, median, publish, subscribe,
+    CloudEventServiceClient, Conductor, Form, WORKS, env_usize, median, publish, subscribe,
 };
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube_api::{KubeApi, kube_config};
@@ -220,17 +220,7 @@ impl Agents {
 /// The kube plugin's configuration: the component, or with `PLUGIN_FORM=native` the native
 /// library of the release build beside the conductor binary.
 fn plugin_entry(front: &kube_api::Front) -> String {
-    if std::env::var("PLUGIN_FORM").as_deref() != Ok("native") {
-        return kube_config(front, Form::Component);
-    }
-    let debug = conductor_blackbox_tests::plugin_artifact("kube-plugin", Form::Native);
-    let release = conductor_bin().with_file_name("libkube_plugin.so");
-    assert!(
-        release.exists(),
-        "{} is missing: cargo build --release -p kube-plugin",
-        release.display()
-    );
-    kube_config(front, Form::Native).replace(&*debug.to_string_lossy(), &release.to_string_lossy())
+    conductor_blackbox_tests::in_bench_form(&kube_config(front, Form::Component), "kube-plugin")
 }
 
 /// Records a flame graph of `pid` for `seconds` into `PROFILE_DIR/<name>.svg`, if asked.
@@ -569,7 +559,7 @@ async fn main() {
         "cpu_kube: {total} works across {clusters} clusters ({size} bytes of JSON each, with a status), \
          one agent (connection + subscription) per cluster; delivery: {changes} changes at {rates:?}/s; status: {updates} updates at {status_rate}/s; {runs} runs; \
          the kube plugin: {}; load average {}",
-        std::env::var("PLUGIN_FORM").unwrap_or_else(|_| "component".into()),
+        conductor_blackbox_tests::bench_form().kind(),
         load_average()
     );
     let conductor_config = format!(

@@ -36,6 +36,10 @@
 //! first, second and third equally often, and prints each build's medians and the median of the
 //! runs' B / A: the way to measure a change against the build before it on this noisy machine.
 //!
+//! `PLUGIN_FORM=native` loads the maestro plugin as a native library instead (`cargo build
+//! --release -p maestro-plugin --lib`, beside the binary): the difference is what the component
+//! boundary costs.
+//!
 //! `PROFILE=1` profiles conductor alone instead (no figures): `PROFILE_SECONDS` (10) of each
 //! scenario's load under `scripts/profile.sh`, flame graphs `cpu-maestro-{status,spec}.svg` in
 //! `PROFILE_DIR`, by default `docs/benchmarks/` (as `cpu_kube`).
@@ -298,6 +302,14 @@ struct Figures {
     pg_tps: Vec<f64>,
 }
 
+/// The maestro plugin's configuration, `instances` instances and twice as many pooled
+/// connections: the component, or with `PLUGIN_FORM=native` the native library of the release
+/// build beside the conductor binary.
+fn plugin_config(url: &str, instances: usize) -> String {
+    let component = config_with(url, "5m", Form::Component, instances as u32 * 2, instances);
+    conductor_blackbox_tests::in_bench_form(&component, "maestro-plugin")
+}
+
 struct Bench {
     db: MaestroDb,
     postmaster: u32,
@@ -317,13 +329,7 @@ impl Bench {
     fn conductor(&self, build: &Build, a: &Build) -> Conductor {
         let config = format!(
             "[broker]\nheartbeat_disabled = true\n{}limits = {{ request_calls = {} }}\n",
-            config_with(
-                &self.db.url(),
-                "5m",
-                Form::Component,
-                self.instances as u32 * 2,
-                self.instances
-            ),
+            plugin_config(&self.db.url(), self.instances),
             self.request_calls
         );
         build
@@ -561,12 +567,13 @@ fn main() {
         };
         let pgbench_seconds = env_usize("PGBENCH_SECONDS", 5) as u64;
         println!(
-            "cpu_maestro: {agents} agents on their own connections; status {} updates ({} per agent); spec {} writes at {}/s; {} plugin instances; load average {}",
+            "cpu_maestro: {agents} agents on their own connections; status {} updates ({} per agent); spec {} writes at {}/s; {} plugin instances ({}); load average {}",
             agents * bench.per_agent,
             bench.per_agent,
             bench.writes,
             bench.rate,
             bench.instances,
+            conductor_blackbox_tests::bench_form().kind(),
             load_average()
         );
         if std::env::var("PROFILE").is_ok_and(|v| v == "1") {

@@ -174,6 +174,35 @@ pub fn plugin_artifact(crate_name: &str, form: Form) -> PathBuf {
     path
 }
 
+/// The form a bench loads its plugin in: the component, or with `PLUGIN_FORM=native` the native
+/// library.
+pub fn bench_form() -> Form {
+    match std::env::var("PLUGIN_FORM").as_deref() {
+        Ok("native") => Form::Native,
+        _ => Form::Component,
+    }
+}
+
+/// `entry`, one plugin's configuration loading `crate_name`'s component, in the form a bench
+/// measures ([`bench_form`]): as it is, or loading the native library of the release build beside
+/// the conductor binary.
+pub fn in_bench_form(entry: &str, crate_name: &str) -> String {
+    if bench_form() == Form::Component {
+        return entry.to_owned();
+    }
+    let component = plugin_artifact(crate_name, Form::Component);
+    let native = conductor_bin().with_file_name(format!("lib{}.so", crate_name.replace('-', "_")));
+    assert!(
+        native.exists(),
+        "{} is missing: cargo build --release -p {crate_name} --lib",
+        native.display()
+    );
+    let kind = |form: Form| format!("kind = \"{}\"", form.kind());
+    entry
+        .replace(&*component.to_string_lossy(), &native.to_string_lossy())
+        .replace(&kind(Form::Component), &kind(Form::Native))
+}
+
 /// A component built by `scripts/build-polyglot-plugins.sh`: `target/polyglot/<stem>.wasm`
 /// (`python_works`, `js_works`, and their `_pg` builds).
 pub fn polyglot_artifact(stem: &str) -> PathBuf {
