@@ -16,7 +16,7 @@ use super::postgres::{self, DbEvent, DbEvents};
 use crate::config::{DatabaseConfig, TlsMode};
 use crate::host_events::{EventKey, EventQueue};
 use crate::telemetry::Metrics;
-use crate::telemetry::Readiness;
+use crate::telemetry::{Readiness, readiness};
 
 /// A pooled connection idle longer than this is pinged before it is handed out.
 const PING_IF_IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
@@ -33,11 +33,10 @@ struct IntoQueue {
     plugin: String,
     database: String,
     channel: String,
-    /// How `/readyz` names it.
-    what: String,
     events: Arc<EventQueue>,
     metrics: Metrics,
-    readiness: Arc<Readiness>,
+    /// Its `/readyz` entry, apart from a successor's of the same name (gone when dropped).
+    readiness: readiness::Entry,
 }
 
 impl IntoQueue {
@@ -48,20 +47,21 @@ impl IntoQueue {
             plugin: plugin.to_owned(),
             database: database.to_owned(),
             channel: channel.to_owned(),
-            what: format!("database {database:?} LISTEN {channel:?} (plugin {plugin})"),
             events,
             metrics: databases.metrics.clone(),
-            readiness: Arc::clone(&databases.readiness),
+            readiness: databases
+                .readiness
+                .entry(format!("database {database:?} LISTEN {channel:?} (plugin {plugin})")),
         }
     }
 }
 
-/// The LISTEN is gone with its plugin (ended or dropped when the plugin's tasks stop): no longer
-/// reported, unless another LISTEN is held on its channel.
+/// The LISTEN is gone with its plugin (ended or dropped when the plugin's tasks stop): its series
+/// no longer reported, unless another LISTEN is held on its channel, and its `/readyz` entry gone
+/// with it.
 impl Drop for IntoQueue {
     fn drop(&mut self) {
         self.metrics.listener_removed(&self.database, &self.channel);
-        self.readiness.set_down(&self.what, None);
     }
 }
 
@@ -75,7 +75,7 @@ impl DbEvents for IntoQueue {
             }),
             DbEvent::Listening { reconnected } => {
                 self.metrics.listener(&self.database, &self.channel, true);
-                self.readiness.set_down(&self.what, None);
+                self.readiness.set_down(None);
                 HostEvent::Listening(Listening {
                     database: self.database.clone(),
                     channel: self.channel.clone(),
@@ -87,7 +87,7 @@ impl DbEvents for IntoQueue {
                 tracing::warn!(%plugin, %database, %channel, %reason, "database LISTEN connection lost; reconnecting");
                 self.metrics.listener(database, channel, false);
                 self.readiness
-                    .set_down(&self.what, Some(format!("connection lost ({reason}); reconnecting")));
+                    .set_down(Some(format!("connection lost ({reason}); reconnecting")));
                 return true;
             }
         };
