@@ -16,6 +16,7 @@ use super::postgres::{self, DbEvent, DbEvents};
 use crate::config::{DatabaseConfig, TlsMode};
 use crate::host_events::{EventKey, EventQueue};
 use crate::telemetry::Metrics;
+use crate::telemetry::metrics::ListenerSeries;
 use crate::telemetry::{Readiness, readiness};
 
 /// A pooled connection idle longer than this is pinged before it is handed out.
@@ -34,34 +35,26 @@ struct IntoQueue {
     database: String,
     channel: String,
     events: Arc<EventQueue>,
-    metrics: Metrics,
+    /// Its series, shared with a successor's on the same channel (given up when dropped).
+    series: ListenerSeries,
     /// Its `/readyz` entry, apart from a successor's of the same name (gone when dropped).
     readiness: readiness::Entry,
 }
 
 impl IntoQueue {
-    /// Holds a LISTEN of `plugin` on `channel` of `database` (reported until dropped).
+    /// Holds a LISTEN of `plugin` on `channel` of `database`: reported until dropped, when the
+    /// plugin's tasks stop.
     fn new(plugin: &str, database: &str, channel: &str, events: Arc<EventQueue>, databases: &Databases) -> Self {
-        databases.metrics.listener_held(database, channel);
         Self {
             plugin: plugin.to_owned(),
             database: database.to_owned(),
             channel: channel.to_owned(),
             events,
-            metrics: databases.metrics.clone(),
+            series: databases.metrics.listener_series(database, channel),
             readiness: databases
                 .readiness
                 .entry(format!("database {database:?} LISTEN {channel:?} (plugin {plugin})")),
         }
-    }
-}
-
-/// The LISTEN is gone with its plugin (ended or dropped when the plugin's tasks stop): its series
-/// no longer reported, unless another LISTEN is held on its channel, and its `/readyz` entry gone
-/// with it.
-impl Drop for IntoQueue {
-    fn drop(&mut self) {
-        self.metrics.listener_removed(&self.database, &self.channel);
     }
 }
 
@@ -74,7 +67,7 @@ impl DbEvents for IntoQueue {
                 payload,
             }),
             DbEvent::Listening { reconnected } => {
-                self.metrics.listener(&self.database, &self.channel, true);
+                self.series.set(true);
                 self.readiness.set_down(None);
                 HostEvent::Listening(Listening {
                     database: self.database.clone(),
@@ -85,7 +78,7 @@ impl DbEvents for IntoQueue {
             DbEvent::Lost(reason) => {
                 let (plugin, database, channel) = (&self.plugin, &self.database, &self.channel);
                 tracing::warn!(%plugin, %database, %channel, %reason, "database LISTEN connection lost; reconnecting");
-                self.metrics.listener(database, channel, false);
+                self.series.set(false);
                 self.readiness
                     .set_down(Some(format!("connection lost ({reason}); reconnecting")));
                 return true;

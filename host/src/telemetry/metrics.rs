@@ -190,31 +190,24 @@ impl Metrics {
         self.exported.forget(name);
     }
 
-    /// A LISTEN connection came up (`true`) or was lost (`false`).
-    pub fn listener(&self, database: &str, channel: &str, up: bool) {
-        self.listener_up
-            .with_label_values(&[database, channel])
-            .set(i64::from(up));
-        // At 0 from the first time the LISTEN comes up, so a loss is an increase.
-        let lost = self.listener_lost.with_label_values(&[database, channel]);
-        if !up {
-            lost.inc();
-        }
-    }
-
-    /// A LISTEN is held on `channel` of `database`; its series stay until the last one held there
-    /// is given up.
-    pub fn listener_held(&self, database: &str, channel: &str) {
+    /// The series of a LISTEN on `channel` of `database`, held while the LISTEN runs: they stay
+    /// until the last LISTEN held there lets go of its own.
+    pub fn listener_series(&self, database: &str, channel: &str) -> ListenerSeries {
         *self
             .listeners
             .lock()
             .entry((database.to_owned(), channel.to_owned()))
             .or_default() += 1;
+        ListenerSeries {
+            metrics: self.clone(),
+            database: database.to_owned(),
+            channel: channel.to_owned(),
+        }
     }
 
     /// A LISTEN was given up (its plugin was unloaded or replaced); with the last one on its
     /// channel, its series leave `/metrics`.
-    pub fn listener_removed(&self, database: &str, channel: &str) {
+    fn listener_removed(&self, database: &str, channel: &str) {
         {
             let mut held = self.listeners.lock();
             let key = (database.to_owned(), channel.to_owned());
@@ -360,6 +353,34 @@ fn register_process_and_build(registry: &MetricsRegistry) -> prometheus::IntGaug
     ready
 }
 
+/// One LISTEN's hold on the series of its (database, channel) ([`Metrics::listener_series`]):
+/// shared with another LISTEN there (a replaced plugin's and its successor's), given up when
+/// dropped.
+pub struct ListenerSeries {
+    metrics: Metrics,
+    database: String,
+    channel: String,
+}
+
+impl ListenerSeries {
+    /// The LISTEN connection came up (`true`) or was lost (`false`).
+    pub fn set(&self, up: bool) {
+        let labels = [self.database.as_str(), self.channel.as_str()];
+        self.metrics.listener_up.with_label_values(&labels).set(i64::from(up));
+        // At 0 from the first time the LISTEN comes up, so a loss is an increase.
+        let lost = self.metrics.listener_lost.with_label_values(&labels);
+        if !up {
+            lost.inc();
+        }
+    }
+}
+
+impl Drop for ListenerSeries {
+    fn drop(&mut self) {
+        self.metrics.listener_removed(&self.database, &self.channel);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,14 +390,14 @@ mod tests {
         let m = Metrics::new();
         let up = r#"conductor_database_listener_up{channel="events",database="maestro"} 1"#;
         // A plugin replaced: its successor's LISTEN is held and up before the old one goes.
-        m.listener_held("maestro", "events");
-        m.listener("maestro", "events", true);
-        m.listener_held("maestro", "events");
-        m.listener("maestro", "events", true);
-        m.listener_removed("maestro", "events");
+        let old = m.listener_series("maestro", "events");
+        old.set(true);
+        let new = m.listener_series("maestro", "events");
+        new.set(true);
+        drop(old);
         assert!(m.render().contains(up), "{}", m.render());
         // Unloaded: the last one goes, and its series with it.
-        m.listener_removed("maestro", "events");
+        drop(new);
         let text = m.render();
         assert!(!text.contains("conductor_database_listener_up{"), "{text}");
         assert!(!text.contains("conductor_database_listener_lost_total{"), "{text}");
